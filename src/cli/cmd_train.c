@@ -1,0 +1,11 @@
+/* Placeholder until this subcommand lands. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+
+int dt_cmd_train(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "detrain: 'train' is not built yet\n");
+    return 2;
+}

@@ -1,0 +1,67 @@
+/* GPT-2 family model on the CPU, fp32: token + learned position embeddings, pre-LN blocks
+ * (LayerNorm, causal multi-head attention, GELU(tanh) MLP), final LayerNorm, output head
+ * tied to the token embedding. Vocabulary padded to a multiple of 128 (Vp); rows >= V are
+ * zero, never trained (masked out of the loss), and never exported.
+ *
+ * Shape letters, used everywhere: B batch (micro-batch), T sequence length, C channels,
+ * V vocabulary, Vp padded vocabulary, L layers, NH heads, HS = C / NH head size.
+ *
+ * Ownership: dt_gpt_create allocates one slab for parameters, one for gradients, one for
+ * activations (sized for B, T); dt_gpt_free releases all of them. */
+#ifndef DT_MODEL_GPT_H
+#define DT_MODEL_GPT_H
+
+#include "detrain/detrain.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct dt_gpt_config {
+    int max_seq_len;  /* maxT: rows of the position embedding */
+    int vocab_size;   /* V */
+    int padded_vocab; /* Vp: V rounded up to a multiple of 128 */
+    int num_layers;   /* L */
+    int num_heads;    /* NH */
+    int channels;     /* C */
+} dt_gpt_config;
+
+/* Fills the config of a named preset ("tiny", "small", "gpt2-124m", "gpt2-350m").
+ * vocab_size/max_seq_len may be overridden afterwards; call dt_gpt_config_finish after. */
+dt_status dt_gpt_preset(const char *name, dt_gpt_config *cfg);
+/* Validates a config and computes padded_vocab. Errors name the bad field. */
+dt_status dt_gpt_config_finish(dt_gpt_config *cfg);
+
+/* Parameter tensors, in slab order. */
+enum {
+    DT_P_WTE,      /* (Vp, C) */
+    DT_P_WPE,      /* (maxT, C) */
+    DT_P_LN1W,     /* (L, C) */
+    DT_P_LN1B,     /* (L, C) */
+    DT_P_QKVW,     /* (L, 3C, C)   [out, in] */
+    DT_P_QKVB,     /* (L, 3C) */
+    DT_P_ATTPROJW, /* (L, C, C) */
+    DT_P_ATTPROJB, /* (L, C) */
+    DT_P_LN2W,     /* (L, C) */
+    DT_P_LN2B,     /* (L, C) */
+    DT_P_FCW,      /* (L, 4C, C) */
+    DT_P_FCB,      /* (L, 4C) */
+    DT_P_FCPROJW,  /* (L, C, 4C) */
+    DT_P_FCPROJB,  /* (L, C) */
+    DT_P_LNFW,     /* (C) */
+    DT_P_LNFB,     /* (C) */
+    DT_NUM_PARAM_TENSORS
+};
+
+typedef struct dt_param_desc {
+    const char *name;     /* "wte", "qkvw", ... */
+    int ndim;             /* 1..3 */
+    int64_t shape[3];     /* leading dim L for per-layer tensors */
+    size_t numel;
+    size_t offset;        /* in floats, into the parameter slab */
+    int decay;            /* 1: weight decay applies (matrices, embeddings) */
+} dt_param_desc;
+
+/* Describes all parameter tensors of a config. Returns the total number of floats. */
+size_t dt_gpt_param_table(const dt_gpt_config *cfg, dt_param_desc out[DT_NUM_PARAM_TENSORS]);
+
+#endif

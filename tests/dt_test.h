@@ -1,0 +1,33 @@
+/* Tiny test helpers. A test binary runs its cases, prints every failed check with file and
+ * line, and exits non-zero when any check failed (tests/run.sh counts binaries). */
+#ifndef DT_TEST_H
+#define DT_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int dt_test_failed;
+static int dt_test_checks;
+
+#define CHECK(cond) do { dt_test_checks++; if (!(cond)) { dt_test_failed++; \
+    fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); } } while (0)
+#define CHECKF(cond, ...) do { dt_test_checks++; if (!(cond)) { dt_test_failed++; \
+    fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
+    fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+/* Status-returning call must succeed; prints dt_errmsg() otherwise. */
+#define CHECK_OK(call) do { dt_status st_ = (call); dt_test_checks++; if (st_ != DT_OK) { \
+    dt_test_failed++; fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, \
+    dt_status_name(st_), dt_errmsg()); } } while (0)
+
+#define RUN(test) do { int before_ = dt_test_failed; test(); \
+    fprintf(stderr, "%s %s\n", dt_test_failed == before_ ? "ok  " : "FAIL", #test); } while (0)
+
+static inline int dt_test_report(void) {
+    fprintf(stderr, "%d checks, %d failed\n", dt_test_checks, dt_test_failed);
+    if (dt_test_checks == 0) { fprintf(stderr, "no checks ran\n"); return 1; }
+    return dt_test_failed ? 1 : 0;
+}
+
+#endif
