@@ -56,11 +56,11 @@ static void test_pure(void) {
     CHECK(!memcmp(nf, nb, sizeof nf));
     /* pinned values: a change to the mapping or the formula is caught here */
     CHECKF(fwd[0] == 0xdbdbe5b3u, "%08x", fwd[0]);
-    uint32_t zb, ub;
+    uint32_t zb, ubits;
     memcpy(&zb, &nf[3], 4);
-    memcpy(&ub, &uf[9], 4);
+    memcpy(&ubits, &uf[9], 4);
     CHECKF(zb == 0x3ec4486eu, "normal bits %08x", zb);
-    CHECKF(ub == 0x3d7d8d70u, "uniform bits %08x", ub);
+    CHECKF(ubits == 0x3d7d8d70u, "uniform bits %08x", ubits);
 }
 
 /* Changing any one field of the tuple gives a different stream. */
