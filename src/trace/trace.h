@@ -1,0 +1,158 @@
+/* Fingerprint tracing: capture (DESIGN §6, issue 5).
+ *
+ * Each selected rank writes one file `<dir>/rank_%06d.trace`, created with O_EXCL (an
+ * existing file is never overwritten), append-only, through a large in-memory buffer that
+ * is flushed when full and at close. No collectives, no cross-rank ordering: ranks never
+ * talk to each other about tracing. Events are aligned offline by
+ * (step, micro-batch, scope, op, occurrence), see diff.h.
+ *
+ * Levels are cumulative: a level includes every level before it.
+ *   metrics  < semantic (collectives, grad reduction, optimizer, recompute, stage
+ *   boundaries) < module (each module's inputs, outputs, parameter grads) < op (every op
+ *   the dispatcher runs) < kernel (op events also carry the kernel/algorithm/launch info).
+ *
+ * Hook usage, from the op dispatcher or a module (one host thread drives all hooks; the
+ * trace state is per process = per rank):
+ *
+ *     dt_trace_op *h = NULL;
+ *     if (dt_trace_on(DT_TRACE_OP)) {              // one load + compare when off
+ *         dt_tensor_ref in[2] = {{"x", x, DT_DT_F32, 2, {B*T, C}}, {"w", w, DT_DT_F32, 1, {C}}};
+ *         h = dt_trace_begin(DT_TRACE_OP, DT_PHASE_FWD, "layernorm_fwd", "det", in, 2);
+ *     }
+ *     ... run the op (it may overwrite its inputs: their digests are already taken) ...
+ *     if (h) {
+ *         dt_tensor_ref out[1] = {{"y", y, DT_DT_F32, 2, {B*T, C}}};
+ *         dt_trace_end(h, out, 1);                 // digests outputs, writes the event
+ *     }
+ *
+ * Digests read the bytes on the host: the caller must pass buffers whose producer has
+ * finished (on GPU: after the producing stream is synchronised, or a device-side digest
+ * once the CUDA backend provides one). Reading a buffer early is a probe artefact, not
+ * nondeterminism. */
+#ifndef DT_TRACE_TRACE_H
+#define DT_TRACE_TRACE_H
+
+#include "detrain/detrain.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum dt_trace_level {
+    DT_TRACE_OFF = 0,
+    DT_TRACE_METRICS = 1,
+    DT_TRACE_SEMANTIC = 2,
+    DT_TRACE_MODULE = 3,
+    DT_TRACE_OP = 4,
+    DT_TRACE_KERNEL = 5
+};
+
+enum dt_trace_phase { DT_PHASE_FWD = 0, DT_PHASE_BWD, DT_PHASE_OPT, DT_PHASE_COMM,
+                      DT_PHASE_OTHER, DT_PHASE_COUNT };
+
+/* Element types of traced tensors (the digest is over numel * size bytes). */
+enum dt_trace_dtype { DT_DT_F32 = 0, DT_DT_BF16, DT_DT_F16, DT_DT_F64, DT_DT_I32,
+                      DT_DT_I64, DT_DT_U16, DT_DT_U8, DT_DT_COUNT };
+
+#define DT_TRACE_MAX_DIMS 4
+/* Order-sensitive tensors with more rows than this get per-chunk digests of
+ * ceil(rows / DT_TRACE_MAX_ROW_DIGESTS) consecutive rows each. */
+#define DT_TRACE_MAX_ROW_DIGESTS 4096
+
+/* One tensor as the caller sees it. Contiguous row-major bytes at `data`.
+ * order_sensitive: also digest each of `rows` equal slices of the tensor (rows must
+ * divide numel; rows = 0 means shape[0]), so trace-diff can name the rows that moved. */
+typedef struct dt_tensor_ref {
+    const char *name;
+    const void *data;
+    int dtype;                          /* enum dt_trace_dtype */
+    int ndim;                           /* 0..DT_TRACE_MAX_DIMS (0: a scalar) */
+    int64_t shape[DT_TRACE_MAX_DIMS];
+    int order_sensitive;
+    int64_t rows;
+} dt_tensor_ref;
+
+/* ---- configuration (CLI flags) ------------------------------------------------------ */
+
+/* A list of inclusive integer ranges, "10-12,20". Empty list (n == 0) selects everything. */
+#define DT_RANGE_MAX 64
+typedef struct dt_range_list {
+    int n;
+    int64_t lo[DT_RANGE_MAX], hi[DT_RANGE_MAX];
+} dt_range_list;
+
+/* Parses "A", "A-B" items separated by commas (A <= B, non-negative decimal integers, no
+ * spaces, no empty items). `flag` names the flag in the error ("--trace-steps"). */
+dt_status dt_range_list_parse(const char *s, const char *flag, dt_range_list *out);
+/* 1 if x is in the list (always 1 for an empty list). */
+int dt_range_list_has(const dt_range_list *l, int64_t x);
+
+/* "off" | "metrics" | "semantic" | "module" | "op" | "kernel". */
+dt_status dt_trace_level_parse(const char *s, int *level);
+const char *dt_trace_level_name(int level);
+const char *dt_trace_phase_name(int phase);
+const char *dt_trace_dtype_name(int dtype);
+size_t dt_trace_dtype_size(int dtype); /* 0 for an unknown dtype */
+
+typedef struct dt_trace_config {
+    int level;                 /* --trace-level */
+    const char *dir;           /* --trace-dir (created if missing) */
+    const char *steps_spec;    /* --trace-steps text, or NULL for all steps */
+    const char *ranks_spec;    /* --trace-ranks text, or NULL for all ranks */
+} dt_trace_config;
+
+/* ---- session ------------------------------------------------------------------------ */
+
+/* Starts tracing for this process as `rank`. With level off, or a rank outside
+ * --trace-ranks, nothing is created and every hook stays off. Otherwise creates the
+ * directory if needed and the rank file with O_EXCL: an existing file is refused
+ * (DT_EIO naming it: choose a new --trace-dir or remove the old trace). Writes the file
+ * header. Fails with DT_ESTATE if a session is already open. */
+dt_status dt_trace_open(const dt_trace_config *cfg, int rank);
+/* Flushes, writes the end record and closes. Returns the first error any hook hit (hooks
+ * cannot return errors; they record the first one and stop writing). Safe to call when
+ * no session is open (returns DT_OK). */
+dt_status dt_trace_close(void);
+
+/* Set by the trainer at the start of every micro-batch (and for the optimizer step, with
+ * micro = -1 or the last micro-batch, as the trainer prefers, consistently). Resets the
+ * occurrence counters and decides whether this step is traced. */
+void dt_trace_set_step(int64_t step, int micro);
+
+/* Level in force for the current step on this rank (DT_TRACE_OFF outside the window). */
+extern int dt_trace_level_now_;
+/* 1 if events of `level` are captured now. Inline and branch-cheap: tracing off costs one
+ * load and compare per hook site. */
+static inline int dt_trace_on(int level) { return level <= dt_trace_level_now_; }
+
+/* Module path: push("h.3") then push("attn") gives scope "h.3.attn". Cheap no-ops when no
+ * session is open; they must balance. */
+void dt_trace_scope_push(const char *name);
+void dt_trace_scope_pop(void);
+/* Current scope string ("" at the top level). */
+const char *dt_trace_scope(void);
+
+/* ---- events ------------------------------------------------------------------------- */
+
+typedef struct dt_trace_op dt_trace_op;
+
+/* Opens an event: records step, micro-batch, scope, op, the occurrence counter within
+ * (step, micro, scope, op) and the digests of the inputs, now (before the op may overwrite
+ * them). Returns NULL when `level` is not captured now (then do not call end). Handles
+ * nest (a module event around op events); each must be ended, innermost first. The event
+ * is written at dt_trace_end, so a file lists events in completion order. `variant` is
+ * "det" / "fast" or NULL. Tensor pointers are read only during the call. */
+dt_trace_op *dt_trace_begin(int level, int phase, const char *op, const char *variant,
+                            const dt_tensor_ref *ins, int nin);
+/* Attaches kernel info (algorithm choice, launch shape); kept only at level kernel. */
+void dt_trace_kernel_info(dt_trace_op *h, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Digests the outputs and writes the event. h may be NULL (no-op). */
+void dt_trace_end(dt_trace_op *h, const dt_tensor_ref *outs, int nout);
+/* begin + end in one call, for ops that do not overwrite their inputs. */
+void dt_trace_event(int level, int phase, const char *op, const char *variant,
+                    const dt_tensor_ref *ins, int nin, const dt_tensor_ref *outs, int nout);
+
+/* Path of the open rank file, or NULL. */
+const char *dt_trace_path(void);
+
+#endif
