@@ -65,3 +65,60 @@ typedef struct dt_param_desc {
 size_t dt_gpt_param_table(const dt_gpt_config *cfg, dt_param_desc out[DT_NUM_PARAM_TENSORS]);
 
 #endif
+
+/* ---- the model ---------------------------------------------------------------------- */
+
+/* Activations of one forward pass, pointers into one slab (sizes for B, T). */
+typedef struct dt_gpt_acts {
+    float *encoded;            /* (B,T,C) */
+    float *ln1, *ln1_mean, *ln1_rstd;   /* (L,B,T,C), (L,B,T), (L,B,T) */
+    float *qkv;                /* (L,B,T,3C) */
+    float *atty;               /* (L,B,T,C) */
+    float *att;                /* (L,B,NH,T,T) */
+    float *attproj;            /* (L,B,T,C) */
+    float *residual2;          /* (L,B,T,C) */
+    float *ln2, *ln2_mean, *ln2_rstd;
+    float *fch, *fch_gelu;     /* (L,B,T,4C) */
+    float *fcproj;             /* (L,B,T,C) */
+    float *residual3;          /* (L,B,T,C) */
+    float *lnf, *lnf_mean, *lnf_rstd;   /* (B,T,C), (B,T), (B,T) */
+    float *logits;             /* (B,T,Vp); dlogits after backward */
+    float *losses, *lse;       /* (B,T) */
+} dt_gpt_acts;
+
+/* Scratch gradients of activations used during backward. */
+typedef struct dt_gpt_dacts {
+    float *dres;               /* (B,T,C) running gradient of the residual stream */
+    float *dc1;                /* (B,T,C) */
+    float *dqkv;               /* (B,T,3C) */
+    float *dfch, *dfch_gelu;   /* (B,T,4C) */
+} dt_gpt_dacts;
+
+typedef struct dt_gpt {
+    dt_gpt_config cfg;
+    dt_param_desc params[DT_NUM_PARAM_TENSORS];
+    size_t num_params;         /* floats in the parameter slab */
+    float *param_mem;          /* owned */
+    float *grad_mem;           /* owned, same layout */
+    float *param[DT_NUM_PARAM_TENSORS], *grad[DT_NUM_PARAM_TENSORS];
+    int B, T;                  /* activation sizes */
+    float *act_mem;            /* owned */
+    size_t num_acts;
+    dt_gpt_acts acts;
+    dt_gpt_dacts dacts;
+    const int *inputs, *targets; /* of the last forward (borrowed) */
+} dt_gpt;
+
+/* Allocates the model for micro-batch B and sequence length T (T <= max_seq_len) and
+ * initialises the parameters from the seed with the counter-based RNG (GPT-2 init:
+ * N(0, 0.02), residual projections scaled by 1/sqrt(2L), biases 0, LayerNorm weight 1,
+ * padded vocab rows 0). The caller frees with dt_gpt_free. */
+dt_status dt_gpt_create(dt_gpt **out, const dt_gpt_config *cfg, int B, int T, uint64_t seed);
+void dt_gpt_free(dt_gpt *m);
+
+/* Forward on inputs/targets (B,T); returns the mean loss over B*T positions in *loss.
+ * Token ids must be < vocab_size (checked: DT_EINVAL naming the position). */
+dt_status dt_gpt_forward(dt_gpt *m, const int *inputs, const int *targets, double *loss);
+/* Backward of the last forward; adds the gradient of (loss * loss_scale) into grad_mem. */
+void dt_gpt_backward(dt_gpt *m, float loss_scale);
+void dt_gpt_zero_grad(dt_gpt *m);

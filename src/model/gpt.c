@@ -1,0 +1,260 @@
+/* GPT-2 model on the CPU: config presets, parameter layout, init, forward and backward.
+ * Every op goes through the op dispatchers in src/ops, which pick det or fast branches. */
+#include "model/gpt.h"
+
+#include "core/philox.h"
+#include "ops/attention.h"
+#include "ops/crossentropy.h"
+#include "ops/encoder.h"
+#include "ops/gelu.h"
+#include "ops/layernorm.h"
+#include "ops/matmul.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct { const char *name; int L, NH, C, V, T; } presets[] = {
+    {"tiny", 4, 4, 128, 256, 128},     /* default: built-in byte corpus, seconds per run */
+    {"small", 4, 4, 256, 512, 256},    /* the CPU benchmark config */
+    {"gpt2-124m", 12, 12, 768, 50257, 1024},
+    {"gpt2-350m", 24, 16, 1024, 50257, 1024},
+    {"gpt2-774m", 36, 20, 1280, 50257, 1024},
+};
+
+dt_status dt_gpt_preset(const char *name, dt_gpt_config *cfg) {
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (!strcmp(name, presets[i].name)) {
+            memset(cfg, 0, sizeof *cfg);
+            cfg->num_layers = presets[i].L;
+            cfg->num_heads = presets[i].NH;
+            cfg->channels = presets[i].C;
+            cfg->vocab_size = presets[i].V;
+            cfg->max_seq_len = presets[i].T;
+            return DT_OK;
+        }
+    return dt_fail(DT_EINVAL, "unknown model preset '%s'; known: tiny, small, gpt2-124m, "
+                   "gpt2-350m, gpt2-774m", name);
+}
+
+dt_status dt_gpt_config_finish(dt_gpt_config *cfg) {
+    if (cfg->num_layers < 1 || cfg->num_layers > 1024)
+        return dt_fail(DT_EINVAL, "--num-layers %d: must be in 1..1024", cfg->num_layers);
+    if (cfg->channels < 1 || cfg->channels > 65536)
+        return dt_fail(DT_EINVAL, "--hidden-size %d: must be in 1..65536", cfg->channels);
+    if (cfg->num_heads < 1 || cfg->channels % cfg->num_heads)
+        return dt_fail(DT_EINVAL, "--num-attention-heads %d must divide --hidden-size %d",
+                       cfg->num_heads, cfg->channels);
+    if (cfg->vocab_size < 2 || cfg->vocab_size > (1 << 24))
+        return dt_fail(DT_EINVAL, "--vocab-size %d: must be in 2..16777216", cfg->vocab_size);
+    if (cfg->max_seq_len < 1 || cfg->max_seq_len > (1 << 20))
+        return dt_fail(DT_EINVAL, "--max-position-embeddings %d: must be in 1..1048576",
+                       cfg->max_seq_len);
+    cfg->padded_vocab = (cfg->vocab_size + 127) / 128 * 128;
+    return DT_OK;
+}
+
+size_t dt_gpt_param_table(const dt_gpt_config *cfg, dt_param_desc out[DT_NUM_PARAM_TENSORS]) {
+    int64_t L = cfg->num_layers, C = cfg->channels, Vp = cfg->padded_vocab, maxT = cfg->max_seq_len;
+    const struct { const char *name; int ndim; int64_t s0, s1, s2; int decay; } t[] = {
+        {"wte", 2, Vp, C, 0, 1},       {"wpe", 2, maxT, C, 0, 1},
+        {"ln1w", 2, L, C, 0, 0},       {"ln1b", 2, L, C, 0, 0},
+        {"qkvw", 3, L, 3 * C, C, 1},   {"qkvb", 2, L, 3 * C, 0, 0},
+        {"attprojw", 3, L, C, C, 1},   {"attprojb", 2, L, C, 0, 0},
+        {"ln2w", 2, L, C, 0, 0},       {"ln2b", 2, L, C, 0, 0},
+        {"fcw", 3, L, 4 * C, C, 1},    {"fcb", 2, L, 4 * C, 0, 0},
+        {"fcprojw", 3, L, C, 4 * C, 1}, {"fcprojb", 2, L, C, 0, 0},
+        {"lnfw", 1, C, 0, 0, 0},       {"lnfb", 1, C, 0, 0, 0},
+    };
+    size_t off = 0;
+    for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++) {
+        dt_param_desc *d = &out[i];
+        d->name = t[i].name;
+        d->ndim = t[i].ndim;
+        d->shape[0] = t[i].s0;
+        d->shape[1] = t[i].s1;
+        d->shape[2] = t[i].s2;
+        d->numel = 1;
+        for (int k = 0; k < d->ndim; k++) d->numel *= (size_t)d->shape[k];
+        d->offset = off;
+        d->decay = t[i].decay;
+        off += d->numel;
+    }
+    return off;
+}
+
+static void init_params(dt_gpt *m, uint64_t seed) {
+    const dt_gpt_config *c = &m->cfg;
+    float proj_std = 0.02f / sqrtf(2.0f * (float)c->num_layers);
+    for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++) {
+        const dt_param_desc *d = &m->params[i];
+        float *p = m->param[i];
+        int is_ln_w = (i == DT_P_LN1W || i == DT_P_LN2W || i == DT_P_LNFW);
+        int is_matrix = (i == DT_P_WTE || i == DT_P_WPE || i == DT_P_QKVW || i == DT_P_ATTPROJW ||
+                         i == DT_P_FCW || i == DT_P_FCPROJW);
+        float std = (i == DT_P_ATTPROJW || i == DT_P_FCPROJW) ? proj_std : 0.02f;
+        size_t n = d->numel;
+        if (i == DT_P_WTE) n = (size_t)c->vocab_size * (size_t)c->channels; /* padded rows stay 0 */
+        memset(p, 0, sizeof(float) * d->numel);
+        if (is_ln_w) {
+            for (size_t k = 0; k < n; k++) p[k] = 1.0f;
+        } else if (is_matrix) {
+            /* Keyed by (seed, tensor, element): any element can be drawn independently. */
+#pragma omp parallel for schedule(static)
+            for (size_t k = 0; k < n; k++)
+                p[k] = std * dt_rng_normal(seed, DT_RNG_INIT, (uint32_t)i, 0, (uint64_t)k);
+        }
+    }
+}
+
+dt_status dt_gpt_create(dt_gpt **out, const dt_gpt_config *cfg, int B, int T, uint64_t seed) {
+    *out = NULL;
+    if (B < 1 || T < 1) return dt_fail(DT_EINVAL, "micro-batch %d and sequence length %d must be >= 1", B, T);
+    if (T > cfg->max_seq_len)
+        return dt_fail(DT_EINVAL, "--seq-length %d exceeds --max-position-embeddings %d", T,
+                       cfg->max_seq_len);
+    dt_gpt *m = calloc(1, sizeof *m);
+    if (!m) return dt_fail(DT_ENOMEM, "out of memory allocating the model");
+    m->cfg = *cfg;
+    m->num_params = dt_gpt_param_table(cfg, m->params);
+    m->param_mem = malloc(sizeof(float) * m->num_params);
+    m->grad_mem = calloc(m->num_params, sizeof(float));
+    m->B = B;
+    m->T = T;
+    size_t L = (size_t)cfg->num_layers, C = (size_t)cfg->channels, NH = (size_t)cfg->num_heads;
+    size_t BT = (size_t)B * (size_t)T, Vp = (size_t)cfg->padded_vocab;
+    const size_t sizes[] = {
+        BT * C,                                        /* encoded */
+        L * BT * C, L * BT, L * BT,                    /* ln1 */
+        L * BT * 3 * C, L * BT * C, L * (size_t)B * NH * (size_t)T * (size_t)T, /* qkv atty att */
+        L * BT * C, L * BT * C,                        /* attproj residual2 */
+        L * BT * C, L * BT, L * BT,                    /* ln2 */
+        L * BT * 4 * C, L * BT * 4 * C,                /* fch fch_gelu */
+        L * BT * C, L * BT * C,                        /* fcproj residual3 */
+        BT * C, BT, BT,                                /* lnf */
+        BT * Vp, BT, BT,                               /* logits losses lse */
+        BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * 4 * C, /* dacts */
+    };
+    float **ptrs[] = {
+        &m->acts.encoded, &m->acts.ln1, &m->acts.ln1_mean, &m->acts.ln1_rstd, &m->acts.qkv,
+        &m->acts.atty, &m->acts.att, &m->acts.attproj, &m->acts.residual2, &m->acts.ln2,
+        &m->acts.ln2_mean, &m->acts.ln2_rstd, &m->acts.fch, &m->acts.fch_gelu, &m->acts.fcproj,
+        &m->acts.residual3, &m->acts.lnf, &m->acts.lnf_mean, &m->acts.lnf_rstd, &m->acts.logits,
+        &m->acts.losses, &m->acts.lse, &m->dacts.dres, &m->dacts.dc1, &m->dacts.dqkv,
+        &m->dacts.dfch, &m->dacts.dfch_gelu,
+    };
+    size_t nbuf = sizeof sizes / sizeof sizes[0], total = 0;
+    for (size_t i = 0; i < nbuf; i++) total += sizes[i];
+    m->num_acts = total;
+    m->act_mem = calloc(total, sizeof(float));
+    if (!m->param_mem || !m->grad_mem || !m->act_mem) {
+        size_t np = m->num_params;
+        dt_gpt_free(m);
+        return dt_fail(DT_ENOMEM, "out of memory: model needs %zu parameters and %zu activation "
+                       "floats; reduce --micro-batch-size or --seq-length", np, total);
+    }
+    float *p = m->act_mem;
+    for (size_t i = 0; i < nbuf; i++) { *ptrs[i] = p; p += sizes[i]; }
+    for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++) {
+        m->param[i] = m->param_mem + m->params[i].offset;
+        m->grad[i] = m->grad_mem + m->params[i].offset;
+    }
+    init_params(m, seed);
+    *out = m;
+    return DT_OK;
+}
+
+void dt_gpt_free(dt_gpt *m) {
+    if (!m) return;
+    free(m->param_mem);
+    free(m->grad_mem);
+    free(m->act_mem);
+    free(m);
+}
+
+void dt_gpt_zero_grad(dt_gpt *m) { memset(m->grad_mem, 0, sizeof(float) * m->num_params); }
+
+dt_status dt_gpt_forward(dt_gpt *m, const int *inputs, const int *targets, double *loss) {
+    const dt_gpt_config *c = &m->cfg;
+    int B = m->B, T = m->T, C = c->channels, NH = c->num_heads, L = c->num_layers;
+    int V = c->vocab_size, Vp = c->padded_vocab, BT = B * T;
+    for (int i = 0; i < BT; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V || targets[i] < 0 || targets[i] >= V)
+            return dt_fail(DT_EINVAL, "token at batch position %d (input %d, target %d) is "
+                           "outside the vocabulary [0, %d): check --vocab-size against the data",
+                           i, inputs[i], targets[i], V);
+    }
+    m->inputs = inputs;
+    m->targets = targets;
+    dt_gpt_acts *a = &m->acts;
+    float *const *w = m->param;
+    size_t sc = (size_t)BT * C;
+    dt_encoder_fwd(a->encoded, inputs, w[DT_P_WTE], w[DT_P_WPE], B, T, C);
+    for (int l = 0; l < L; l++) {
+        const float *res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * sc;
+        float *ln1 = a->ln1 + l * sc, *qkv = a->qkv + l * sc * 3, *atty = a->atty + l * sc;
+        float *att = a->att + (size_t)l * B * NH * T * T, *attproj = a->attproj + l * sc;
+        float *res2 = a->residual2 + l * sc, *ln2 = a->ln2 + l * sc;
+        float *fch = a->fch + l * sc * 4, *fchg = a->fch_gelu + l * sc * 4;
+        float *fcproj = a->fcproj + l * sc, *res3 = a->residual3 + l * sc;
+        size_t lC = (size_t)l * C;
+        dt_layernorm_fwd(ln1, a->ln1_mean + (size_t)l * BT, a->ln1_rstd + (size_t)l * BT, res,
+                         w[DT_P_LN1W] + lC, w[DT_P_LN1B] + lC, BT, C);
+        dt_matmul_fwd(qkv, ln1, w[DT_P_QKVW] + lC * 3 * C, w[DT_P_QKVB] + lC * 3, BT, C, 3 * C);
+        dt_attention_fwd(atty, att, qkv, B, T, C, NH);
+        dt_matmul_fwd(attproj, atty, w[DT_P_ATTPROJW] + lC * C, w[DT_P_ATTPROJB] + lC, BT, C, C);
+        dt_residual_fwd(res2, res, attproj, sc);
+        dt_layernorm_fwd(ln2, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT, res2,
+                         w[DT_P_LN2W] + lC, w[DT_P_LN2B] + lC, BT, C);
+        dt_matmul_fwd(fch, ln2, w[DT_P_FCW] + lC * 4 * C, w[DT_P_FCB] + lC * 4, BT, C, 4 * C);
+        dt_gelu_fwd(fchg, fch, sc * 4);
+        dt_matmul_fwd(fcproj, fchg, w[DT_P_FCPROJW] + lC * 4 * C, w[DT_P_FCPROJB] + lC, BT, 4 * C, C);
+        dt_residual_fwd(res3, res2, fcproj, sc);
+    }
+    const float *last = a->residual3 + (size_t)(L - 1) * sc;
+    dt_layernorm_fwd(a->lnf, a->lnf_mean, a->lnf_rstd, last, w[DT_P_LNFW], w[DT_P_LNFB], BT, C);
+    dt_matmul_fwd(a->logits, a->lnf, w[DT_P_WTE], NULL, BT, C, Vp);
+    dt_crossentropy_fwd(a->losses, a->lse, a->logits, targets, BT, V, Vp);
+    *loss = dt_crossentropy_mean(a->losses, BT);
+    return DT_OK;
+}
+
+void dt_gpt_backward(dt_gpt *m, float loss_scale) {
+    const dt_gpt_config *c = &m->cfg;
+    int B = m->B, T = m->T, C = c->channels, NH = c->num_heads, L = c->num_layers;
+    int V = c->vocab_size, Vp = c->padded_vocab, BT = B * T;
+    dt_gpt_acts *a = &m->acts;
+    dt_gpt_dacts *d = &m->dacts;
+    float *const *w = m->param, *const *g = m->grad;
+    size_t sc = (size_t)BT * C;
+    dt_crossentropy_bwd(a->logits, a->lse, m->targets, loss_scale / (float)BT, BT, V, Vp);
+    /* logits = lnf @ wte^T: dlnf into dc1, the head's share of dwte into g[WTE] */
+    dt_matmul_bwd(d->dc1, g[DT_P_WTE], NULL, a->logits, a->lnf, w[DT_P_WTE], BT, C, Vp);
+    memset(d->dres, 0, sizeof(float) * sc);
+    dt_layernorm_bwd(d->dres, g[DT_P_LNFW], g[DT_P_LNFB], d->dc1, a->residual3 + (size_t)(L - 1) * sc,
+                     w[DT_P_LNFW], a->lnf_mean, a->lnf_rstd, BT, C);
+    for (int l = L - 1; l >= 0; l--) {
+        const float *res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * sc;
+        size_t lC = (size_t)l * C;
+        /* residual3 = residual2 + fcproj: dres is the gradient of both */
+        dt_matmul_bwd(d->dfch_gelu, g[DT_P_FCPROJW] + lC * 4 * C, g[DT_P_FCPROJB] + lC, d->dres,
+                      a->fch_gelu + l * sc * 4, w[DT_P_FCPROJW] + lC * 4 * C, BT, 4 * C, C);
+        dt_gelu_bwd(d->dfch, a->fch + l * sc * 4, d->dfch_gelu, sc * 4);
+        dt_matmul_bwd(d->dc1, g[DT_P_FCW] + lC * 4 * C, g[DT_P_FCB] + lC * 4, d->dfch,
+                      a->ln2 + l * sc, w[DT_P_FCW] + lC * 4 * C, BT, C, 4 * C);
+        dt_layernorm_bwd(d->dres, g[DT_P_LN2W] + lC, g[DT_P_LN2B] + lC, d->dc1, a->residual2 + l * sc,
+                         w[DT_P_LN2W] + lC, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT,
+                         BT, C);
+        /* residual2 = residual + attproj: dres is now the gradient of both */
+        dt_matmul_bwd(d->dc1, g[DT_P_ATTPROJW] + lC * C, g[DT_P_ATTPROJB] + lC, d->dres,
+                      a->atty + l * sc, w[DT_P_ATTPROJW] + lC * C, BT, C, C);
+        dt_attention_bwd(d->dqkv, d->dc1, a->qkv + l * sc * 3, a->att + (size_t)l * B * NH * T * T,
+                         a->atty + l * sc, B, T, C, NH);
+        dt_matmul_bwd(d->dc1, g[DT_P_QKVW] + lC * 3 * C, g[DT_P_QKVB] + lC * 3, d->dqkv,
+                      a->ln1 + l * sc, w[DT_P_QKVW] + lC * 3 * C, BT, C, 3 * C);
+        dt_layernorm_bwd(d->dres, g[DT_P_LN1W] + lC, g[DT_P_LN1B] + lC, d->dc1, res,
+                         w[DT_P_LN1W] + lC, a->ln1_mean + (size_t)l * BT, a->ln1_rstd + (size_t)l * BT,
+                         BT, C);
+    }
+    dt_encoder_bwd(g[DT_P_WTE], g[DT_P_WPE], d->dres, m->inputs, B, T, C, Vp);
+}

@@ -1,0 +1,46 @@
+/* Optimizer: AdamW with bias correction and decoupled weight decay (not applied to norms
+ * and biases), global-norm gradient clipping, warmup + cosine learning-rate schedule.
+ *
+ * AdamW is elementwise (deterministic by nature). The global norms (DT_OP_NORM) are
+ * reductions: det uses fixed chunks in fixed order (ops/reduce.h), fast an OpenMP
+ * reduction. The state (m, v) is owned by dt_adamw and laid out like the parameters. */
+#ifndef DT_OPTIM_OPTIM_H
+#define DT_OPTIM_OPTIM_H
+
+#include "model/gpt.h"
+
+typedef struct dt_adamw_config {
+    float beta1, beta2, eps, weight_decay;
+    float clip_grad;   /* 0: no clipping */
+} dt_adamw_config;
+
+typedef struct dt_adamw {
+    dt_adamw_config cfg;
+    size_t n;
+    float *m, *v;      /* owned, n floats each */
+    int64_t t;         /* number of updates taken */
+} dt_adamw;
+
+dt_status dt_adamw_init(dt_adamw *opt, const dt_adamw_config *cfg, size_t n);
+void dt_adamw_free(dt_adamw *opt);
+
+/* Statistics of the gradients and parameters, each a full-precision reduction. */
+typedef struct dt_grad_stats {
+    double grad_norm;   /* L2 norm of all gradients, before clipping */
+    double param_norm;  /* L2 norm of all parameters, before the update */
+    int64_t num_zeros;  /* gradient elements equal to 0 (padded vocab rows included) */
+} dt_grad_stats;
+void dt_grad_stats_compute(const dt_gpt *m, dt_grad_stats *s);
+
+/* One AdamW step at learning rate lr, clipping with the given grad_norm. */
+void dt_adamw_step(dt_adamw *opt, dt_gpt *m, float lr, double grad_norm);
+
+typedef struct dt_lr_schedule {
+    float lr, min_lr;
+    int64_t warmup_iters, decay_iters; /* cosine from lr to min_lr over decay_iters */
+} dt_lr_schedule;
+/* Learning rate for 1-based iteration `it`: linear warmup over warmup_iters (it/warmup*lr),
+ * then cosine decay to min_lr at decay_iters, min_lr after. */
+float dt_lr_at(const dt_lr_schedule *s, int64_t it);
+
+#endif
