@@ -1,6 +1,7 @@
 /* AdamW, gradient statistics and the learning-rate schedule (see optim.h). */
 #include "optim/optim.h"
 
+#include "ops/op.h"
 #include "ops/reduce.h"
 
 #include <math.h>
