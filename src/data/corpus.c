@@ -129,14 +129,20 @@ static const char *const names[] = {
     "Sam", "Eva", "Hugo", "Rosa", "Finn",
 };
 
+/* Time phrases; the ones from PAST_TIMES on only go with the past tense. */
 static const char *const times[] = {
-    "in the morning", "at night", "every day", "after the rain", "long ago", "on Sunday",
-    "later that day", "in winter", "in the evening", "one day", "in spring", "at noon",
+    "in the morning", "at night", "every day", "after the rain", "on Sunday", "in winter",
+    "in the evening", "in spring", "at noon", "long ago", "later that day", "one day",
+    "yesterday",
 };
+#define PAST_TIMES 9u
 
 static const char *const det_sg[] = {"the", "a", "the", "this", "my", "that", "our", "every"};
 static const char *const det_pl[] = {"the", "some", "the", "two", "many", "these", "three",
                                      "my", "those", "our"};
+/* After "there is/are": indefinite determiners only. */
+static const char *const indef_sg[] = {"a"};
+static const char *const indef_pl[] = {"some", "two", "three", "many", "a few"};
 
 /* ---- phrases ----------------------------------------------------------------------- */
 
@@ -146,16 +152,23 @@ enum { SG3, PLURAL, FIRST_SG };
 
 static int starts_with_vowel(const char *w) { return strchr("aeiou", w[0]) != NULL; }
 
-/* det [adj] noun, singular or plural; "a" becomes "an" before a vowel. */
-static void noun_phrase(gen *g, const noun *list, unsigned n, int plural) {
+/* det [adj] noun, singular or plural, with a definite-or-any (indef = 0) or an
+ * indefinite (indef = 1) determiner; "a" becomes "an" before a vowel. */
+static void noun_phrase_det(gen *g, const noun *list, unsigned n, int plural, int indef) {
     const noun *nn = &list[pick_skew(g, n)];
     const char *adj = chance(g, 40) ? adjs[pick_skew(g, N(adjs))] : NULL;
     const char *next = adj ? adj : (plural ? nn->pl : nn->sg);
-    const char *det = plural ? det_pl[pick(g, N(det_pl))] : det_sg[pick(g, N(det_sg))];
+    const char *det;
+    if (indef) det = plural ? indef_pl[pick(g, N(indef_pl))] : indef_sg[0];
+    else det = plural ? det_pl[pick(g, N(det_pl))] : det_sg[pick(g, N(det_sg))];
     if (!strcmp(det, "a") && starts_with_vowel(next)) det = "an";
     word(g, det);
     if (adj) word(g, adj);
     word(g, plural ? nn->pl : nn->sg);
+}
+
+static void noun_phrase(gen *g, const noun *list, unsigned n, int plural) {
+    noun_phrase_det(g, list, n, plural, 0);
 }
 
 /* A subject; returns its agreement class. */
@@ -260,9 +273,10 @@ static void sentence(gen *g) {
         clause(g, past);
         punct(g, ".");
     } else if (r < 67) {
-        word(g, times[pick(g, N(times))]);
+        unsigned t = pick(g, N(times));
+        word(g, times[t]);
         punct(g, ",");
-        clause(g, past);
+        clause(g, past || t >= PAST_TIMES);
         punct(g, ".");
     } else if (r < 77) {
         question(g, past);
@@ -288,8 +302,8 @@ static void sentence(gen *g) {
         int plural = chance(g, 40);
         word(g, "there");
         word(g, past ? (plural ? "were" : "was") : (plural ? "are" : "is"));
-        if (chance(g, 50)) noun_phrase(g, beings, N(beings), plural);
-        else noun_phrase(g, things, N(things), plural);
+        if (chance(g, 50)) noun_phrase_det(g, beings, N(beings), plural, 1);
+        else noun_phrase_det(g, things, N(things), plural, 1);
         place_phrase(g);
         punct(g, ".");
     }
