@@ -1,11 +1,114 @@
-/* Placeholder until this subcommand lands. */
+/* `detrain compare A B`: are two runs bitwise identical?
+ *
+ * A and B are log directories (holding metrics.jsonl and, beside it, env.json) or
+ * metrics.jsonl files. When both are checkpoint directories (holding model.safetensors)
+ * the checkpoint hook dt_compare_ckpt is used instead. Exit codes: 0 identical, 1 differ,
+ * 2 usage or I/O error (including logs that share no step). */
 #include "cli/cli.h"
+#include "detrain/detrain.h"
+#include "metrics/compare.h"
 
+#include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: detrain compare DIR_A DIR_B\n"
+            "  Compares two runs' full-precision metrics (DIR/metrics.jsonl) bit for bit on the\n"
+            "  steps both logs hold, ignoring wall-clock fields (step_ms, tok_per_s). DIR may\n"
+            "  also be a metrics.jsonl file. Warns when the env.json fingerprints differ in\n"
+            "  their \"contract\" fields. Exit: 0 identical, 1 different, 2 usage/IO error.\n");
+}
+
+static int is_dir(const char *p) {
+    struct stat sb;
+    return !stat(p, &sb) && S_ISDIR(sb.st_mode);
+}
+
+static int has_file(const char *dir, const char *name) {
+    char p[4096];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return !stat(p, &sb) && S_ISREG(sb.st_mode);
+}
+
+/* metrics.jsonl path and env.json path for an argument (a directory or a metrics file). */
+static void paths_of(const char *arg, char *metrics, char *env, size_t n) {
+    if (is_dir(arg)) {
+        snprintf(metrics, n, "%s/metrics.jsonl", arg);
+        snprintf(env, n, "%s/env.json", arg);
+        return;
+    }
+    snprintf(metrics, n, "%s", arg);
+    const char *slash = strrchr(arg, '/');
+    if (slash) snprintf(env, n, "%.*s/env.json", (int)(slash - arg), arg);
+    else snprintf(env, n, "env.json");
+}
+
+static void warn_fingerprints(const char *env_a, const char *env_b) {
+    struct stat sb;
+    int ha = !stat(env_a, &sb), hb = !stat(env_b, &sb);
+    if (!ha || !hb) {
+        fprintf(stderr, "warning: no fingerprint %s: environments not compared\n",
+                !ha ? env_a : env_b);
+        return;
+    }
+    char keys[1024];
+    int ndiff;
+    dt_status st = dt_compare_fingerprints(env_a, env_b, keys, sizeof keys, &ndiff);
+    if (st)
+        fprintf(stderr, "warning: environments not compared: %s\n", dt_errmsg());
+    else if (ndiff)
+        fprintf(stderr, "warning: environment fingerprints differ in %d contract field%s: %s; "
+                "runs in different environments are outside the determinism contract\n",
+                ndiff, ndiff == 1 ? "" : "s", keys);
+}
 
 int dt_cmd_compare(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "detrain: 'compare' is not built yet\n");
-    return 2;
+    const char *args[2];
+    int nargs = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
+        if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "detrain compare: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+        if (nargs == 2) { usage(stderr); return 2; }
+        args[nargs++] = argv[i];
+    }
+    if (nargs != 2) { usage(stderr); return 2; }
+
+    if (is_dir(args[0]) && is_dir(args[1]) && has_file(args[0], "model.safetensors") &&
+        has_file(args[1], "model.safetensors")) {
+        int identical = 0;
+        dt_status st = dt_compare_ckpt(args[0], args[1], stdout, &identical);
+        if (st) { fprintf(stderr, "detrain compare: %s\n", dt_errmsg()); return 2; }
+        return identical ? 0 : 1;
+    }
+
+    char ma[4096], mb[4096], ea[4096], eb[4096];
+    paths_of(args[0], ma, ea, sizeof ma);
+    paths_of(args[1], mb, eb, sizeof mb);
+    warn_fingerprints(ea, eb);
+    dt_compare_report r;
+    dt_status st = dt_compare_metrics(ma, mb, &r);
+    if (st) { fprintf(stderr, "detrain compare: %s\n", dt_errmsg()); return 2; }
+    if (r.a_first != r.b_first || r.a_last != r.b_last)
+        printf("note: A holds steps %" PRId64 "-%" PRId64 ", B holds steps %" PRId64 "-%" PRId64
+               "; compared the shared steps %" PRId64 "-%" PRId64 "\n", r.a_first, r.a_last,
+               r.b_first, r.b_last, r.first, r.last);
+    if (r.identical) {
+        printf("bitwise identical: %" PRId64 " steps (steps %" PRId64 "-%" PRId64 ")\n", r.nsteps,
+               r.first, r.last);
+        return 0;
+    }
+    printf("DIFFERENT at step %" PRId64 ", metric %s:\n  A: %s\n  B: %s\n", r.diff_step,
+           r.diff_metric, r.a_value, r.b_value);
+    if (r.nsteps)
+        printf("steps %" PRId64 "-%" PRId64 " before it are bitwise identical (%" PRId64 " steps)\n",
+               r.first, r.diff_step - 1, r.nsteps);
+    return 1;
 }

@@ -1,0 +1,60 @@
+/* Bitwise comparison of two runs (the library half of `detrain compare`).
+ *
+ * Metrics: two metrics.jsonl series (metrics.h) are compared on the steps both hold: the
+ * range [max(first steps), min(last steps)], inside which every step must be present in
+ * both logs. On each step every key is compared except "step" and the wall-clock fields
+ * (step_ms, tok_per_s and their _hex): a float by its _hex bits (its decimal is then not
+ * compared), anything else (integers, strings) by its exact JSON text. A key present in one
+ * line only is a difference. No shared step at all is an error, not a difference.
+ *
+ * Fingerprints: env.json holds a top-level "contract" object (fields that bind the
+ * deterministic contract) and an "info" object (fields that do not: host name, time,
+ * thread counts in deterministic mode). Only "contract" is compared; a difference is a
+ * warning (the comparison is outside the contract), never a failure.
+ *
+ * Checkpoints: dt_compare_ckpt is the hook for comparing two checkpoint directories tensor
+ * by tensor; until it lands it returns DT_EUNSUPPORTED. */
+#ifndef DT_METRICS_COMPARE_H
+#define DT_METRICS_COMPARE_H
+
+#include "detrain/detrain.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct dt_compare_report {
+    int identical;                  /* 1: every compared step matched bit for bit */
+    int64_t a_first, a_last;        /* steps held by log A */
+    int64_t b_first, b_last;        /* steps held by log B */
+    int64_t first, last;            /* the range compared */
+    int64_t nsteps;                 /* steps that matched (all of them when identical; those
+                                       before diff_step otherwise) */
+    int64_t diff_step;              /* first differing step (identical == 0) */
+    char diff_metric[80];           /* its first differing key, without "_hex"; "step" when
+                                       the step itself is missing from one log */
+    char a_value[128], b_value[128];/* "0x<16 hex> (<%.17g>)" for floats, the JSON text
+                                       otherwise, "(absent)" when the key is missing */
+} dt_compare_report;
+
+/* 1 when key is a wall-clock field that compare ignores. */
+int dt_compare_ignored_key(const char *key);
+
+/* Compares two metrics.jsonl files. DT_OK with r filled in (identical or not); an error
+ * when a file cannot be read or parsed, or (DT_EMISMATCH) when the logs share no step. */
+dt_status dt_compare_metrics(const char *path_a, const char *path_b, dt_compare_report *r);
+
+/* Compares the "contract" objects of two env.json files. Writes the names of the keys that
+ * differ (present in one only, or with different values) into keys as "a, b, c" and
+ * their count into *ndiff. An error only when a file cannot be read or has no
+ * "contract" object. */
+dt_status dt_compare_fingerprints(const char *env_a, const char *env_b, char *keys, size_t n,
+                                  int *ndiff);
+
+/* Hook: compare two checkpoint directories (model.safetensors + state) tensor by tensor,
+ * writing a human report to `out` and setting *identical. Not built yet: returns
+ * DT_EUNSUPPORTED. Its owner replaces the body in src/metrics/compare_ckpt.c (or moves it
+ * under src/ckpt/ and deletes that file); `detrain compare` already calls it when both
+ * arguments hold a model.safetensors. */
+dt_status dt_compare_ckpt(const char *dir_a, const char *dir_b, FILE *out, int *identical);
+
+#endif
