@@ -1,0 +1,222 @@
+/* TensorBoard event files: CRC-32C against its published check values; the encoding of a
+ * step against hand-assembled protobuf bytes; write + read back to the same float32 and
+ * exact float64 values; a flipped byte or a truncated file is an error naming the record's
+ * offset. */
+#include "core/json.h"
+#include "dt_test.h"
+#include "metrics/metrics.h"
+#include "metrics/tfevents.h"
+#include "synth.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char tmp_root[256];
+
+static void test_crc32c_check_values(void) {
+    /* "123456789" is the standard check input; the 32-byte vectors are from RFC 3720
+     * (iSCSI), appendix B.4. */
+    CHECK(dt_crc32c(0, "123456789", 9) == 0xE3069283u);
+    uint8_t z[32] = {0}, ff[32], inc[32];
+    for (int i = 0; i < 32; i++) { ff[i] = 0xFF; inc[i] = (uint8_t)i; }
+    CHECK(dt_crc32c(0, z, 32) == 0x8A9136AAu);
+    CHECK(dt_crc32c(0, ff, 32) == 0x62A8AB43u);
+    CHECK(dt_crc32c(0, inc, 32) == 0x46DD794Eu);
+    CHECK(dt_crc32c(dt_crc32c(0, "1234", 4), "56789", 5) == 0xE3069283u); /* chaining */
+    CHECK(dt_crc32c(0, "", 0) == 0);
+    CHECK(dt_crc32c_mask(0) == 0xa282ead8u);
+    CHECK(dt_crc32c_mask(0x80000000u) == 0xa282ead8u + 0x00010000u);
+}
+
+static uint8_t *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)len + 1);
+    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) { free(b); b = NULL; }
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+static void spit(const char *path, const uint8_t *b, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    if (fwrite(b, 1, n, f) != n) fprintf(stderr, "short write %s\n", path);
+    fclose(f);
+}
+
+/* The encoder against bytes assembled by hand from the field numbers in tfevents.h. */
+static void test_encoding_golden(void) {
+    dt_tfevents *w;
+    CHECK_OK(dt_tfevents_open(&w, tmp_root, 1.5));
+    if (!w) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s", dt_tfevents_path(w));
+    CHECK(strstr(path, "/events.out.tfevents.0000000001.") != NULL);
+    dt_tf_scalar x = {"x", 1.0};
+    CHECK_OK(dt_tfevents_write_step(w, 7, 2.0, &x, 1));
+    CHECK_OK(dt_tfevents_close(w));
+    static const uint8_t ver[] = {0x09, 0, 0, 0, 0, 0, 0, 0xF8, 0x3F, 0x1a, 13, 'b', 'r', 'a',
+                                  'i', 'n', '.', 'E', 'v', 'e', 'n', 't', ':', '2'};
+    static const uint8_t step[] = {
+        0x09, 0, 0, 0, 0, 0, 0, 0, 0x40,           /* wall_time = 2.0 */
+        0x10, 0x07,                                /* step = 7 */
+        0x2a, 50,                                  /* summary */
+        0x0a, 8, 0x0a, 1, 'x', 0x15, 0, 0, 0x80, 0x3f,         /* value: tag, simple_value 1.0f */
+        0x0a, 38, 0x0a, 5, 'x', '/', 'f', '6', '4',            /* value: tag "x/f64" */
+        0x42, 14, 0x08, 2, 0x12, 0, 0x32, 8, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, /* tensor */
+        0x4a, 13, 0x0a, 9, 0x0a, 7, 's', 'c', 'a', 'l', 'a', 'r', 's', 0x20, 1}; /* metadata */
+    size_t n;
+    uint8_t *b = slurp(path, &n);
+    CHECK(b != NULL);
+    if (!b) return;
+    size_t r1 = 12 + sizeof ver + 4;
+    CHECK(n == r1 + 12 + sizeof step + 4);
+    if (n == r1 + 12 + sizeof step + 4) {
+        CHECK(b[0] == sizeof ver && !memcmp(b + 1, "\0\0\0\0\0\0\0", 7));
+        CHECK(!memcmp(b + 12, ver, sizeof ver));
+        CHECK(b[r1] == sizeof step);
+        CHECK(!memcmp(b + r1 + 12, step, sizeof step));
+        uint32_t c = dt_crc32c_mask(dt_crc32c(0, step, sizeof step));
+        const uint8_t *t = b + r1 + 12 + sizeof step;
+        CHECK(t[0] == (c & 0xFF) && t[1] == (c >> 8 & 0xFF) && t[2] == (c >> 16 & 0xFF) && t[3] == c >> 24);
+    }
+    free(b);
+    unlink(path);
+}
+
+static int same_f32(double got, double want) {
+    float w = (float)want;
+    if (isnan(w)) return isnan(got);
+    return dt_f32_bits((float)got) == dt_f32_bits(w) && (double)(float)got == got;
+}
+
+/* Writes the synthetic series through dt_metrics and returns the event file path. */
+static void write_run(const char *dir, char *path, size_t n) {
+    dt_metrics *m;
+    path[0] = 0;
+    CHECK_OK(dt_metrics_open(&m, dir, NULL));
+    if (!m) return;
+    snprintf(path, n, "%s", dt_metrics_tfevents_path(m));
+    for (int64_t k = 1; k <= 10; k++) {
+        dt_step_metrics s = synth_step(k, 1, 0);
+        CHECK_OK(dt_metrics_log(m, &s));
+    }
+    CHECK_OK(dt_metrics_close(m));
+}
+
+static void test_round_trip(void) {
+    char dir[512], path[4096];
+    snprintf(dir, sizeof dir, "%s/rt", tmp_root);
+    write_run(dir, path, sizeof path);
+    dt_tf_file f;
+    CHECK_OK(dt_tfevents_read(path, &f));
+    CHECK(!strcmp(f.file_version, "brain.Event:2"));
+    CHECK(f.nevents == 11);
+    size_t i = 0;
+    for (int64_t k = 1; k <= 10; k++) {
+        dt_step_metrics s = synth_step(k, 1, 0);
+        struct { const char *tag; double v; } want[16];
+        int nw = 0;
+        want[nw].tag = "loss"; want[nw++].v = s.loss;
+        if (s.has_eval) { want[nw].tag = "eval_loss"; want[nw++].v = s.eval_loss; }
+        want[nw].tag = "grad_norm"; want[nw++].v = s.grad_norm;
+        want[nw].tag = "param_norm"; want[nw++].v = s.param_norm;
+        want[nw].tag = "num_zeros"; want[nw++].v = (double)s.num_zeros;
+        want[nw].tag = "lr"; want[nw++].v = s.lr;
+        want[nw].tag = "consumed_samples"; want[nw++].v = (double)s.consumed_samples;
+        want[nw].tag = "consumed_tokens"; want[nw++].v = (double)s.consumed_tokens;
+        want[nw].tag = "moe_aux"; want[nw++].v = s.aux[0].value;
+        want[nw].tag = "step_ms"; want[nw++].v = s.step_ms;
+        want[nw].tag = "tok_per_s"; want[nw++].v = s.tok_per_s;
+        for (int q = 0; q < nw; q++) {
+            if (i + 2 > f.n) { CHECKF(0, "records end early at step %lld", (long long)k); break; }
+            const dt_tf_record *a = &f.rec[i++], *b = &f.rec[i++];
+            char f64tag[160];
+            snprintf(f64tag, sizeof f64tag, "%s/f64", want[q].tag);
+            CHECKF(a->step == k && b->step == k, "step %lld", (long long)k);
+            CHECKF(!strcmp(a->tag, want[q].tag) && a->kind == DT_TF_SIMPLE, "%s", a->tag);
+            CHECKF(!strcmp(b->tag, f64tag) && b->kind == DT_TF_F64, "%s", b->tag);
+            CHECKF(same_f32(a->value, want[q].v), "%s step %lld float32", a->tag, (long long)k);
+            CHECKF(dt_f64_bits(b->value) == dt_f64_bits(want[q].v), "%s step %lld f64 bits",
+                   b->tag, (long long)k);
+        }
+    }
+    CHECK(i == f.n);
+    dt_tf_file_free(&f);
+}
+
+static void test_corruption_detected(void) {
+    char dir[512], path[4096], bad[4200];
+    snprintf(dir, sizeof dir, "%s/corrupt", tmp_root);
+    write_run(dir, path, sizeof path);
+    snprintf(bad, sizeof bad, "%s/events.out.tfevents.bad", dir);
+    size_t n;
+    uint8_t *b = slurp(path, &n);
+    CHECK(b != NULL);
+    if (!b) return;
+    size_t r2 = 12 + b[0] + 4; /* offset of the second record (first step) */
+    dt_tf_file f;
+    char want[64];
+    snprintf(want, sizeof want, "at byte %zu", r2);
+
+    b[r2 + 12 + 20] ^= 0x01; /* payload byte */
+    spit(bad, b, n);
+    CHECK(dt_tfevents_read(bad, &f) == DT_ECORRUPT);
+    CHECKF(strstr(dt_errmsg(), "payload CRC") && strstr(dt_errmsg(), want), "%s", dt_errmsg());
+    b[r2 + 12 + 20] ^= 0x01;
+
+    b[r2 + 1] ^= 0x40; /* length byte */
+    spit(bad, b, n);
+    CHECK(dt_tfevents_read(bad, &f) == DT_ECORRUPT);
+    CHECKF(strstr(dt_errmsg(), "length CRC") && strstr(dt_errmsg(), want), "%s", dt_errmsg());
+    b[r2 + 1] ^= 0x40;
+
+    b[n - 1] ^= 0x80; /* stored CRC of the last record */
+    spit(bad, b, n);
+    CHECK(dt_tfevents_read(bad, &f) == DT_ECORRUPT);
+    CHECKF(strstr(dt_errmsg(), "payload CRC") != NULL, "%s", dt_errmsg());
+    b[n - 1] ^= 0x80;
+
+    spit(bad, b, n);
+    CHECK_OK(dt_tfevents_read(bad, &f)); /* restored: reads again */
+    dt_tf_file_free(&f);
+
+    spit(bad, b, n - 3); /* cut inside the last record's CRC */
+    CHECK(dt_tfevents_read(bad, &f) == DT_ECORRUPT);
+    CHECKF(strstr(dt_errmsg(), "truncated record at byte") != NULL, "%s", dt_errmsg());
+
+    spit(bad, b, r2 + 5); /* cut inside the second record's header */
+    CHECK(dt_tfevents_read(bad, &f) == DT_ECORRUPT);
+    CHECKF(strstr(dt_errmsg(), "truncated record header") && strstr(dt_errmsg(), want), "%s",
+           dt_errmsg());
+
+    spit(bad, b, r2 + 12 + 10); /* cut inside the second record's payload */
+    CHECK(dt_tfevents_read(bad, &f) == DT_ECORRUPT);
+    CHECKF(strstr(dt_errmsg(), "truncated record") && strstr(dt_errmsg(), want), "%s", dt_errmsg());
+    free(b);
+}
+
+static void test_open_fails_cleanly(void) {
+    dt_tfevents *w = (dt_tfevents *)1;
+    CHECK(dt_tfevents_open(&w, "/nonexistent/dir/for/detrain", 0) == DT_EIO);
+    CHECK(w == NULL);
+    CHECK(strstr(dt_errmsg(), "/nonexistent/dir/for/detrain") != NULL);
+}
+
+int main(void) {
+    snprintf(tmp_root, sizeof tmp_root, "/tmp/dt_test_tfevents_XXXXXX");
+    if (!mkdtemp(tmp_root)) { perror("mkdtemp"); return 1; }
+    RUN(test_crc32c_check_values);
+    RUN(test_encoding_golden);
+    RUN(test_round_trip);
+    RUN(test_corruption_detected);
+    RUN(test_open_fails_cleanly);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
+    if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmp_root);
+    return dt_test_report();
+}
