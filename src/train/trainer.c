@@ -1,0 +1,153 @@
+/* The training loop (see trainer.h). */
+#include "train/trainer.h"
+
+#include "core/fingerprint.h"
+#include "data/dataset.h"
+#include "metrics/metrics.h"
+#include "optim/optim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+typedef struct trainer {
+    const dt_train_config *cfg;
+    dt_dataset *data;
+    dt_gpt *model;
+    dt_adamw opt;
+    dt_metrics *metrics;
+    int *inputs, *targets;
+    int accum;                    /* micro-batches per step */
+} trainer;
+
+static void trainer_free(trainer *t) {
+    dt_dataset_free(t->data);
+    dt_gpt_free(t->model);
+    dt_adamw_free(&t->opt);
+    free(t->inputs);
+    free(t->targets);
+}
+
+/* Mean validation loss over eval_iters batches, summed in batch order. */
+static dt_status evaluate(trainer *t, double *out) {
+    dt_dataset_val_reset(t->data);
+    double sum = 0.0;
+    for (int i = 0; i < t->cfg->eval_iters; i++) {
+        double l;
+        dt_status st = dt_dataset_next_val(t->data, t->inputs, t->targets);
+        if (st == DT_OK) st = dt_gpt_forward(t->model, t->inputs, t->targets, &l);
+        if (st != DT_OK) return st;
+        sum += l;
+    }
+    *out = sum / t->cfg->eval_iters;
+    return DT_OK;
+}
+
+static dt_status setup(trainer *t, const dt_train_config *cfg) {
+    memset(t, 0, sizeof *t);
+    t->cfg = cfg;
+    int B = cfg->micro_batch, T = cfg->seq_length;
+    if (cfg->global_batch % B)
+        return dt_fail(DT_EINVAL, "--global-batch-size %d is not a multiple of --micro-batch-size %d",
+                       cfg->global_batch, B);
+    t->accum = cfg->global_batch / B;
+    if (cfg->log_dir) {
+        if (mkdir(cfg->log_dir, 0755) != 0) {
+            struct stat sb;
+            if (stat(cfg->log_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+                return dt_fail(DT_EIO, "--log-dir %s: cannot create the directory", cfg->log_dir);
+        }
+        dt_status st = dt_fingerprint_write(cfg->log_dir, NULL);
+        if (st != DT_OK) return st;
+    }
+    dt_status st = dt_dataset_open(&t->data, cfg->data_path, cfg->gpt.vocab_size, cfg->seed,
+                                   cfg->val_fraction, B, T);
+    if (st != DT_OK) return dt_fail_context(st, "--data-path");
+    if (cfg->eval_interval > 0 && dt_dataset_val_windows(t->data) == 0)
+        return dt_fail(DT_EINVAL, "--eval-interval %d needs a validation split; set "
+                       "--val-fraction > 0 or --eval-interval 0", cfg->eval_interval);
+    if ((st = dt_gpt_create(&t->model, &cfg->gpt, B, T, cfg->seed)) != DT_OK) return st;
+    dt_adamw_config ac = {cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, cfg->clip_grad};
+    if ((st = dt_adamw_init(&t->opt, &ac, t->model->num_params)) != DT_OK) return st;
+    t->inputs = malloc(sizeof(int) * (size_t)B * T);
+    t->targets = malloc(sizeof(int) * (size_t)B * T);
+    if (!t->inputs || !t->targets) return dt_fail(DT_ENOMEM, "out of memory for the batch");
+    if (cfg->log_dir) {
+        dt_metrics_opts mo = {0, 1};
+        if ((st = dt_metrics_open(&t->metrics, cfg->log_dir, &mo)) != DT_OK) return st;
+    }
+    return DT_OK;
+}
+
+static dt_status train_step(trainer *t, int64_t step, dt_step_metrics *sm) {
+    const dt_train_config *cfg = t->cfg;
+    double t0 = now_ms(), loss_sum = 0.0;
+    dt_gpt_zero_grad(t->model);
+    for (int micro = 0; micro < t->accum; micro++) {
+        double l;
+        dt_status st = dt_dataset_next_train(t->data, t->inputs, t->targets);
+        if (st == DT_OK) st = dt_gpt_forward(t->model, t->inputs, t->targets, &l);
+        if (st != DT_OK) return st;
+        loss_sum += l; /* micro-batches in order */
+        dt_gpt_backward(t->model, 1.0f / (float)t->accum);
+    }
+    dt_grad_stats gs;
+    dt_grad_stats_compute(t->model, &gs);
+    dt_lr_schedule sched = {cfg->lr, cfg->min_lr, cfg->warmup_iters, cfg->decay_iters};
+    float lr = dt_lr_at(&sched, step);
+    dt_adamw_step(&t->opt, t->model, lr, gs.grad_norm);
+    memset(sm, 0, sizeof *sm);
+    sm->step = step;
+    sm->loss = loss_sum / t->accum;
+    sm->grad_norm = gs.grad_norm;
+    sm->param_norm = gs.param_norm;
+    sm->num_zeros = gs.num_zeros;
+    sm->lr = lr;
+    sm->consumed_samples = step * (int64_t)cfg->global_batch;
+    sm->consumed_tokens = sm->consumed_samples * cfg->seq_length;
+    if (cfg->eval_interval > 0 && (step % cfg->eval_interval == 0 || step == cfg->train_iters)) {
+        dt_status st = evaluate(t, &sm->eval_loss);
+        if (st != DT_OK) return st;
+        sm->has_eval = 1;
+    }
+    sm->step_ms = now_ms() - t0;
+    sm->tok_per_s = (double)cfg->global_batch * cfg->seq_length / (sm->step_ms / 1e3);
+    return DT_OK;
+}
+
+dt_status dt_train_run(const dt_train_config *cfg) {
+    trainer t;
+    dt_status st = setup(&t, cfg);
+    if (st == DT_OK && !cfg->quiet)
+        printf("detrain: %s | %zu parameters | %s mode | data: %s\n", cfg->model,
+               t.model->num_params, cfg->deterministic ? "deterministic" : "default",
+               dt_dataset_describe(t.data));
+    double elapsed = 0.0;
+    for (int64_t step = 1; st == DT_OK && step <= cfg->train_iters; step++) {
+        dt_step_metrics sm;
+        if ((st = train_step(&t, step, &sm)) != DT_OK) break;
+        if (step > 1) elapsed += sm.step_ms; /* the first step warms caches */
+        if (t.metrics && (st = dt_metrics_log(t.metrics, &sm)) != DT_OK) break;
+        if (!cfg->quiet && (step % cfg->log_interval == 0 || step == cfg->train_iters || sm.has_eval)) {
+            char line[512];
+            dt_metrics_console_line(line, sizeof line, &sm, cfg->train_iters,
+                                    step > 1 ? elapsed / (double)(step - 1) : sm.step_ms);
+            printf("%s\n", line);
+            fflush(stdout);
+        }
+    }
+    if (t.metrics) {
+        dt_status cst = dt_metrics_close(t.metrics);
+        if (st == DT_OK) st = cst;
+    }
+    trainer_free(&t);
+    return st;
+}
