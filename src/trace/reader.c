@@ -126,6 +126,7 @@ dt_status dt_trace_file_load(const char *path, int allow_unclosed, dt_trace_file
         st = corrupt(f, 8, msg);
         goto fail;
     }
+    if (dt_get_u32(f->data + 12) != 0) { st = corrupt(f, 12, "reserved preamble field is not zero"); goto fail; }
     size_t ecap = 0, tcap = 0, off = DT_TRACE_PREAMBLE;
     int have_header = 0;
     while (off < f->size) {
