@@ -131,6 +131,17 @@ void dt_trace_diff_print(const dt_trace_diff_opts *o, const dt_trace_diff_result
             fprintf(out, "-\n");
     }
     fprintf(out, "\nsummary: %s\n", cross_text(res->cross));
+    if (res->cross == DT_CROSS_ORIGIN_SOME || res->cross == DT_CROSS_SAME_ORIGIN_ALL) {
+        for (int i = 0; i < res->nranks; i++) {
+            const dt_trace_rank_result *r = &res->ranks[i];
+            if (r->verdict == DT_VERDICT_ORIGIN)
+                fprintf(out, "  rank %d: origin candidate %s/%s at step %lld (%s)\n", r->rank,
+                        r->first.scope, r->first.op, (long long)r->first.step,
+                        dt_trace_phase_name(r->first.phase));
+            else
+                fprintf(out, "  rank %d: %s\n", r->rank, dt_trace_verdict_name(r->verdict));
+        }
+    }
     fprintf(out, "result: %s\n", res->mismatch ? "MISMATCH" : "no mismatch");
 }
 
