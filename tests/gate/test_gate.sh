@@ -196,6 +196,22 @@ GIT_CEILING_DIRECTORIES="$tmp" "$DETRAIN" gate --base-ref main >"$tmp/out" 2>"$t
 [ $rc = 2 ] || fail "$CASE: exit $rc, want 2"
 has err "is not inside a git repository"
 
+CASE=check-registry-cli; new_case c17
+checks=$((checks + 1))
+"$DETRAIN" gate --check-registry >"$tmp/out" 2>"$tmp/err"; rc=$?
+[ $rc = 0 ] || { fail "$CASE: clean tree: exit $rc, want 0"; cat "$tmp/err"; }
+printf 'void c(void) { }\n' > src/ops/c_cpu.c
+rm tests/ops/test_a.c
+checks=$((checks + 1))
+"$DETRAIN" gate --check-registry >"$tmp/out" 2>"$tmp/err"; rc=$?
+[ $rc = 1 ] || fail "$CASE: unregistered file and missing test: exit $rc, want 1"
+has err "src/ops/c_cpu.c: kernel-bearing (in kernel directory src/ops/) but not registered"
+has err "test 'tests/ops/test_a.c' does not exist"
+has err "2 problems"
+"$DETRAIN" gate --list >"$tmp/out" 2>"$tmp/err"
+has out "src/ops/c_cpu.c"
+has out "UNREGISTERED"
+
 CASE=usage
 checks=$((checks + 1))
 "$DETRAIN" gate >"$tmp/out" 2>"$tmp/err"; rc=$?
