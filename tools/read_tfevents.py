@@ -12,7 +12,9 @@ per summary value:
    "f32_hex": "0x...", "value": 1.23}
   {"file": ..., "step": 7, "wall_time": ..., "tag": "loss/f64", "kind": "f64",
    "f64_hex": "0x...", "value": 1.23}
-and one {"file": ..., "file_version": "brain.Event:2"} line per file version record.
+one {"file": ..., "file_version": "brain.Event:2"} line per file version record, and
+one {"file": ..., "step": N, "session_log": 1} line per SessionLog event (1 = START: a
+resumed run; TensorBoard drops earlier values with step >= N).
 Values are also given as hex bits so comparisons can be exact (NaN payloads included).
 """
 import json
@@ -169,6 +171,9 @@ def decode_event(path, payload):
             recs.append({"file": path, "file_version": v.decode("utf-8", "replace")})
         elif f == 5 and w == 2:
             summaries.append(v)
+        elif f == 7 and w == 2:
+            status = dict((f2, v2) for f2, w2, v2 in fields(v) if w2 == 0).get(1, 0)
+            recs.append({"file": path, "step": step, "session_log": status})
     for s in summaries:
         for f, w, v in fields(s):
             if f != 1 or w != 2:

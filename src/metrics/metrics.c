@@ -20,6 +20,7 @@ struct dt_metrics {
     char path[4096];
     dt_tfevents *tb;
     int64_t last_step;
+    int restart_pending; /* resumed run: mark the restart in the event file at its first step */
     dt_status err;
 };
 
@@ -68,6 +69,7 @@ dt_status dt_metrics_open(dt_metrics **out, const char *log_dir, const dt_metric
     if (!st && !(m->f = fopen(m->path, "ab")))
         st = dt_fail(DT_EIO, "cannot open %s for appending: %s", m->path, strerror(errno));
     if (!st && o.tfevents) st = dt_tfevents_open(&m->tb, log_dir, now_s());
+    m->restart_pending = o.resume;
     if (st) {
         if (m->f) fclose(m->f);
         free(m);
@@ -142,7 +144,13 @@ dt_status dt_metrics_log(dt_metrics *m, const dt_step_metrics *s) {
     for (int k = 0; k < s->n_aux; k++) v[n++] = (dt_tf_scalar){s->aux[k].name, s->aux[k].value};
     v[n++] = (dt_tf_scalar){"step_ms", s->step_ms};
     v[n++] = (dt_tf_scalar){"tok_per_s", s->tok_per_s};
-    return dt_tfevents_write_step(m->tb, s->step, now_s(), v, n);
+    double wall = now_s();
+    if (m->restart_pending) {
+        dt_status st = dt_tfevents_write_restart(m->tb, s->step, wall);
+        if (st) return st;
+        m->restart_pending = 0;
+    }
+    return dt_tfevents_write_step(m->tb, s->step, wall, v, n);
 }
 
 const char *dt_metrics_tfevents_path(const dt_metrics *m) { return m->tb ? dt_tfevents_path(m->tb) : NULL; }

@@ -22,7 +22,7 @@
  * previous line's starts a resumed segment and discards every earlier entry with a step
  * >= its own. So the log reads as the run that continued: steps a crashed run logged past
  * its last checkpoint are replaced by the resumed run's. TensorBoard applies the same rule
- * ("purge orphaned data") to events whose step goes backwards. */
+ * ("purge orphaned data") after the restart marker a resumed run writes. */
 #ifndef DT_METRICS_METRICS_H
 #define DT_METRICS_METRICS_H
 
@@ -53,7 +53,9 @@ typedef struct dt_metrics dt_metrics;
 typedef struct dt_metrics_opts {
     int resume;    /* 0: a fresh run; an existing non-empty metrics.jsonl is refused.
                       1: a resumed run; lines are appended to an existing metrics.jsonl
-                      (an incomplete last line left by a crash is cut off first). */
+                      (an incomplete last line left by a crash is cut off first), and the
+                      new event file starts with a restart marker at the first logged step
+                      so TensorBoard drops the old file's steps from there on. */
     int tfevents;  /* 1: also write a TensorBoard event file */
 } dt_metrics_opts;
 

@@ -129,9 +129,27 @@ static void enc_f64(pb *out, const char *tag, double x, int with_metadata) {
 struct dt_tfevents {
     FILE *f;
     char path[4096];
-    int wrote_metadata;
+    char **seen;      /* tags whose f64 value already carried its metadata */
+    size_t nseen, capseen;
     dt_status err;
 };
+
+/* 1 the first time a tag is seen by this writer (it then records it). TensorBoard keeps a
+ * tag's metadata from its first value, so later values need not repeat it. */
+static int first_sight(dt_tfevents *w, const char *tag) {
+    for (size_t k = 0; k < w->nseen; k++)
+        if (!strcmp(w->seen[k], tag)) return 0;
+    if (w->nseen == w->capseen) {
+        size_t nc = w->capseen ? w->capseen * 2 : 16;
+        char **q = realloc(w->seen, nc * sizeof *q);
+        if (!q) return 1; /* repeating metadata is harmless */
+        w->seen = q;
+        w->capseen = nc;
+    }
+    char *d = strdup(tag);
+    if (d) w->seen[w->nseen++] = d;
+    return 1;
+}
 
 static dt_status write_record(dt_tfevents *w, const pb *payload) {
     if (payload->oom) return dt_fail(DT_ENOMEM, "%s: out of memory encoding an event", w->path);
@@ -198,7 +216,7 @@ dt_status dt_tfevents_write_step(dt_tfevents *w, int64_t step, double wall_time,
             return dt_fail(DT_EINVAL, "TensorBoard tag '%s' is longer than 100 bytes", vals[k].tag);
         }
         enc_simple(&summary, vals[k].tag, vals[k].value);
-        enc_f64(&summary, vals[k].tag, vals[k].value, !w->wrote_metadata);
+        enc_f64(&summary, vals[k].tag, vals[k].value, first_sight(w, vals[k].tag));
     }
     pb_double(&e, 1, wall_time);
     pb_key(&e, 2, WIRE_VARINT);
@@ -208,7 +226,22 @@ dt_status dt_tfevents_write_step(dt_tfevents *w, int64_t step, double wall_time,
     free(summary.p);
     free(e.p);
     if (st) w->err = st;
-    else w->wrote_metadata = 1;
+    return st;
+}
+
+dt_status dt_tfevents_write_restart(dt_tfevents *w, int64_t step, double wall_time) {
+    if (w->err) return dt_fail(w->err, "%s: an earlier write failed", w->path);
+    pb e = {0}, slog = {0};
+    pb_key(&slog, 1, WIRE_VARINT);
+    pb_varint(&slog, 1); /* SessionLog.status = START */
+    pb_double(&e, 1, wall_time);
+    pb_key(&e, 2, WIRE_VARINT);
+    pb_varint(&e, (uint64_t)step);
+    pb_sub(&e, 7, &slog);
+    dt_status st = write_record(w, &e);
+    free(e.p);
+    free(slog.p);
+    if (st) w->err = st;
     return st;
 }
 
@@ -223,6 +256,8 @@ dt_status dt_tfevents_close(dt_tfevents *w) {
         }
         if (fclose(w->f) && !st) st = dt_fail(DT_EIO, "closing %s: %s", w->path, strerror(errno));
     }
+    for (size_t k = 0; k < w->nseen; k++) free(w->seen[k]);
+    free(w->seen);
     free(w);
     return st;
 }
@@ -350,6 +385,7 @@ static dt_status dec_event(const char *path, size_t off, rd e, dt_tf_file *out, 
             memcpy(out->file_version, sub.p, m);
             out->file_version[m] = 0;
         } else if (f == 5 && w == WIRE_LEN && ns < 8) summaries[ns++] = sub;
+        else if (f == 7 && w == WIRE_LEN) out->nrestarts++;
     }
     for (int s = 0; s < ns; s++) {
         rd sm = summaries[s];

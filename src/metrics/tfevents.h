@@ -7,6 +7,7 @@
  * tensorboard `Event` message, hand-encoded here. Field numbers (tensorboard/compat/proto):
  *   Event:            wall_time=1 (double), step=2 (int64), file_version=3 (string),
  *                     summary=5 (Summary)
+ *                     session_log=7 (SessionLog: status=1, START = 1)
  *   Summary:          value=1 (repeated Summary.Value)
  *   Summary.Value:    tag=1 (string), simple_value=2 (float), tensor=8 (TensorProto),
  *                     metadata=9 (SummaryMetadata)
@@ -20,8 +21,11 @@
  * Summary holding, per metric, two values:
  *   tag "<name>":     simple_value = (float)value, what the scalar dashboard plots;
  *   tag "<name>/f64": a rank-0 DT_DOUBLE tensor holding the exact double, with scalars-
- *                     plugin metadata (on the first step a writer logs), so full precision
- *                     survives in the file and stays visible to TensorBoard. */
+ *                     plugin metadata (on the first value of each tag in a file), so full precision
+ *                     survives in the file and stays visible to TensorBoard.
+ * A resumed run first writes a SessionLog START event at its first step: for files of
+ * version 2 that is what makes TensorBoard purge the steps >= it that an earlier file
+ * holds (the same resume rule as metrics.jsonl, see metrics.h). */
 #ifndef DT_METRICS_TFEVENTS_H
 #define DT_METRICS_TFEVENTS_H
 
@@ -54,6 +58,10 @@ dt_status dt_tfevents_open(dt_tfevents **out, const char *log_dir, double wall_t
  * exact float64 tensor). The record is flushed to the OS before returning. */
 dt_status dt_tfevents_write_step(dt_tfevents *w, int64_t step, double wall_time,
                                  const dt_tf_scalar *vals, int n);
+/* Appends a SessionLog START event at `step`: TensorBoard then discards every value with
+ * step >= `step` read before it (from this or earlier files in the directory). Written by a
+ * resumed run before its first step. */
+dt_status dt_tfevents_write_restart(dt_tfevents *w, int64_t step, double wall_time);
 /* Path of the file being written. */
 const char *dt_tfevents_path(const dt_tfevents *w);
 /* Flushes, fsyncs and frees (NULL is fine). Returns the first write error, if any. */
@@ -75,6 +83,7 @@ typedef struct dt_tf_record {
 typedef struct dt_tf_file {
     char file_version[64]; /* from the first event, "" if none */
     size_t nevents;        /* records (events) in the file */
+    size_t nrestarts;      /* SessionLog events among them */
     size_t n;              /* summary values found */
     dt_tf_record *rec;     /* n records in file order */
 } dt_tf_file;

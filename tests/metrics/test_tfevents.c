@@ -88,6 +88,29 @@ static void test_encoding_golden(void) {
     unlink(path);
 }
 
+/* Scalars-plugin metadata goes with the first value of each tag, also for a tag that first
+ * appears later (eval_loss only exists on eval steps). */
+static void test_metadata_per_tag(void) {
+    dt_tfevents *w;
+    CHECK_OK(dt_tfevents_open(&w, tmp_root, 3.0));
+    if (!w) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s", dt_tfevents_path(w));
+    dt_tf_scalar v[2] = {{"x", 1.0}, {"late", 2.0}};
+    CHECK_OK(dt_tfevents_write_step(w, 1, 3.0, v, 1));
+    CHECK_OK(dt_tfevents_write_step(w, 2, 3.0, v, 2));
+    CHECK_OK(dt_tfevents_write_step(w, 3, 3.0, v, 2));
+    CHECK_OK(dt_tfevents_close(w));
+    size_t n, count = 0;
+    uint8_t *b = slurp(path, &n);
+    CHECK(b != NULL);
+    for (size_t i = 0; b && i + 7 <= n; i++)
+        if (!memcmp(b + i, "scalars", 7)) count++;
+    CHECKF(count == 2, "metadata written %zu times, want 2 (x at step 1, late at step 2)", count);
+    free(b);
+    unlink(path);
+}
+
 static int same_f32(double got, double want) {
     float w = (float)want;
     if (isnan(w)) return isnan(got);
@@ -146,6 +169,34 @@ static void test_round_trip(void) {
         }
     }
     CHECK(i == f.n);
+    dt_tf_file_free(&f);
+}
+
+/* A resumed run's event file starts with one SessionLog START marker (TensorBoard's cue to
+ * drop the older file's steps from there on); a fresh run's has none. */
+static void test_resume_marker(void) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/resume", tmp_root);
+    char p1[4096], p2[4096];
+    dt_metrics *m;
+    dt_metrics_opts fresh = {0, 1}, resume = {1, 1};
+    CHECK_OK(dt_metrics_open(&m, dir, &fresh));
+    if (!m) return;
+    snprintf(p1, sizeof p1, "%s", dt_metrics_tfevents_path(m));
+    for (int64_t k = 1; k <= 5; k++) { dt_step_metrics s = synth_step(k, 0, 0); CHECK_OK(dt_metrics_log(m, &s)); }
+    CHECK_OK(dt_metrics_close(m));
+    CHECK_OK(dt_metrics_open(&m, dir, &resume));
+    if (!m) return;
+    snprintf(p2, sizeof p2, "%s", dt_metrics_tfevents_path(m));
+    for (int64_t k = 4; k <= 6; k++) { dt_step_metrics s = synth_step(k, 0, 0); CHECK_OK(dt_metrics_log(m, &s)); }
+    CHECK_OK(dt_metrics_close(m));
+    dt_tf_file f;
+    CHECK_OK(dt_tfevents_read(p1, &f));
+    CHECK(f.nrestarts == 0 && f.nevents == 6);
+    dt_tf_file_free(&f);
+    CHECK_OK(dt_tfevents_read(p2, &f));
+    CHECK(f.nrestarts == 1 && f.nevents == 5); /* version, marker, 3 steps */
+    CHECK(f.n > 0 && f.rec[0].step == 4);
     dt_tf_file_free(&f);
 }
 
@@ -212,7 +263,9 @@ int main(void) {
     if (!mkdtemp(tmp_root)) { perror("mkdtemp"); return 1; }
     RUN(test_crc32c_check_values);
     RUN(test_encoding_golden);
+    RUN(test_metadata_per_tag);
     RUN(test_round_trip);
+    RUN(test_resume_marker);
     RUN(test_corruption_detected);
     RUN(test_open_fails_cleanly);
     char cmd[512];
