@@ -47,8 +47,9 @@ static char *trim(char *s) {
 }
 
 /* Rule 2 for one changed source whose entry has tests but none of them changed. Looks at
- * every commit in base..HEAD touching `src`: all must carry the exempt trailer. */
-static dt_status check_exempt(const char *top, const char *base, const char *src, const dt_reg_entry *e,
+ * every commit in ref..HEAD (`ref` is the base ref's commit hash) touching `src`: all must
+ * carry the exempt trailer. */
+static dt_status check_exempt(const char *top, const char *ref, const char *src, const dt_reg_entry *e,
                               int dirty, dt_strlist *problems, dt_strlist *log) {
     char tests[1024] = "";
     for (int t = 0; t < e->n_tests; t++) {
@@ -61,7 +62,7 @@ static dt_status check_exempt(const char *top, const char *base, const char *src
             "tests, or commit the change with a '" DT_EXEMPT_TRAILER ": <reason>' trailer if "
             "numerics are unaffected", src, tests);
     char range[128];
-    snprintf(range, sizeof range, "%s..HEAD", base);
+    snprintf(range, sizeof range, "%.64s..HEAD", ref);
     const char *args[] = {"log", "-z", "--no-merges", "--full-history",
                           "--format=%H%x1f%(trailers:key=" DT_EXEMPT_TRAILER ",valueonly,separator=%x1e)",
                           range, "--", src, NULL};
@@ -131,6 +132,8 @@ dt_status dt_gate_run(const char *dir, const char *registry_path, const char *ba
     const char *verify[] = {"rev-parse", "--verify", "--quiet", spec, NULL};
     if ((st = dt_git_run(top, verify, &r))) return st;
     int bad_ref = r.exit_code != 0;
+    char ref_hash[72];
+    snprintf(ref_hash, sizeof ref_hash, "%.64s", trim(r.out));
     dt_git_out_free(&r);
     if (bad_ref)
         return dt_fail(DT_EINVAL, "base ref '%s' does not name a commit in %s; fetch it first "
@@ -210,7 +213,7 @@ dt_status dt_gate_run(const char *dir, const char *registry_path, const char *ba
                 st = dt_strlist_addf(log, "note: %s changed; entry '%s' has no tests yet (exempt: %s)",
                                      src, e->name ? e->name : "", e->exempt ? e->exempt : "");
             else
-                st = check_exempt(top, base, src, e, dt_strlist_has(&dirty, src), problems, log);
+                st = check_exempt(top, ref_hash, src, e, dt_strlist_has(&dirty, src), problems, log);
             if (st) goto done;
         }
     }

@@ -8,7 +8,7 @@
  * Rule 1 (cannot be waived): a changed kernel-bearing file (see scan.h) must be a source of
  * some registry entry.
  * Rule 2: a changed registered source must come with a change to at least one of its entry's
- * tests, unless every commit in MERGE_BASE..HEAD that touches it carries a
+ * tests, unless every commit in REF..HEAD that touches it carries a
  * `Determinism-Exempt: <reason>` trailer and it has no uncommitted changes; then the
  * exemption is logged ("exempt: FILE: commits ...: reason") and the rule passes. An entry
  * registered with `exempt:` (no tests yet) has no test to change: the change passes with a
