@@ -16,14 +16,21 @@
  *
  *     dt_trace_op *h = NULL;
  *     if (dt_trace_on(DT_TRACE_OP)) {              // one load + compare when off
- *         dt_tensor_ref in[2] = {{"x", x, DT_DT_F32, 2, {B*T, C}}, {"w", w, DT_DT_F32, 1, {C}}};
+ *         dt_tensor_ref in[2] = {
+ *             {.name = "x", .data = x, .dtype = DT_DT_F32, .ndim = 2, .shape = {B * T, C}},
+ *             {.name = "w", .data = w, .dtype = DT_DT_F32, .ndim = 1, .shape = {C}}};
  *         h = dt_trace_begin(DT_TRACE_OP, DT_PHASE_FWD, "layernorm_fwd", "det", in, 2);
  *     }
  *     ... run the op (it may overwrite its inputs: their digests are already taken) ...
  *     if (h) {
- *         dt_tensor_ref out[1] = {{"y", y, DT_DT_F32, 2, {B*T, C}}};
+ *         dt_tensor_ref out[1] = {
+ *             {.name = "y", .data = y, .dtype = DT_DT_F32, .ndim = 2, .shape = {B * T, C}}};
  *         dt_trace_end(h, out, 1);                 // digests outputs, writes the event
  *     }
+ *
+ * (Designated initializers: -Wextra rejects positional ones that omit trailing fields.)
+ * Pass parameters as inputs too (weights, optimizer state): an op whose weights differ
+ * must show "inputs differ", or a changed weight would pass for an origin. */
  *
  * Digests read the bytes on the host: the caller must pass buffers whose producer has
  * finished (on GPU: after the producing stream is synchronised, or a device-side digest
