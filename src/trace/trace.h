@@ -32,7 +32,6 @@
  * Pass parameters as inputs too (weights, optimizer state): an op whose weights differ
  * must show "inputs differ", or a changed weight would pass for an origin.
  *
- *
  * Digests read the bytes on the host: the caller must pass buffers whose producer has
  * finished (on GPU: after the producing stream is synchronised, or a device-side digest
  * once the CUDA backend provides one). Reading a buffer early is a probe artefact, not
