@@ -133,6 +133,12 @@ dt_kview *dt_kset_get(dt_kset *s, const char *name) {
     return NULL;
 }
 
+const dt_kview *dt_kset_cget(const dt_kset *s, const char *name) {
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->t[i].name, name)) return &s->t[i];
+    return NULL;
+}
+
 /* SplitMix64 of (seed, i): a stateless, platform-independent hash. */
 static uint64_t mix64(uint64_t seed, uint64_t i) {
     uint64_t z = seed * 0x9E3779B97F4A7C15ull + i + 0x632BE59BD9B4E019ull;
@@ -311,6 +317,26 @@ int dt_kh_compare(const char *what, const dt_kset *a, const dt_kset *b, int quie
         fmt_index(ix, sizeof ix, v, first);
         fprintf(stderr, "  %s: tensor '%s': %zu of %zu elements differ; first at %s: %s vs %s; "
                 "max |diff| %.9g\n", what, v->name, ndiff, n, ix, x, y, maxd);
+    }
+    return bad;
+}
+
+int dt_kh_gaps_changed(const dt_kset *before, const dt_kset *after) {
+    int bad = 0;
+    for (int t = 0; t < before->n; t++) {
+        const dt_kview *v = &before->t[t];
+        size_t es = dt_kh_dtype_size(v->dtype), n = dt_kv_numel(v);
+        unsigned char *reached = calloc(v->base_numel, 1);
+        if (!reached) die("out of memory");
+        for (size_t k = 0; k < n; k++) reached[dt_kv_index(v, k)] = 1;
+        for (size_t i = 0; i < v->base_numel; i++)
+            if (!reached[i] && memcmp((const char *)v->base + i * es,
+                                      (const char *)after->t[t].base + i * es, es)) {
+                fprintf(stderr, "  tensor '%s': gap at base index %zu was written\n", v->name, i);
+                bad++;
+                break;
+            }
+        free(reached);
     }
     return bad;
 }

@@ -80,6 +80,7 @@ void dt_kset_free(dt_kset *s);
 void dt_kset_clone(dt_kset *dst, const dt_kset *src);
 /* Finds a tensor by name (NULL if absent). */
 dt_kview *dt_kset_get(dt_kset *s, const char *name);
+const dt_kview *dt_kset_cget(const dt_kset *s, const char *name);
 
 /* Pointer to element (0,..,0): what the op is given. */
 static inline float *dt_kv_f32(const dt_kview *v) { return (float *)v->base + v->offset; }
@@ -155,6 +156,10 @@ int dt_kh_thread_sweep(const char *op, const char *config, dt_kh_fn fn, const vo
 /* Compares two sets tensor by tensor, bytes of the whole base. Returns the number of
  * tensors that differ; prints each (unless quiet) with `what` as the heading. */
 int dt_kh_compare(const char *what, const dt_kset *a, const dt_kset *b, int quiet);
+
+/* Number of tensors whose gaps (base elements no view position reaches) differ between
+ * `before` and `after`: an op must never write outside its views. Prints each. */
+int dt_kh_gaps_changed(const dt_kset *before, const dt_kset *after);
 
 /* Mode and threads: switches deterministic mode on/off (test-only reset + apply, no
  * per-op overrides) and sets OpenMP + OpenBLAS thread counts (dynamic adjustment off). */
