@@ -138,6 +138,7 @@ static void copy_key(dt_trace_key *k, const dt_trace_rec *e, long index) {
     k->micro = e->micro;
     k->occurrence = e->occurrence;
     k->phase = e->phase;
+    k->level = e->level;
     k->index = index;
     snprintf(k->scope, sizeof k->scope, "%s", e->scope);
     snprintf(k->op, sizeof k->op, "%s", e->op);
@@ -208,6 +209,16 @@ static int side_differs(const dt_trace_file *fa, const dt_trace_rec *a, const dt
     return any;
 }
 
+/* 1 if event e is a coarser event around the first mismatch k: same step and micro-batch,
+ * a lower (coarser) level, and a scope that is k's scope or a path prefix of it. Such a
+ * module event completes after the ops inside it, so its outputs differ because of them. */
+static int encloses(const dt_trace_rec *e, const dt_trace_key *k) {
+    if (e->step != k->step || e->micro != k->micro || e->level >= k->level) return 0;
+    size_t n = strlen(e->scope);
+    if (n == 0) return 1;
+    return !strncmp(e->scope, k->scope, n) && (k->scope[n] == 0 || k->scope[n] == '.');
+}
+
 /* ---- one rank ----------------------------------------------------------------------- */
 
 static dt_status diff_rank(const char *pa, const char *pb, int allow_unclosed,
@@ -264,6 +275,8 @@ static dt_status diff_rank(const char *pa, const char *pb, int allow_unclosed,
             copy_key(&r->first, a, (long)i);
         } else if (in_diff) {
             r->later_downstream++;
+        } else if (r->first_class == DT_CLASS_ORIGIN && encloses(a, &r->first)) {
+            r->later_enclosing++;
         } else {
             r->later_inputs_match++;
         }

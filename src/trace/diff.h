@@ -44,7 +44,7 @@ typedef struct dt_trace_key {
     int64_t step;
     int32_t micro;
     uint32_t occurrence;
-    int phase;
+    int phase, level;
     long index;                 /* position in its capture's execution order */
     char scope[256], op[96], variant[16];
 } dt_trace_key;
@@ -66,7 +66,10 @@ typedef struct dt_trace_rank_result {
     int in_a, in_b;
     size_t events_a, events_b, aligned;
     size_t mismatches;          /* aligned events whose tensors differ */
-    size_t later_downstream, later_inputs_match;
+    size_t later_downstream;    /* later mismatches whose inputs differ */
+    size_t later_enclosing;     /* coarser events around the first mismatch (a module whose
+                                 * inputs match and whose outputs contain the origin's) */
+    size_t later_inputs_match;  /* other events with matching inputs: another candidate */
     size_t missing_in_b, missing_in_a, order_diffs, path_diffs;
     int verdict;                /* enum dt_trace_verdict */
     int first_class;            /* enum dt_trace_class */

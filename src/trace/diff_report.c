@@ -66,8 +66,9 @@ static void print_rank(FILE *out, const dt_trace_rank_result *r) {
         for (int i = 0; i < r->ntensors; i++) print_tensor(out, &r->tensors[i]);
         if (r->ntensors_total > r->ntensors)
             fprintf(out, "    ... %d more differing tensors\n", r->ntensors_total - r->ntensors);
-        fprintf(out, "  later mismatches: %zu downstream (inputs differ), %zu with matching "
-                "inputs (other candidates)\n", r->later_downstream, r->later_inputs_match);
+        fprintf(out, "  later mismatches: %zu downstream (inputs differ), %zu enclosing the "
+                "origin (coarser events around it), %zu with matching inputs (other "
+                "candidates)\n", r->later_downstream, r->later_enclosing, r->later_inputs_match);
     }
     fprintf(out, "  missing in B: %zu; missing in A: %zu; order differences: %zu\n",
             r->missing_in_b, r->missing_in_a, r->order_diffs);
@@ -148,8 +149,8 @@ void dt_trace_diff_print(const dt_trace_diff_opts *o, const dt_trace_diff_result
 /* ---- JSON --------------------------------------------------------------------------- */
 
 static void json_key(FILE *out, const dt_trace_key *k) {
-    fprintf(out, "{\"index\":%ld,\"step\":%lld,\"micro\":%d,\"scope\":", k->index,
-            (long long)k->step, k->micro);
+    fprintf(out, "{\"index\":%ld,\"step\":%lld,\"micro\":%d,\"level\":\"%s\",\"scope\":",
+            k->index, (long long)k->step, k->micro, dt_trace_level_name(k->level));
     dt_json_write_string(out, k->scope);
     fprintf(out, ",\"op\":");
     dt_json_write_string(out, k->op);
@@ -205,10 +206,10 @@ static void json_rank(FILE *out, const dt_trace_rank_result *r) {
     } else {
         fprintf(out, "null");
     }
-    fprintf(out, ",\"later_downstream\":%zu,\"later_inputs_match\":%zu,\"missing_in_b\":%zu,"
-            "\"missing_in_a\":%zu,\"order_differences\":%zu,\"path_differences\":%zu",
-            r->later_downstream, r->later_inputs_match, r->missing_in_b, r->missing_in_a,
-            r->order_diffs, r->path_diffs);
+    fprintf(out, ",\"later_downstream\":%zu,\"later_enclosing\":%zu,\"later_inputs_match\":%zu,"
+            "\"missing_in_b\":%zu,\"missing_in_a\":%zu,\"order_differences\":%zu,"
+            "\"path_differences\":%zu", r->later_downstream, r->later_enclosing,
+            r->later_inputs_match, r->missing_in_b, r->missing_in_a, r->order_diffs, r->path_diffs);
     json_keys(out, "only_in_a", r->missing_b, r->missing_in_b);
     json_keys(out, "only_in_b", r->missing_a, r->missing_in_a);
     fprintf(out, ",\"first_order_difference\":");

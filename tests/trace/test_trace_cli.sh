@@ -32,7 +32,7 @@ for r in d["ranks"]:
     assert r["verdict"] == "origin_candidate" and f["class"] == "origin_candidate", r
     assert f["event"]["op"] == "matmul" and f["event"]["scope"] == "h.0.mlp" and f["event"]["step"] == 2
     assert f["tensors"][0]["role"] == "output" and f["tensors"][0]["name"] == "y"
-    assert r["later_inputs_match"] == 0 and r["later_downstream"] >= 7
+    assert r["later_inputs_match"] == 0 and r["later_downstream"] >= 7 and r["later_enclosing"] == 1
 PY'
 
 "$DETRAIN" trace-diff "$tmp/a" "$tmp/permuted" --json --rank 1 >"$tmp/json" 2>&1; rc=$?

@@ -38,7 +38,7 @@ static void aux(const char *op, const float *x, float *out, float k) {
 
 int toy_run(const char *dir, const toy_opts *o) {
     for (int rank = 0; rank < o->nranks; rank++) {
-        dt_trace_config cfg = {DT_TRACE_OP, dir, o->steps, NULL};
+        dt_trace_config cfg = {o->level ? o->level : DT_TRACE_OP, dir, o->steps, NULL};
         if (dt_trace_open(&cfg, rank) != DT_OK) return 1;
         dt_inject inj = {0};
         if (o->inject_op) {
@@ -61,6 +61,8 @@ int toy_run(const char *dir, const toy_opts *o) {
             dt_trace_scope_pop();
 
             dt_trace_scope_push("h.0");
+            dt_tensor_ref bin[2] = {T("h", h), T("w", w)};
+            dt_trace_op *block = dt_trace_begin(DT_TRACE_MODULE, DT_PHASE_FWD, "block", NULL, bin, 2);
             for (int i = 0; i < N; i++) h2[i] = h[i] * 0.5f + 1.0f;
             maybe_inject(o, rank, "layernorm", step, h2);
             if (step != o->skip_layernorm_step) {
@@ -89,6 +91,8 @@ int toy_run(const char *dir, const toy_opts *o) {
             rout.order_sensitive = 1;
             dt_trace_event(DT_TRACE_OP, DT_PHASE_FWD, "router", "det", &rin, 1, &rout, 1);
             dt_trace_scope_pop();
+            dt_tensor_ref bout = T("p", p);
+            dt_trace_end(block, &bout, 1);
             dt_trace_scope_pop();
 
             if (step == o->extra_event_step) {

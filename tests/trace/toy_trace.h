@@ -1,8 +1,10 @@
 /* A toy "training loop" that emits trace events through the real capture API, used to
  * build synthetic captures for trace-diff tests. Each step runs, per rank:
- *   emb/embed(x, w) -> h     h.0/layernorm(h) -> h2    h.0.mlp/matmul(h2, w) -> y
- *   h.0/aux_a(x), h.0/aux_b(x)   (independent of each other: reorderable)
- *   h.0.moe/router(y) -> p   (order-sensitive: per-row digests)
+ *   emb/embed(x, w) -> h
+ *   h.0/block(h, w) -> p     a module event around:
+ *     h.0/layernorm(h) -> h2    h.0.mlp/matmul(h2, w) -> y
+ *     h.0/aux_a(x), h.0/aux_b(x)   (independent of each other: reorderable)
+ *     h.0.moe/router(y) -> p   (order-sensitive: per-row digests)
  *   loss_bwd(p) -> g  [bwd]   allreduce(g) -> g [comm]   adamw(w, g) -> w [opt]
  * so a perturbation flows to every later op and into the next step through w. */
 #ifndef DT_TOY_TRACE_H
@@ -12,6 +14,7 @@
 
 typedef struct toy_opts {
     const char *steps;         /* --trace-steps, NULL = all */
+    int level;                 /* trace level; 0 = op */
     int nranks, nsteps;
     const char *inject_op;     /* flip one output LSB of this op ... */
     int inject_step;           /* ... at this step ... */
@@ -23,7 +26,7 @@ typedef struct toy_opts {
 } toy_opts;
 
 void toy_defaults(toy_opts *o);
-/* Writes <dir>/rank_*.trace at op level. Returns 0 on success. */
+/* Writes <dir>/rank_*.trace. Returns 0 on success. */
 int toy_run(const char *dir, const toy_opts *o);
 /* The router's output at a step, with and without the row swap, for the sum test. */
 #define TOY_R 8
