@@ -8,6 +8,7 @@
  * `test_trace_diff --fixtures DIR` only writes the captures (for test_trace_cli.sh). */
 #include "core/digest.h"
 #include "trace/diff.h"
+#include "trace/trace.h"
 #include "toy_trace.h"
 #include "dt_test.h"
 
