@@ -74,8 +74,9 @@ dt_status dt_metrics_close(dt_metrics *m);
 /* Megatron-style progress line, e.g.
  * "iteration 7/100 | consumed samples: 56 | elapsed time per iteration (ms): 123.4 |
  *  learning rate: 6.000000E-04 | loss: 4.123457E+00 | grad norm: 1.234 | tokens/s: 4567 |
- *  ETA: 00:01:23" (one line; " | eval loss: X" follows loss on eval steps). ETA is
- * (train_iters - step) * elapsed_ms_avg. Rounded for people: never compared. */
+ *  ETA: 00:01:23" (one line; " | eval loss: X" follows loss on eval steps). The time per
+ * iteration shown is s->step_ms; ETA is (train_iters - step) * elapsed_ms_avg (pass the
+ * average over recent steps). Rounded for people: never compared. */
 void dt_metrics_console_line(char *buf, size_t n, const dt_step_metrics *s, int64_t train_iters,
                              double elapsed_ms_avg);
 
