@@ -263,20 +263,34 @@ static dt_status make_dirs(const char *dir) {
     return DT_OK;
 }
 
-dt_status dt_trace_open(const dt_trace_config *cfg, int rank) {
-    if (S.open) return dt_fail(DT_ESTATE, "dt_trace_open: a trace session is already open (%s)", S.path);
+static dt_status parse_config(const dt_trace_config *cfg, dt_range_list *steps,
+                              dt_range_list *ranks) {
+    dt_status st;
+    memset(steps, 0, sizeof *steps);
+    memset(ranks, 0, sizeof *ranks);
     if (cfg->level < DT_TRACE_OFF || cfg->level > DT_TRACE_KERNEL)
         return dt_fail(DT_EINVAL, "trace level %d out of range", cfg->level);
-    dt_range_list ranks = {0}, steps = {0};
-    dt_status st;
-    if (cfg->ranks_spec && (st = dt_range_list_parse(cfg->ranks_spec, "--trace-ranks", &ranks)))
+    if (cfg->ranks_spec && (st = dt_range_list_parse(cfg->ranks_spec, "--trace-ranks", ranks)))
         return st;
-    if (cfg->steps_spec && (st = dt_range_list_parse(cfg->steps_spec, "--trace-steps", &steps)))
+    if (cfg->steps_spec && (st = dt_range_list_parse(cfg->steps_spec, "--trace-steps", steps)))
         return st;
-    if (cfg->level == DT_TRACE_OFF || !dt_range_list_has(&ranks, rank)) return DT_OK;
-    if (!cfg->dir || !*cfg->dir)
+    if (cfg->level != DT_TRACE_OFF && (!cfg->dir || !*cfg->dir))
         return dt_fail(DT_EINVAL, "--trace-level %s needs --trace-dir DIR",
                        dt_trace_level_name(cfg->level));
+    return DT_OK;
+}
+
+dt_status dt_trace_config_check(const dt_trace_config *cfg) {
+    dt_range_list steps, ranks;
+    return parse_config(cfg, &steps, &ranks);
+}
+
+dt_status dt_trace_open(const dt_trace_config *cfg, int rank) {
+    if (S.open) return dt_fail(DT_ESTATE, "dt_trace_open: a trace session is already open (%s)", S.path);
+    dt_range_list ranks, steps;
+    dt_status st;
+    if ((st = parse_config(cfg, &steps, &ranks))) return st;
+    if (cfg->level == DT_TRACE_OFF || !dt_range_list_has(&ranks, rank)) return DT_OK;
     if ((st = make_dirs(cfg->dir))) return st;
 
     memset(&S, 0, sizeof S);

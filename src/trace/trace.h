@@ -107,6 +107,11 @@ typedef struct dt_trace_config {
     const char *ranks_spec;    /* --trace-ranks text, or NULL for all ranks */
 } dt_trace_config;
 
+/* Validates a configuration without creating anything: level in range, both range
+ * lists well formed, a directory given when the level is not off. Call it while parsing
+ * flags, so a bad list stops the run before any work; dt_trace_open checks again. */
+dt_status dt_trace_config_check(const dt_trace_config *cfg);
+
 /* ---- session ------------------------------------------------------------------------ */
 
 /* Starts tracing for this process as `rank`. With level off, or a rank outside

@@ -156,10 +156,18 @@ static void test_level_filter_and_off(void) {
     CHECK_OK(dt_trace_close());
     snprintf(path, sizeof path, "%s/rank_000001.trace", dir);
     CHECK(access(path, F_OK) != 0);
+    dt_trace_config good = {DT_TRACE_OP, dir, "1-3,7", "0,2-3"};
+    CHECK_OK(dt_trace_config_check(&good));
+    dt_trace_config badr = {DT_TRACE_OP, dir, NULL, "0,,1"};
+    CHECK(dt_trace_config_check(&badr) == DT_EINVAL && strstr(dt_errmsg(), "--trace-ranks"));
+    dt_trace_config offcfg = {DT_TRACE_OFF, NULL, NULL, NULL};
+    CHECK_OK(dt_trace_config_check(&offcfg));
     dt_trace_config bad = {DT_TRACE_OP, dir, "1-", NULL};
+    CHECK(dt_trace_config_check(&bad) == DT_EINVAL && strstr(dt_errmsg(), "--trace-steps"));
     CHECK(dt_trace_open(&bad, 0) == DT_EINVAL);
     dt_trace_config nodir = {DT_TRACE_OP, NULL, NULL, NULL};
-    CHECK(dt_trace_open(&nodir, 0) == DT_EINVAL);
+    CHECK(dt_trace_open(&nodir, 0) == DT_EINVAL && strstr(dt_errmsg(), "--trace-dir"));
+    CHECK(dt_trace_config_check(&nodir) == DT_EINVAL);
 }
 
 static void test_overwrite_refused(void) {
