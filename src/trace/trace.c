@@ -342,6 +342,13 @@ dt_status dt_trace_close(void) {
         put64(b, S.nevents);
         rec_finish(b, DT_REC_END);
         flush_buf();
+    } else if (S.err != DT_EIO) {
+        /* Keep the complete records written before the error (readable with
+         * --allow-unclosed); no END record, so the file reads as unfinished. */
+        dt_status first = S.err;
+        S.err = DT_OK;
+        flush_buf();
+        if (S.err == DT_OK) S.err = first;
     }
     if (close(S.fd) != 0) set_err(DT_EIO, "closing trace %s: %s", S.path, strerror(errno));
     dt_status err = S.err;

@@ -252,10 +252,20 @@ static void test_hook_misuse(void) {
     CHECK(dt_trace_open(&cfg, 1) == DT_ESTATE);
     dt_trace_set_step(0, 0);
     float v[5] = {0};
+    dt_tensor_ref ok = {"v", v, DT_DT_F32, 1, {5}, 0, 0};
+    dt_trace_event(DT_TRACE_OP, DT_PHASE_FWD, "good", NULL, &ok, 1, NULL, 0);
     dt_tensor_ref t = {"v", v, DT_DT_F32, 1, {5}, 1, 2}; /* 2 rows do not divide 5 */
     dt_trace_event(DT_TRACE_OP, DT_PHASE_FWD, "bad", NULL, &t, 1, NULL, 0);
     CHECK(!dt_trace_on(DT_TRACE_METRICS)); /* first error stops capture */
     CHECK(dt_trace_close() == DT_EINVAL && strstr(dt_errmsg(), "rows"));
+    /* The records before the error survive, in a file marked unfinished (no END). */
+    char p[600];
+    snprintf(p, sizeof p, "%s/rank_000000.trace", dir);
+    dt_trace_file f;
+    CHECK(dt_trace_file_load(p, 0, &f) == DT_ECORRUPT);
+    CHECK_OK(dt_trace_file_load(p, 1, &f));
+    CHECK(f.nevents == 1 && !strcmp(f.events[0].op, "good"));
+    dt_trace_file_free(&f);
 }
 
 static void test_inject(void) {
