@@ -31,6 +31,7 @@ typedef struct train_args {
     int micro_batch, global_batch;
     int64_t train_iters, warmup_iters, decay_iters;
     float lr, min_lr, weight_decay, clip_grad, beta1, beta2, eps, val_fraction;
+    float hidden_dropout, attn_dropout;
     uint64_t seed;
     int deterministic, quiet, threads;
     const char *data_path, *log_dir;
@@ -60,6 +61,8 @@ static const flag flags[] = {
     {"--adam-beta1", F_FLOAT, OFF(beta1), "0.9", "AdamW beta1"},
     {"--adam-beta2", F_FLOAT, OFF(beta2), "0.95", "AdamW beta2"},
     {"--adam-eps", F_FLOAT, OFF(eps), "1e-8", "AdamW epsilon"},
+    {"--hidden-dropout", F_FLOAT, OFF(hidden_dropout), "0", "dropout on embeddings and residual branches (Philox masks)"},
+    {"--attention-dropout", F_FLOAT, OFF(attn_dropout), "0", "dropout on attention probabilities (Philox masks)"},
     {"--seed", F_U64, OFF(seed), "1234", "seed of init, data order and dropout (Philox keys)"},
     {"--deterministic-mode", F_SWITCH, OFF(deterministic), "", "bitwise-reproducible run (DESIGN §2)"},
     {"--data-path", F_STR, OFF(data_path), "", "token shards: file, glob or comma list (default: built-in corpus)"},
@@ -155,6 +158,10 @@ static int check_ranges(const train_args *a) {
         fprintf(stderr, "detrain train: --adam-beta1/--adam-beta2 must be in [0,1) and --adam-eps > 0\n");
         return -1;
     }
+    if (a->hidden_dropout < 0 || a->hidden_dropout >= 1 || a->attn_dropout < 0 || a->attn_dropout >= 1) {
+        fprintf(stderr, "detrain train: --hidden-dropout and --attention-dropout must be in [0, 1)\n");
+        return -1;
+    }
     if (a->val_fraction < 0 || a->val_fraction > 0.5f || a->weight_decay < 0 || a->clip_grad < 0) {
         fprintf(stderr, "detrain train: need --val-fraction in [0, 0.5], --weight-decay >= 0, --clip-grad >= 0\n");
         return -1;
@@ -248,6 +255,8 @@ int dt_cmd_train(int argc, char **argv) {
     cfg.beta1 = a.beta1;
     cfg.beta2 = a.beta2;
     cfg.eps = a.eps;
+    cfg.hidden_dropout = a.hidden_dropout;
+    cfg.attn_dropout = a.attn_dropout;
     cfg.seed = a.seed;
     cfg.deterministic = a.deterministic;
     cfg.data_path = a.data_path;

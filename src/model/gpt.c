@@ -5,6 +5,7 @@
 #include "core/philox.h"
 #include "ops/attention.h"
 #include "ops/crossentropy.h"
+#include "ops/dropout.h"
 #include "ops/encoder.h"
 #include "ops/gelu.h"
 #include "ops/layernorm.h"
@@ -133,7 +134,7 @@ dt_status dt_gpt_create(dt_gpt **out, const dt_gpt_config *cfg, int B, int T, ui
         L * BT * C, L * BT * C,                        /* fcproj residual3 */
         BT * C, BT, BT,                                /* lnf */
         BT * Vp, BT, BT,                               /* logits losses lse */
-        BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * 4 * C, /* dacts */
+        BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * 4 * C, BT * C, /* dacts */
     };
     float **ptrs[] = {
         &m->acts.encoded, &m->acts.ln1, &m->acts.ln1_mean, &m->acts.ln1_rstd, &m->acts.qkv,
@@ -141,7 +142,7 @@ dt_status dt_gpt_create(dt_gpt **out, const dt_gpt_config *cfg, int B, int T, ui
         &m->acts.ln2_mean, &m->acts.ln2_rstd, &m->acts.fch, &m->acts.fch_gelu, &m->acts.fcproj,
         &m->acts.residual3, &m->acts.lnf, &m->acts.lnf_mean, &m->acts.lnf_rstd, &m->acts.logits,
         &m->acts.losses, &m->acts.lse, &m->dacts.dres, &m->dacts.dc1, &m->dacts.dqkv,
-        &m->dacts.dfch, &m->dacts.dfch_gelu,
+        &m->dacts.dfch, &m->dacts.dfch_gelu, &m->dacts.dtmp,
     };
     size_t nbuf = sizeof sizes / sizeof sizes[0], total = 0;
     for (size_t i = 0; i < nbuf; i++) total += sizes[i];
@@ -159,6 +160,7 @@ dt_status dt_gpt_create(dt_gpt **out, const dt_gpt_config *cfg, int B, int T, ui
         m->param[i] = m->param_mem + m->params[i].offset;
         m->grad[i] = m->grad_mem + m->params[i].offset;
     }
+    m->seed = seed;
     init_params(m, seed);
     *out = m;
     return DT_OK;
@@ -173,6 +175,18 @@ void dt_gpt_free(dt_gpt *m) {
 }
 
 void dt_gpt_zero_grad(dt_gpt *m) { memset(m->grad_mem, 0, sizeof(float) * m->num_params); }
+
+/* Dropout sites of the hidden state: the layer key is 2*l + site (site 0 attention output,
+ * 1 MLP output); the embedding output uses EMB_SITE. */
+#define EMB_SITE 0xffffffffu
+static dt_dropout hidden_drop(const dt_gpt *m) {
+    dt_dropout d = {m->training ? m->hidden_dropout : 0.0f, m->seed, m->rng_step};
+    return d;
+}
+static dt_dropout attn_drop(const dt_gpt *m) {
+    dt_dropout d = {m->training ? m->attn_dropout : 0.0f, m->seed, m->rng_step};
+    return d;
+}
 
 dt_status dt_gpt_forward(dt_gpt *m, const int *inputs, const int *targets, double *loss) {
     const dt_gpt_config *c = &m->cfg;
@@ -189,7 +203,9 @@ dt_status dt_gpt_forward(dt_gpt *m, const int *inputs, const int *targets, doubl
     dt_gpt_acts *a = &m->acts;
     float *const *w = m->param;
     size_t sc = (size_t)BT * C;
+    dt_dropout hd = hidden_drop(m), ad = attn_drop(m);
     dt_encoder_fwd(a->encoded, inputs, w[DT_P_WTE], w[DT_P_WPE], B, T, C);
+    dt_dropout_apply(a->encoded, sc, &hd, DT_RNG_DROPOUT_HIDDEN, EMB_SITE);
     for (int l = 0; l < L; l++) {
         const float *res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * sc;
         float *ln1 = a->ln1 + l * sc, *qkv = a->qkv + l * sc * 3, *atty = a->atty + l * sc;
@@ -201,14 +217,16 @@ dt_status dt_gpt_forward(dt_gpt *m, const int *inputs, const int *targets, doubl
         dt_layernorm_fwd(ln1, a->ln1_mean + (size_t)l * BT, a->ln1_rstd + (size_t)l * BT, res,
                          w[DT_P_LN1W] + lC, w[DT_P_LN1B] + lC, BT, C);
         dt_matmul_fwd(qkv, ln1, w[DT_P_QKVW] + lC * 3 * C, w[DT_P_QKVB] + lC * 3, BT, C, 3 * C);
-        dt_attention_fwd(atty, att, qkv, B, T, C, NH);
+        dt_attention_fwd(atty, att, qkv, B, T, C, NH, &ad, (uint32_t)l);
         dt_matmul_fwd(attproj, atty, w[DT_P_ATTPROJW] + lC * C, w[DT_P_ATTPROJB] + lC, BT, C, C);
+        dt_dropout_apply(attproj, sc, &hd, DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l);
         dt_residual_fwd(res2, res, attproj, sc);
         dt_layernorm_fwd(ln2, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT, res2,
                          w[DT_P_LN2W] + lC, w[DT_P_LN2B] + lC, BT, C);
         dt_matmul_fwd(fch, ln2, w[DT_P_FCW] + lC * 4 * C, w[DT_P_FCB] + lC * 4, BT, C, 4 * C);
         dt_gelu_fwd(fchg, fch, sc * 4);
         dt_matmul_fwd(fcproj, fchg, w[DT_P_FCPROJW] + lC * 4 * C, w[DT_P_FCPROJB] + lC, BT, 4 * C, C);
+        dt_dropout_apply(fcproj, sc, &hd, DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l + 1u);
         dt_residual_fwd(res3, res2, fcproj, sc);
     }
     const float *last = a->residual3 + (size_t)(L - 1) * sc;
@@ -227,6 +245,8 @@ void dt_gpt_backward(dt_gpt *m, float loss_scale) {
     dt_gpt_dacts *d = &m->dacts;
     float *const *w = m->param, *const *g = m->grad;
     size_t sc = (size_t)BT * C;
+    dt_dropout hd = hidden_drop(m), ad = attn_drop(m);
+    int hdrop = dt_dropout_on(&hd);
     dt_crossentropy_bwd(a->logits, a->lse, m->targets, loss_scale / (float)BT, BT, V, Vp);
     /* logits = lnf @ wte^T: dlnf into dc1, the head's share of dwte into g[WTE] */
     dt_matmul_bwd(d->dc1, g[DT_P_WTE], NULL, a->logits, a->lnf, w[DT_P_WTE], BT, C, Vp);
@@ -236,8 +256,14 @@ void dt_gpt_backward(dt_gpt *m, float loss_scale) {
     for (int l = L - 1; l >= 0; l--) {
         const float *res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * sc;
         size_t lC = (size_t)l * C;
-        /* residual3 = residual2 + fcproj: dres is the gradient of both */
-        dt_matmul_bwd(d->dfch_gelu, g[DT_P_FCPROJW] + lC * 4 * C, g[DT_P_FCPROJB] + lC, d->dres,
+        /* residual3 = residual2 + dropout(fcproj): dres is the gradient of both */
+        const float *dproj = d->dres;
+        if (hdrop) {
+            memcpy(d->dtmp, d->dres, sizeof(float) * sc);
+            dt_dropout_apply(d->dtmp, sc, &hd, DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l + 1u);
+            dproj = d->dtmp;
+        }
+        dt_matmul_bwd(d->dfch_gelu, g[DT_P_FCPROJW] + lC * 4 * C, g[DT_P_FCPROJB] + lC, dproj,
                       a->fch_gelu + l * sc * 4, w[DT_P_FCPROJW] + lC * 4 * C, BT, 4 * C, C);
         dt_gelu_bwd(d->dfch, a->fch + l * sc * 4, d->dfch_gelu, sc * 4);
         dt_matmul_bwd(d->dc1, g[DT_P_FCW] + lC * 4 * C, g[DT_P_FCB] + lC * 4, d->dfch,
@@ -245,16 +271,23 @@ void dt_gpt_backward(dt_gpt *m, float loss_scale) {
         dt_layernorm_bwd(d->dres, g[DT_P_LN2W] + lC, g[DT_P_LN2B] + lC, d->dc1, a->residual2 + l * sc,
                          w[DT_P_LN2W] + lC, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT,
                          BT, C);
-        /* residual2 = residual + attproj: dres is now the gradient of both */
-        dt_matmul_bwd(d->dc1, g[DT_P_ATTPROJW] + lC * C, g[DT_P_ATTPROJB] + lC, d->dres,
+        /* residual2 = residual + dropout(attproj): dres is now the gradient of both */
+        dproj = d->dres;
+        if (hdrop) {
+            memcpy(d->dtmp, d->dres, sizeof(float) * sc);
+            dt_dropout_apply(d->dtmp, sc, &hd, DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l);
+            dproj = d->dtmp;
+        }
+        dt_matmul_bwd(d->dc1, g[DT_P_ATTPROJW] + lC * C, g[DT_P_ATTPROJB] + lC, dproj,
                       a->atty + l * sc, w[DT_P_ATTPROJW] + lC * C, BT, C, C);
         dt_attention_bwd(d->dqkv, d->dc1, a->qkv + l * sc * 3, a->att + (size_t)l * B * NH * T * T,
-                         a->atty + l * sc, B, T, C, NH);
+                         a->atty + l * sc, B, T, C, NH, &ad, (uint32_t)l);
         dt_matmul_bwd(d->dc1, g[DT_P_QKVW] + lC * 3 * C, g[DT_P_QKVB] + lC * 3, d->dqkv,
                       a->ln1 + l * sc, w[DT_P_QKVW] + lC * 3 * C, BT, C, 3 * C);
         dt_layernorm_bwd(d->dres, g[DT_P_LN1W] + lC, g[DT_P_LN1B] + lC, d->dc1, res,
                          w[DT_P_LN1W] + lC, a->ln1_mean + (size_t)l * BT, a->ln1_rstd + (size_t)l * BT,
                          BT, C);
     }
+    dt_dropout_apply(d->dres, sc, &hd, DT_RNG_DROPOUT_HIDDEN, EMB_SITE);
     dt_encoder_bwd(g[DT_P_WTE], g[DT_P_WPE], d->dres, m->inputs, B, T, C, Vp);
 }

@@ -64,8 +64,6 @@ typedef struct dt_param_desc {
 /* Describes all parameter tensors of a config. Returns the total number of floats. */
 size_t dt_gpt_param_table(const dt_gpt_config *cfg, dt_param_desc out[DT_NUM_PARAM_TENSORS]);
 
-#endif
-
 /* ---- the model ---------------------------------------------------------------------- */
 
 /* Activations of one forward pass, pointers into one slab (sizes for B, T). */
@@ -92,6 +90,7 @@ typedef struct dt_gpt_dacts {
     float *dc1;                /* (B,T,C) */
     float *dqkv;               /* (B,T,3C) */
     float *dfch, *dfch_gelu;   /* (B,T,4C) */
+    float *dtmp;               /* (B,T,C) gradient through a dropout mask */
 } dt_gpt_dacts;
 
 typedef struct dt_gpt {
@@ -107,6 +106,13 @@ typedef struct dt_gpt {
     dt_gpt_acts acts;
     dt_gpt_dacts dacts;
     const int *inputs, *targets; /* of the last forward (borrowed) */
+    /* Dropout (GPT-2 places): embeddings, attention probabilities, attention and MLP
+     * outputs. Active only while `training`; masks keyed by (seed, rng_step, layer, element)
+     * so backward recomputes them and a resumed run draws the same ones. */
+    float hidden_dropout, attn_dropout;
+    uint64_t seed;
+    uint32_t rng_step;         /* set by the trainer: global micro-batch counter */
+    int training;
 } dt_gpt;
 
 /* Allocates the model for micro-batch B and sequence length T (T <= max_seq_len) and
@@ -122,3 +128,5 @@ dt_status dt_gpt_forward(dt_gpt *m, const int *inputs, const int *targets, doubl
 /* Backward of the last forward; adds the gradient of (loss * loss_scale) into grad_mem. */
 void dt_gpt_backward(dt_gpt *m, float loss_scale);
 void dt_gpt_zero_grad(dt_gpt *m);
+
+#endif

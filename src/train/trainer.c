@@ -39,6 +39,7 @@ static void trainer_free(trainer *t) {
 /* Mean validation loss over eval_iters batches, summed in batch order. */
 static dt_status evaluate(trainer *t, double *out) {
     dt_dataset_val_reset(t->data);
+    t->model->training = 0;
     double sum = 0.0;
     for (int i = 0; i < t->cfg->eval_iters; i++) {
         double l;
@@ -75,6 +76,8 @@ static dt_status setup(trainer *t, const dt_train_config *cfg) {
         return dt_fail(DT_EINVAL, "--eval-interval %d needs a validation split; set "
                        "--val-fraction > 0 or --eval-interval 0", cfg->eval_interval);
     if ((st = dt_gpt_create(&t->model, &cfg->gpt, B, T, cfg->seed)) != DT_OK) return st;
+    t->model->hidden_dropout = cfg->hidden_dropout;
+    t->model->attn_dropout = cfg->attn_dropout;
     dt_adamw_config ac = {cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, cfg->clip_grad};
     if ((st = dt_adamw_init(&t->opt, &ac, t->model->num_params)) != DT_OK) return st;
     t->inputs = malloc(sizeof(int) * (size_t)B * T);
@@ -91,8 +94,11 @@ static dt_status train_step(trainer *t, int64_t step, dt_step_metrics *sm) {
     const dt_train_config *cfg = t->cfg;
     double t0 = now_ms(), loss_sum = 0.0;
     dt_gpt_zero_grad(t->model);
+    t->model->training = 1;
     for (int micro = 0; micro < t->accum; micro++) {
         double l;
+        /* dropout masks are keyed by the global micro-batch index */
+        t->model->rng_step = (uint32_t)((step - 1) * t->accum + micro);
         dt_status st = dt_dataset_next_train(t->data, t->inputs, t->targets);
         if (st == DT_OK) st = dt_gpt_forward(t->model, t->inputs, t->targets, &l);
         if (st != DT_OK) return st;

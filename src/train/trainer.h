@@ -21,6 +21,7 @@ typedef struct dt_train_config {
     float lr, min_lr;
     int64_t warmup_iters, decay_iters;
     float weight_decay, clip_grad, beta1, beta2, eps;
+    float hidden_dropout, attn_dropout;
     uint64_t seed;
     int deterministic;
     const char *data_path;        /* NULL: built-in corpus */
