@@ -242,7 +242,8 @@ static void att_fwd_setup(dt_kset *s, const op_case *c) {
 static void att_fwd_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     const op_case *c = ctx;
     (void)be;
-    dt_attention_fwd(F(s, "out"), F(s, "att"), F(s, "qkv"), c->p[0], c->p[1], c->p[2], c->p[3]);
+    dt_attention_fwd(F(s, "out"), F(s, "att"), F(s, "qkv"), c->p[0], c->p[1], c->p[2], c->p[3],
+                     NULL, 0);
 }
 static void att_fwd_ref(const dt_kset *in, double **r, const op_case *c) {
     int B = c->p[0], T = c->p[1], C = c->p[2], NH = c->p[3];
@@ -255,7 +256,7 @@ static void att_fwd_ref(const dt_kset *in, double **r, const op_case *c) {
 static void att_bwd_setup(dt_kset *s, const op_case *c) {
     att_fwd_setup(s, c);
     int B = c->p[0], T = c->p[1], C = c->p[2];
-    dt_attention_fwd(F(s, "out"), F(s, "att"), F(s, "qkv"), B, T, C, c->p[3]);
+    dt_attention_fwd(F(s, "out"), F(s, "att"), F(s, "qkv"), B, T, C, c->p[3], NULL, 0);
     dt_kv_fill(ADD(s, "dout", DT_KH_F32, 3, SH(B, T, C)), 31, -1, 1);
     dt_kv_fill(ADD(s, "dqkv", DT_KH_F32, 3, SH(B, T, 3 * C)), 32, -1, 1); /* overwritten */
 }
@@ -263,7 +264,7 @@ static void att_bwd_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     const op_case *c = ctx;
     (void)be;
     dt_attention_bwd(F(s, "dqkv"), F(s, "dout"), F(s, "qkv"), F(s, "att"), F(s, "out"), c->p[0],
-                     c->p[1], c->p[2], c->p[3]);
+                     c->p[1], c->p[2], c->p[3], NULL, 0);
 }
 static void att_bwd_ref(const dt_kset *in, double **r, const op_case *c) {
     int B = c->p[0], T = c->p[1], C = c->p[2];
