@@ -23,10 +23,12 @@ TEST_SRC := $(sort $(wildcard tests/*/test_*.c))
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TEST_SUPPORT_SRC := $(sort $(filter-out $(TEST_SRC),$(wildcard tests/*/*.c)))
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT_SRC:%.c=$(BUILD)/obj/%.o)
+TOOL_SRC := $(sort $(wildcard tools/*.c))
+TOOL_BIN := $(patsubst tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 DEPS_STAMP := $(BUILD)/.deps-ok
 
 .PHONY: all run test deps clean gate bench cuda test-gpu
-all: $(BUILD)/detrain $(TEST_BIN)
+all: $(BUILD)/detrain $(TEST_BIN) $(TOOL_BIN)
 
 $(DEPS_STAMP): scripts/install-deps.sh
 	@bash scripts/install-deps.sh
@@ -52,12 +54,18 @@ $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT_OBJ) $(BUILD)/libdetrain.a | $(DEPS_S
 	@echo "LD $@"
 	@$(CC) $(CFLAGS_ALL) -Itests -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libdetrain.a $(LDLIBS)
 
+# Reference tools (e.g. dumps for the PyTorch comparison), linked like tests.
+$(BUILD)/tools/%: tools/%.c $(BUILD)/libdetrain.a | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	@echo "LD $@"
+	@$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libdetrain.a $(LDLIBS)
+
 # Main job: train the default model on the built-in corpus in deterministic mode twice
 # and show that `compare` finds the two metric series bitwise identical.
 run: $(BUILD)/detrain
 	bash scripts/run-main.sh
 
-test: $(BUILD)/detrain $(TEST_BIN)
+test: $(BUILD)/detrain $(TEST_BIN) $(TOOL_BIN)
 	bash tests/run.sh
 
 gate: $(BUILD)/detrain
