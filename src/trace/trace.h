@@ -125,9 +125,9 @@ dt_status dt_trace_open(const dt_trace_config *cfg, int rank);
  * no session is open (returns DT_OK). */
 dt_status dt_trace_close(void);
 
-/* Set by the trainer at the start of every micro-batch (and for the optimizer step, with
- * micro = -1 or the last micro-batch, as the trainer prefers, consistently). Resets the
- * occurrence counters and decides whether this step is traced. */
+/* Set by the trainer at the start of every micro-batch, and with micro = -1 before the
+ * step-level work (gradient all-reduce, optimizer step). Resets the occurrence counters
+ * and decides whether this step is traced. Nothing is captured before the first call. */
 void dt_trace_set_step(int64_t step, int micro);
 
 /* Level in force for the current step on this rank (DT_TRACE_OFF outside the window). */
