@@ -13,6 +13,7 @@
 #include "support/ref64.h"
 
 #include "core/determinism.h"
+#include "core/philox.h"
 #include "ops/attention.h"
 #include "ops/crossentropy.h"
 #include "ops/encoder.h"
@@ -658,8 +659,35 @@ static void test_harness_sees_differences(void) {
     }
 }
 
+/* RNG restore: an op that draws from the counter-based RNG and advances its counter (as a
+ * dropout layer does per micro-batch) replays identically only when the harness restores
+ * the RNG state before each replay. */
+typedef struct rng_state { uint64_t seed; uint32_t step; } rng_state;
+static void dropout_like_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
+    (void)be;
+    rng_state *st = *(rng_state *const *)ctx;
+    dt_kview *x = dt_kset_get(s, "x");
+    for (size_t i = 0; i < dt_kv_numel(x); i++)
+        if (dt_rng_uniform(st->seed, DT_RNG_DROPOUT_HIDDEN, st->step, 0, i) < 0.1f) dt_kv_f32(x)[i] = 0.0f;
+    st->step++;
+}
+static void test_rng_restore(void) {
+    dt_kset s = {0};
+    dt_kv_fill(ADD(&s, "x", DT_KH_F32, 1, SH(4096)), 46, -1, 1);
+    rng_state live = {1234, 7}, *lp = &live;
+    const rng_state snap = live;
+    dt_kh_rng hook = {&live, &snap, sizeof live};
+    dt_kh_opts o = {.replays = 3, .det = 1, .rng = &hook};
+    CHECK(dt_kh_replay("dropout-like", "n=4096 p=0.1", dropout_like_run, &lp, &s, &o, NULL, NULL));
+    o.rng = NULL;
+    o.quiet = 1;
+    CHECK(!dt_kh_replay("dropout-like", "no restore", dropout_like_run, &lp, &s, &o, NULL, NULL));
+    dt_kset_free(&s);
+}
+
 int main(void) {
     RUN(test_harness_sees_differences);
+    RUN(test_rng_restore);
     RUN(test_table);
     return dt_test_report();
 }
