@@ -6,8 +6,10 @@
  *  - with 1, 2 and 4 threads, the same bytes (thread-count independence).
  * Shapes vary B, T, C, NH, with T not a multiple of the 64-row attention blocks and head
  * sizes 6, 7 and 12. Each replay copies the same parameters into the model, zeroes the
- * gradients and runs forward and backward: nothing carries over between replays (the
- * model consumes no randomness yet; an RNG would be restored through dt_kh_rng).
+ * gradients and runs forward and backward: nothing carries over between replays. Two cases
+ * train with hidden and attention dropout: their RNG state (seed, step) is advanced by each
+ * replay, as the trainer does per micro-batch, and restored by the harness (dt_kh_rng)
+ * before the next; without the restore the replays must differ.
  * A last case runs default mode with B*NH = 1 and checks the replays *can* differ there
  * (the model-level negative control), so the suite is known to see a race. */
 #include "kernels/harness.h"
@@ -20,23 +22,33 @@
 typedef struct model_case {
     const char *name;
     int L, B, T, C, NH, V;
+    float dropout; /* hidden and attention dropout while training; 0: off */
 } model_case;
 
 static const model_case cases[] = {
-    {"block L=1 B=2 T=70 C=48 NH=4 (HS=12)", 1, 2, 70, 48, 4, 100},
-    {"block L=1 B=1 T=33 C=21 NH=3 (HS=7)", 1, 1, 33, 21, 3, 50},
-    {"model L=2 B=3 T=65 C=36 NH=6 (HS=6)", 2, 3, 65, 36, 6, 130},
-    {"model L=3 B=2 T=130 C=42 NH=6 (HS=7)", 3, 2, 130, 42, 6, 300},
+    {"block L=1 B=2 T=70 C=48 NH=4 (HS=12)", 1, 2, 70, 48, 4, 100, 0.0f},
+    {"block L=1 B=1 T=33 C=21 NH=3 (HS=7) dropout 0.1", 1, 1, 33, 21, 3, 50, 0.1f},
+    {"model L=2 B=3 T=65 C=36 NH=6 (HS=6)", 2, 3, 65, 36, 6, 130, 0.0f},
+    {"model L=3 B=2 T=130 C=42 NH=6 (HS=7) dropout 0.1", 3, 2, 130, 42, 6, 300, 0.1f},
 };
+
+typedef struct rng_state {
+    uint64_t seed;
+    uint32_t step;
+} rng_state;
 
 typedef struct model_ctx {
     dt_gpt *m;
+    rng_state *rng; /* live RNG state: read by a replay, then advanced */
 } model_ctx;
 
 /* One replay: parameters in, loss/logits/gradients out. */
 static void model_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     (void)be;
-    dt_gpt *m = ((const model_ctx *)ctx)->m;
+    const model_ctx *mc = ctx;
+    dt_gpt *m = mc->m;
+    m->seed = mc->rng->seed;
+    m->rng_step = mc->rng->step++;
     size_t BT = (size_t)m->B * m->T, Vp = (size_t)m->cfg.padded_vocab;
     memcpy(m->param_mem, dt_kv_f32(dt_kset_get(s, "params")), sizeof(float) * m->num_params);
     memset(m->act_mem, 0, sizeof(float) * m->num_acts);
@@ -61,6 +73,8 @@ static dt_gpt *make_case(const model_case *c, dt_kset *s) {
         fprintf(stderr, "model create failed: %s\n", dt_errmsg());
         abort();
     }
+    m->training = c->dropout > 0.0f;
+    m->hidden_dropout = m->attn_dropout = c->dropout;
     memset(s, 0, sizeof *s);
     /* Parameters: the model's init plus a spread, so biases and norms are not trivial. */
     dt_kview *p = dt_kset_add(s, "params", DT_KH_F32, 1, SH((int64_t)m->num_params), NULL, 0);
@@ -78,8 +92,12 @@ static void test_replays_under_contention(void) {
     int cores = dt_kh_cores();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         dt_kset s;
-        model_ctx ctx = {make_case(&cases[i], &s)};
-        dt_kh_opts o = {.replays = 3, .det = 1, .threads = 2 * cores, .spin_threads = cores};
+        rng_state live = {99, 5};
+        const rng_state snap = live;
+        dt_kh_rng hook = {&live, &snap, sizeof live};
+        model_ctx ctx = {make_case(&cases[i], &s), &live};
+        dt_kh_opts o = {.replays = 3, .det = 1, .threads = 2 * cores, .spin_threads = cores,
+                        .rng = &hook};
         dt_kh_result r;
         dt_kset first;
         CHECKF(dt_kh_replay("gpt fwd+bwd", cases[i].name, model_run, &ctx, &s, &o, &r, &first),
@@ -91,6 +109,15 @@ static void test_replays_under_contention(void) {
         dt_kview *g = dt_kset_get(&first, "grads");
         for (size_t k = 0; k < dt_kv_numel(g); k++) nz += dt_kv_f32(g)[k] != 0.0f;
         CHECKF(nz > dt_kv_numel(g) / 2, "%s: only %zu nonzero gradients", cases[i].name, nz);
+        if (cases[i].dropout > 0.0f) {
+            /* Without the restore each replay draws new masks: the bytes must change. */
+            dt_kh_opts nr = o;
+            nr.rng = NULL;
+            nr.quiet = 1;
+            CHECKF(!dt_kh_replay("gpt fwd+bwd", cases[i].name, model_run, &ctx, &s, &nr, NULL, NULL),
+                   "%s: replays with advancing RNG and no restore are identical: dropout unused?",
+                   cases[i].name);
+        }
         dt_kset_free(&first);
         dt_kset_free(&s);
         dt_gpt_free(ctx.m);
@@ -101,8 +128,11 @@ static void test_thread_count_independence(void) {
     static const int threads[] = {1, 2, 4};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         dt_kset s;
-        model_ctx ctx = {make_case(&cases[i], &s)};
-        dt_kh_opts o = {.det = 1, .spin_threads = 1};
+        rng_state live = {99, 5};
+        const rng_state snap = live;
+        dt_kh_rng hook = {&live, &snap, sizeof live};
+        model_ctx ctx = {make_case(&cases[i], &s), &live};
+        dt_kh_opts o = {.det = 1, .spin_threads = 1, .rng = &hook};
         CHECKF(dt_kh_thread_sweep("gpt fwd+bwd", cases[i].name, model_run, &ctx, &s, &o, threads,
                                   3, NULL),
                "%s: det results differ across 1, 2, 4 threads", cases[i].name);
@@ -114,12 +144,15 @@ static void test_thread_count_independence(void) {
 /* Default mode, B*NH = 1 and T = 256 (attention key blocks), few tokens (encoder atomics),
  * many rows per channel (layernorm/bias partials): the replays should differ. */
 static void test_default_mode_can_differ(void) {
-    const model_case c = {"model L=2 B=1 T=256 C=32 NH=1 default mode", 2, 1, 256, 32, 1, 3};
+    const model_case c = {"model L=2 B=1 T=256 C=32 NH=1 default mode", 2, 1, 256, 32, 1, 3, 0.0f};
     dt_kset s;
-    model_ctx ctx = {make_case(&c, &s)};
+    rng_state live = {99, 5};
+    const rng_state snap = live;
+    dt_kh_rng hook = {&live, &snap, sizeof live};
+    model_ctx ctx = {make_case(&c, &s), &live};
     int cores = dt_kh_cores();
     dt_kh_opts o = {.replays = 100, .det = 0, .threads = 2 * cores < 4 ? 4 : 2 * cores,
-                    .spin_threads = cores, .stop_at_first_diff = 1, .quiet = 1};
+                    .spin_threads = cores, .stop_at_first_diff = 1, .quiet = 1, .rng = &hook};
     dt_kh_result r;
     dt_kh_replay("gpt fwd+bwd", c.name, model_run, &ctx, &s, &o, &r, NULL);
     CHECKF(r.differing_replays > 0, "%s: no differing replay in %d: the suite cannot see the "
