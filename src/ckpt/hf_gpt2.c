@@ -144,8 +144,10 @@ dt_status dt_hf_gpt2_write_config(const char *path, const dt_gpt_config *cfg) {
                "  \"attn_pdrop\": 0.0,\n");
     fprintf(m, "  \"scale_attn_weights\": true,\n  \"scale_attn_by_inverse_layer_idx\": false,\n"
                "  \"reorder_and_upcast_attn\": false,\n  \"add_cross_attention\": false,\n");
-    /* The GPT-2 tokenizer's <|endoftext|> is 50256; other vocabularies have no known one. */
+    /* The GPT-2 tokenizer's <|endoftext|> is 50256; other vocabularies have no known one,
+     * and null keeps transformers from defaulting to 50256 (out of range for them). */
     if (cfg->vocab_size == 50257) fprintf(m, "  \"bos_token_id\": 50256,\n  \"eos_token_id\": 50256,\n");
+    else fprintf(m, "  \"bos_token_id\": null,\n  \"eos_token_id\": null,\n");
     fprintf(m, "  \"tie_word_embeddings\": true,\n  \"use_cache\": true,\n  \"torch_dtype\": \"float32\"\n}\n");
     if (fclose(m) != 0) { free(buf); return dt_fail(DT_ENOMEM, "writing '%s': out of memory", path); }
     dt_status st = dt_durable_write_file(path, buf, len);
