@@ -14,7 +14,7 @@ W=${1:-$(mktemp -d)}
 mkdir -p "$W"
 blas=$(ls -d /usr/include/x86_64-linux-gnu/openblas-* 2>/dev/null | head -1)
 gcc -std=c11 -O2 -fopenmp -ffp-contract=off -D_GNU_SOURCE -Iinclude -Isrc -Itests ${blas:+-I$blas} \
-  tests/ckpt/test_hf_gpt2.c src/ckpt/*.c src/core/status.c src/core/json.c src/core/determinism.c \
+  tests/ckpt/test_hf_gpt2.c src/ckpt/*.c src/core/status.c src/core/json.c src/core/determinism.c src/core/philox.c \
   src/model/gpt.c src/ops/*.c -lopenblas -lm -o "$W/hf_forward"
 rc=0
 run() { echo "+ $*"; "$@" || rc=1; }
