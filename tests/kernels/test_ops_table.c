@@ -8,7 +8,10 @@
  * In the fast branch, ops whose default path is known to race (fast_races = 1) are replayed
  * and their differing replays reported but not failed: tests/kernels/test_negative_controls.c
  * asserts that they do race. Every other op must be bit-exact in the fast branch too.
- * Sizes follow the rule in harness.h (many threads on the same outputs). */
+ * Sizes follow the rule in harness.h (many threads on the same outputs).
+ * Sources covered: src/ops/gemm_cpu.c encoder_cpu.c layernorm_cpu.c matmul_cpu.c
+ * attention_cpu.c gelu_cpu.c dropout_cpu.c crossentropy_cpu.c reduce_cpu.c op.c (dispatch
+ * through dt_op_variant) and src/optim/adamw.c (AdamW step, gradient statistics). */
 #include "kernels/harness.h"
 #include "support/ref64.h"
 
@@ -16,6 +19,7 @@
 #include "core/philox.h"
 #include "ops/attention.h"
 #include "ops/crossentropy.h"
+#include "ops/dropout.h"
 #include "ops/encoder.h"
 #include "ops/gelu.h"
 #include "ops/gemm.h"
@@ -233,7 +237,19 @@ static void colsum_ref(const dt_kset *in, double **r, const op_case *c) {
 }
 
 /* ---- attention ------------------------------------------------------------------------ */
-/* p: B T C NH */
+/* p: B T C NH drop%. With drop% > 0 the probabilities get dropout (seed 77, step 3, layer 2),
+ * and the reference applies the mask defined in ops/dropout.h, drawn from core/philox.h. */
+static dt_dropout att_drop(const op_case *c) { return (dt_dropout){c->p[4] / 100.0f, 77, 3}; }
+static double *att_keep(const op_case *c) {
+    int B = c->p[0], T = c->p[1], NH = c->p[3];
+    if (!c->p[4]) return NULL;
+    float p = c->p[4] / 100.0f;
+    size_t n = (size_t)B * NH * T * T;
+    double *k = malloc(sizeof(double) * n);
+    for (size_t i = 0; i < n; i++)
+        k[i] = dt_rng_uniform(77, DT_RNG_DROPOUT_ATTN, 3, 2, i) >= p ? 1.0 / (1.0 - (double)p) : 0.0;
+    return k;
+}
 static void att_fwd_setup(dt_kset *s, const op_case *c) {
     int B = c->p[0], T = c->p[1], C = c->p[2], NH = c->p[3];
     dt_kv_fill(ADD(s, "qkv", DT_KH_F32, 3, SH(B, T, 3 * C)), 30, -1.5, 1.5);
@@ -243,37 +259,42 @@ static void att_fwd_setup(dt_kset *s, const op_case *c) {
 static void att_fwd_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     const op_case *c = ctx;
     (void)be;
+    dt_dropout d = att_drop(c);
     dt_attention_fwd(F(s, "out"), F(s, "att"), F(s, "qkv"), c->p[0], c->p[1], c->p[2], c->p[3],
-                     NULL, 0);
+                     &d, 2);
 }
 static void att_fwd_ref(const dt_kset *in, double **r, const op_case *c) {
     int B = c->p[0], T = c->p[1], C = c->p[2], NH = c->p[3];
-    double *qkv = IN64(in, "qkv");
+    double *qkv = IN64(in, "qkv"), *keep = att_keep(c);
     r[0] = malloc(sizeof(double) * (size_t)B * T * C);
     r[1] = malloc(sizeof(double) * (size_t)B * NH * T * T);
-    ref64_attention_fwd(r[0], r[1], qkv, B, T, C, NH);
+    ref64_attention_fwd(r[0], r[1], qkv, keep, B, T, C, NH);
     free(qkv);
+    free(keep);
 }
 static void att_bwd_setup(dt_kset *s, const op_case *c) {
     att_fwd_setup(s, c);
     int B = c->p[0], T = c->p[1], C = c->p[2];
-    dt_attention_fwd(F(s, "out"), F(s, "att"), F(s, "qkv"), B, T, C, c->p[3], NULL, 0);
+    dt_dropout d = att_drop(c);
+    dt_attention_fwd(F(s, "out"), F(s, "att"), F(s, "qkv"), B, T, C, c->p[3], &d, 2);
     dt_kv_fill(ADD(s, "dout", DT_KH_F32, 3, SH(B, T, C)), 31, -1, 1);
     dt_kv_fill(ADD(s, "dqkv", DT_KH_F32, 3, SH(B, T, 3 * C)), 32, -1, 1); /* overwritten */
 }
 static void att_bwd_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     const op_case *c = ctx;
     (void)be;
+    dt_dropout d = att_drop(c);
     dt_attention_bwd(F(s, "dqkv"), F(s, "dout"), F(s, "qkv"), F(s, "att"), F(s, "out"), c->p[0],
-                     c->p[1], c->p[2], c->p[3], NULL, 0);
+                     c->p[1], c->p[2], c->p[3], &d, 2);
 }
 static void att_bwd_ref(const dt_kset *in, double **r, const op_case *c) {
     int B = c->p[0], T = c->p[1], C = c->p[2];
-    double *qkv = IN64(in, "qkv"), *dy = IN64(in, "dout");
+    double *qkv = IN64(in, "qkv"), *dy = IN64(in, "dout"), *keep = att_keep(c);
     r[0] = malloc(sizeof(double) * (size_t)B * T * 3 * C);
-    ref64_attention_bwd(r[0], dy, qkv, B, T, C, c->p[3]);
+    ref64_attention_bwd(r[0], dy, qkv, keep, B, T, C, c->p[3]);
     free(qkv);
     free(dy);
+    free(keep);
 }
 
 /* ---- gelu, residual ------------------------------------------------------------------- */
@@ -326,6 +347,26 @@ static void res_bwd_ref(const dt_kset *in, double **r, const op_case *c) {
     double *y = IN64(in, "y");
     for (int i = 0; i < c->p[0]; i++) { r[0][i] += y[i]; r[1][i] += y[i]; }
     free(y);
+}
+
+/* dropout on x (hidden purpose, seed 5, step 9, layer 1), p = 0.25. */
+static const dt_dropout hidden_drop = {0.25f, 5, 9};
+static void dropout_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
+    (void)be;
+    memcpy(F(s, "out"), F(s, "x"), sizeof(float) * (size_t)((const op_case *)ctx)->p[0]);
+    dt_dropout_apply(F(s, "out"), (size_t)((const op_case *)ctx)->p[0], &hidden_drop,
+                     DT_RNG_DROPOUT_HIDDEN, 1);
+}
+static void dropout_ref(const dt_kset *in, double **r, const op_case *c) {
+    r[0] = IN64(in, "x");
+    size_t dropped = 0;
+    for (int i = 0; i < c->p[0]; i++) {
+        int keep = dt_rng_uniform(5, DT_RNG_DROPOUT_HIDDEN, 9, 1, (uint64_t)i) >= hidden_drop.p;
+        r[0][i] *= keep ? 1.0 / (1.0 - (double)hidden_drop.p) : 0.0;
+        dropped += !keep;
+    }
+    /* The mask drops about p of the elements (binomial: 5 sigma is 0.007 here). */
+    CHECKF(fabs((double)dropped / c->p[0] - 0.25) < 0.01, "dropout dropped %zu of %d", dropped, c->p[0]);
 }
 
 /* ---- cross-entropy -------------------------------------------------------------------- */
@@ -485,6 +526,7 @@ static void adam_ref(const dt_kset *in, double **r, const op_case *c) {
  *    a few u times the condition of the row operation: 2e-7..5e-6 absolute plus
  *    2e-7..2e-6 relative, per case (measured margins 5-30x; DT_TEST_VERBOSE=1 prints them);
  *  double reductions (mean loss, norms): rtol 1e-12, order-dependent rounding in double;
+ *  dropout: the kept value times float(1/(1-p)), two roundings: rtol 2.4e-7;
  *  AdamW: per-element fp32 update, rtol 1e-5 + atol 1e-7 (sqrt and divide of O(1e-2) values). */
 #define GEMM(M, N, K, ta, tb, races) \
     {"gemm", #M "x" #N "x" #K " ta=" #ta " tb=" #tb, {M, N, K, ta, tb, 0}, gemm_setup, gemm_run, \
@@ -516,10 +558,16 @@ static const op_case cases[] = {
      mm_bwd_ref, "dinp,dw", 77 * 6e-8 + 1e-6, 0, 0},
     {"bias_bwd", "N=8192 OC=8 (colsum)", {8192, 8}, colsum_setup, colsum_run, colsum_ref, "db",
      1e-7 * 8192, 0, 1},
-    {"attention_fwd", "B=1 NH=1 T=256 C=32", {1, 256, 32, 1}, att_fwd_setup, att_fwd_run,
+    {"attention_fwd", "B=1 NH=1 T=256 C=32", {1, 256, 32, 1, 0}, att_fwd_setup, att_fwd_run,
      att_fwd_ref, "out,att", 5e-6, 2e-6, 0},
-    {"attention_fwd", "B=2 NH=3 T=100 C=30 (HS=10)", {2, 100, 30, 3}, att_fwd_setup,
+    {"attention_fwd", "B=2 NH=3 T=100 C=30 (HS=10)", {2, 100, 30, 3, 0}, att_fwd_setup,
      att_fwd_run, att_fwd_ref, "out,att", 5e-6, 2e-6, 0},
+    {"attention_fwd", "B=2 NH=3 T=70 C=21 (HS=7) dropout 0.1", {2, 70, 21, 3, 10}, att_fwd_setup,
+     att_fwd_run, att_fwd_ref, "out,att", 5e-6, 2e-6, 0},
+    {"attention_bwd", "B=1 NH=1 T=200 C=16 dropout 0.1 (fast: key blocks)", {1, 200, 16, 1, 10},
+     att_bwd_setup, att_bwd_run, att_bwd_ref, "dqkv", 5e-6, 2e-6, 1},
+    {"attention_bwd", "B=4 NH=4 T=65 C=16 dropout 0.1", {4, 65, 16, 4, 10}, att_bwd_setup,
+     att_bwd_run, att_bwd_ref, "dqkv", 5e-6, 2e-6, 0},
     {"attention_bwd", "B=1 NH=1 T=256 C=32 (fast: key blocks)", {1, 256, 32, 1}, att_bwd_setup,
      att_bwd_run, att_bwd_ref, "dqkv", 5e-6, 2e-6, 1},
     {"attention_bwd", "B=2 NH=5 T=70 C=35 (HS=7)", {2, 70, 35, 5}, att_bwd_setup, att_bwd_run,
@@ -528,6 +576,7 @@ static const op_case cases[] = {
      att_bwd_run, att_bwd_ref, "dqkv", 5e-6, 2e-6, 0},
     {"gelu_fwd", "n=100003", {100003}, ew_setup, gelu_fwd_run, gelu_fwd_ref, "out", 2e-7, 2e-6, 0},
     {"gelu_bwd", "n=100003", {100003}, ew_setup, gelu_bwd_run, gelu_bwd_ref, "out", 2e-6, 1e-5, 0},
+    {"dropout", "n=100003 p=0.25", {100003}, ew_setup, dropout_run, dropout_ref, "out", 0, 2.4e-7, 0},
     {"residual_fwd", "n=100003", {100003}, ew_setup, res_fwd_run, res_fwd_ref, "out", 0, 1.2e-7, 0},
     {"residual_bwd", "n=100003", {100003}, ew_setup, res_bwd_run, res_bwd_ref, "out,out2", 0,
      1.2e-7, 0},

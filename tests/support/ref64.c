@@ -142,27 +142,28 @@ static void head_probs(double *P, const double *qkv, int b, int h, int T, int C,
     }
 }
 
-void ref64_attention_fwd(double *out, double *att, const double *qkv, int B, int T, int C,
-                         int NH) {
+void ref64_attention_fwd(double *out, double *att, const double *qkv, const double *keep,
+                         int B, int T, int C, int NH) {
     int HS = C / NH;
     double *P = xcalloc((size_t)T * T, sizeof(double));
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             head_probs(P, qkv, b, h, T, C, NH);
             if (att) memcpy(att + ((size_t)b * NH + h) * T * T, P, sizeof(double) * (size_t)T * T);
+            const double *M = keep ? keep + ((size_t)b * NH + h) * T * T : NULL;
             for (int t = 0; t < T; t++)
                 for (int i = 0; i < HS; i++) {
                     double s = 0.0;
                     for (int j = 0; j <= t; j++)
-                        s += P[(size_t)t * T + j] * qkv[((size_t)b * T + j) * 3 * C + 2 * C + (size_t)h * HS + i];
+                        s += P[(size_t)t * T + j] * (M ? M[(size_t)t * T + j] : 1.0) * qkv[((size_t)b * T + j) * 3 * C + 2 * C + (size_t)h * HS + i];
                     out[((size_t)b * T + t) * C + (size_t)h * HS + i] = s;
                 }
         }
     free(P);
 }
 
-void ref64_attention_bwd(double *dqkv, const double *dout, const double *qkv, int B, int T,
-                         int C, int NH) {
+void ref64_attention_bwd(double *dqkv, const double *dout, const double *qkv,
+                         const double *keep, int B, int T, int C, int NH) {
     int HS = C / NH;
     double scale = 1.0 / sqrt((double)HS);
     double *P = xcalloc((size_t)T * T, sizeof(double)), *dS = xcalloc((size_t)T * T, sizeof(double));
@@ -173,12 +174,14 @@ void ref64_attention_bwd(double *dqkv, const double *dout, const double *qkv, in
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             head_probs(P, qkv, b, h, T, C, NH);
+            const double *M = keep ? keep + ((size_t)b * NH + h) * T * T : NULL;
             for (int t = 0; t < T; t++) {
-                /* dP[t,j] = dO[t] . V[j]; dS = P (dP - sum_j P dP) */
+                /* dP[t,j] = keep[t,j] dO[t] . V[j]; dS = P (dP - sum_j P dP) */
                 double dot = 0.0;
                 for (int j = 0; j <= t; j++) {
                     double dp = 0.0;
                     for (int i = 0; i < HS; i++) dp += DOUT(b, t, i) * QKV(b, j, 2, i);
+                    if (M) dp *= M[(size_t)t * T + j];
                     dS[(size_t)t * T + j] = dp;
                     dot += P[(size_t)t * T + j] * dp;
                 }
@@ -187,7 +190,8 @@ void ref64_attention_bwd(double *dqkv, const double *dout, const double *qkv, in
             }
             for (int t = 0; t < T; t++)
                 for (int j = 0; j <= t; j++) {
-                    double ds = dS[(size_t)t * T + j] * scale, p = P[(size_t)t * T + j];
+                    double ds = dS[(size_t)t * T + j] * scale;
+                    double p = P[(size_t)t * T + j] * (M ? M[(size_t)t * T + j] : 1.0);
                     for (int i = 0; i < HS; i++) {
                         DQKV(b, t, 0, i) += ds * QKV(b, j, 1, i);
                         DQKV(b, j, 1, i) += ds * QKV(b, t, 0, i);
@@ -263,7 +267,7 @@ double ref64_gpt_loss(const dt_gpt_config *cfg, const double *params, const int 
         size_t lC = (size_t)l * C;
         ref64_layernorm_fwd(ln, NULL, NULL, res, W(DT_P_LN1W) + lC, W(DT_P_LN1B) + lC, BT, C);
         ref64_matmul_fwd(qkv, ln, W(DT_P_QKVW) + lC * 3 * C, W(DT_P_QKVB) + lC * 3, BT, C, 3 * C);
-        ref64_attention_fwd(y, NULL, qkv, B, T, C, NH);
+        ref64_attention_fwd(y, NULL, qkv, NULL, B, T, C, NH);
         ref64_matmul_fwd(proj, y, W(DT_P_ATTPROJW) + lC * C, W(DT_P_ATTPROJB) + lC, BT, C, C);
         for (size_t i = 0; i < sc; i++) res[i] += proj[i];
         ref64_layernorm_fwd(ln, NULL, NULL, res, W(DT_P_LN2W) + lC, W(DT_P_LN2B) + lC, BT, C);

@@ -33,12 +33,14 @@ void ref64_matmul_fwd(double *out, const double *inp, const double *w, const dou
 void ref64_matmul_bwd(double *dinp, double *dw, double *db, const double *dout,
                       const double *inp, const double *w, int N, int IC, int OC);
 
-/* Causal attention on packed qkv (B,T,3C); att (B,NH,T,T) may be NULL. */
-void ref64_attention_fwd(double *out, double *att, const double *qkv, int B, int T, int C,
-                         int NH);
+/* Causal attention on packed qkv (B,T,3C); att (B,NH,T,T) receives the probabilities
+ * (may be NULL). keep (B,NH,T,T) holds dropout factors of the probabilities (0 or 1/(1-p)),
+ * NULL for none: out = (P * keep) V. */
+void ref64_attention_fwd(double *out, double *att, const double *qkv, const double *keep,
+                         int B, int T, int C, int NH);
 /* dqkv (B,T,3C) overwritten with the gradient of sum(out * dout). */
-void ref64_attention_bwd(double *dqkv, const double *dout, const double *qkv, int B, int T,
-                         int C, int NH);
+void ref64_attention_bwd(double *dqkv, const double *dout, const double *qkv,
+                         const double *keep, int B, int T, int C, int NH);
 
 void ref64_gelu_fwd(double *out, const double *inp, size_t n);
 /* dinp = dout * gelu'(inp) (overwritten). */
