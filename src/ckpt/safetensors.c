@@ -393,6 +393,14 @@ dt_status dt_st_read(const dt_st_file *f, const dt_st_entry *e, void *dst, size_
     return read_at(f, f->data_start + e->begin, dst, dst_bytes);
 }
 
+dt_status dt_st_read_range(const dt_st_file *f, const dt_st_entry *e, uint64_t off, void *dst, size_t n) {
+    uint64_t len = e->end - e->begin;
+    if (off > len || n > len - off)
+        return dt_fail(DT_EINVAL, "'%s': bytes [%" PRIu64 ", +%zu) are outside tensor \"%s\" (%" PRIu64 " bytes)",
+                       f->label, off, n, e->name, len);
+    return read_at(f, f->data_start + e->begin + off, dst, n);
+}
+
 static void shape_str(char *out, size_t cap, dt_dtype t, int ndim, const int64_t *shape) {
     int k = snprintf(out, cap, "%s[", dt_dtype_name(t));
     for (int d = 0; d < ndim && k > 0 && (size_t)k < cap; d++)

@@ -100,6 +100,9 @@ const dt_st_entry *dt_st_find(const dt_st_file *f, const char *name);
 const char *dt_st_meta_get(const dt_st_file *f, const char *key);
 /* Copies the bytes of tensor e into dst; dst_bytes must equal end - begin. */
 dt_status dt_st_read(const dt_st_file *f, const dt_st_entry *e, void *dst, size_t dst_bytes);
+/* Copies n bytes starting at byte `off` of tensor e into dst (DT_EINVAL if the range is
+ * not inside the tensor). For reading large tensors in pieces. */
+dt_status dt_st_read_range(const dt_st_file *f, const dt_st_entry *e, uint64_t off, void *dst, size_t n);
 /* Finds `name`, checks its dtype and shape exactly and reads it into dst (sized for that
  * shape). A missing tensor or a different dtype/shape is DT_EMISMATCH naming the file, the
  * tensor, what was expected and what the file holds. */
