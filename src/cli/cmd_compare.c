@@ -1,8 +1,9 @@
 /* `detrain compare A B`: are two runs bitwise identical?
  *
  * A and B are log directories (holding metrics.jsonl and, beside it, env.json) or
- * metrics.jsonl files. When both are checkpoint directories (holding model.safetensors)
- * the checkpoint hook dt_compare_ckpt is used instead. Exit codes: 0 identical, 1 differ,
+ * metrics.jsonl files. When both are checkpoints (an iteration directory holding
+ * model.safetensors, or a save directory holding latest_checkpointed_iteration.txt) the
+ * checkpoint hook dt_compare_ckpt is used instead. Exit codes: 0 identical, 1 differ,
  * 2 usage or I/O error (including logs that share no step). */
 #include "cli/cli.h"
 #include "detrain/detrain.h"
@@ -32,6 +33,13 @@ static int has_file(const char *dir, const char *name) {
     struct stat sb;
     snprintf(p, sizeof p, "%s/%s", dir, name);
     return !stat(p, &sb) && S_ISREG(sb.st_mode);
+}
+
+/* A checkpoint: an iteration directory (model.safetensors) or a save directory
+ * (latest_checkpointed_iteration.txt). */
+static int is_ckpt(const char *p) {
+    return is_dir(p) && (has_file(p, "model.safetensors") ||
+                         has_file(p, "latest_checkpointed_iteration.txt"));
 }
 
 /* metrics.jsonl path and env.json path for an argument (a directory or a metrics file). */
@@ -81,8 +89,7 @@ int dt_cmd_compare(int argc, char **argv) {
     }
     if (nargs != 2) { usage(stderr); return 2; }
 
-    if (is_dir(args[0]) && is_dir(args[1]) && has_file(args[0], "model.safetensors") &&
-        has_file(args[1], "model.safetensors")) {
+    if (is_ckpt(args[0]) && is_ckpt(args[1])) {
         int identical = 0;
         dt_status st = dt_compare_ckpt(args[0], args[1], stdout, &identical);
         if (st) { fprintf(stderr, "detrain compare: %s\n", dt_errmsg()); return 2; }

@@ -52,9 +52,10 @@ dt_status dt_compare_fingerprints(const char *env_a, const char *env_b, char *ke
 
 /* Hook: compare two checkpoint directories (model.safetensors + state) tensor by tensor,
  * writing a human report to `out` and setting *identical. Not built yet: returns
- * DT_EUNSUPPORTED. Its owner replaces the body in src/metrics/compare_ckpt.c (or moves it
- * under src/ckpt/ and deletes that file); `detrain compare` already calls it when both
- * arguments hold a model.safetensors. */
+ * DT_EUNSUPPORTED. When dt_ckpt_compare (src/ckpt/ckpt.h) lands, the body in
+ * src/metrics/compare_ckpt.c becomes a call to it. `detrain compare` already calls this
+ * when both arguments are checkpoints (holding model.safetensors or
+ * latest_checkpointed_iteration.txt). */
 dt_status dt_compare_ckpt(const char *dir_a, const char *dir_b, FILE *out, int *identical);
 
 #endif

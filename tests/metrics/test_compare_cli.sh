@@ -91,6 +91,9 @@ run fp_same 0 "$T/a" "$T/b"
 mkdir -p "$T/ck1" "$T/ck2" && touch "$T/ck1/model.safetensors" "$T/ck2/model.safetensors"
 run ckpt 2 "$T/ck1" "$T/ck2"
 expect ckpt.err "not supported yet"
+mkdir -p "$T/save" && echo 10 >"$T/save/latest_checkpointed_iteration.txt"
+run ckpt_save 2 "$T/save" "$T/ck2"
+expect ckpt_save.err "not supported yet"
 
 [ $fails -eq 0 ] && echo "compare CLI: all cases passed"
 [ $fails -eq 0 ]
