@@ -119,6 +119,25 @@ static void test_rejects(void) {
     dt_json_free(v);
 }
 
+/* Every proper prefix of a metrics line is rejected, never read past its length. */
+static void test_every_prefix(void) {
+    const char *line = "{\"step\":3,\"loss\":2.3333333333333335,\"loss_hex\":\"0x4002aaaaaaaaaaab\","
+                       "\"grad_norm\":\"nan\",\"a\":[1,{\"b\":null}],\"t\":true,\"u\":\"\\u00e9\"}";
+    size_t n = strlen(line);
+    int ok = 1;
+    for (size_t len = 0; len < n; len++) {
+        char *copy = malloc(len ? len : 1); /* exact size: ASan sees any read past len */
+        memcpy(copy, line, len);
+        dt_json_value *v;
+        if (dt_json_parse(copy, len, &v) != DT_ECORRUPT) { ok = 0; fprintf(stderr, "prefix %zu accepted\n", len); dt_json_free(v); }
+        free(copy);
+    }
+    CHECK(ok);
+    dt_json_value *v;
+    CHECK_OK(dt_json_parse(line, n, &v));
+    dt_json_free(v);
+}
+
 static void test_equal(void) {
     dt_json_value *a = parse("{\"x\":[1,{\"y\":\"z\"}],\"n\":1.0}");
     dt_json_value *b = parse("{\"n\":1.0,\"x\":[1,{\"y\":\"z\"}]}");
@@ -162,6 +181,7 @@ int main(void) {
     RUN(test_strings);
     RUN(test_accessors);
     RUN(test_rejects);
+    RUN(test_every_prefix);
     RUN(test_equal);
     RUN(test_read_file);
     return dt_test_report();

@@ -251,6 +251,43 @@ static void test_corruption_detected(void) {
     free(b);
 }
 
+/* Every prefix of a file reads as an error unless it ends on a record boundary, and every
+ * single-bit flip is caught: never a crash, never a silent partial read. */
+static void test_every_cut_and_flip(void) {
+    char dir[512], path[4096], bad[4200];
+    snprintf(dir, sizeof dir, "%s/cuts", tmp_root);
+    dt_metrics *m;
+    CHECK_OK(dt_metrics_open(&m, dir, NULL));
+    if (!m) return;
+    snprintf(path, sizeof path, "%s", dt_metrics_tfevents_path(m));
+    for (int64_t k = 1; k <= 2; k++) { dt_step_metrics s = synth_step(k, 1, 0); CHECK_OK(dt_metrics_log(m, &s)); }
+    CHECK_OK(dt_metrics_close(m));
+    snprintf(bad, sizeof bad, "%s/events.out.tfevents.cut", dir);
+    size_t n;
+    uint8_t *b = slurp(path, &n);
+    if (!b) { CHECK(0); return; }
+    size_t r2 = 12 + b[0] + 4, r3 = r2 + 12 + (size_t)b[r2] + (size_t)b[r2 + 1] * 256 + 4;
+    int cut_ok = 1, flip_ok = 1;
+    for (size_t len = 0; len < n; len++) {
+        spit(bad, b, len);
+        dt_tf_file f;
+        dt_status st = dt_tfevents_read(bad, &f);
+        int boundary = len == 0 || len == r2 || len == r3;
+        if (boundary ? st != DT_OK : st != DT_ECORRUPT) { cut_ok = 0; fprintf(stderr, "cut at %zu: %d\n", len, st); }
+        if (!st) dt_tf_file_free(&f);
+    }
+    for (size_t i = 0; i < n; i += 7) {
+        b[i] ^= (uint8_t)(1u << (i % 8));
+        spit(bad, b, n);
+        dt_tf_file f;
+        if (dt_tfevents_read(bad, &f) != DT_ECORRUPT) { flip_ok = 0; fprintf(stderr, "flip at %zu read\n", i); }
+        b[i] ^= (uint8_t)(1u << (i % 8));
+    }
+    CHECK(cut_ok);
+    CHECK(flip_ok);
+    free(b);
+}
+
 static void test_open_fails_cleanly(void) {
     dt_tfevents *w = (dt_tfevents *)1;
     CHECK(dt_tfevents_open(&w, "/nonexistent/dir/for/detrain", 0) == DT_EIO);
@@ -267,6 +304,7 @@ int main(void) {
     RUN(test_round_trip);
     RUN(test_resume_marker);
     RUN(test_corruption_detected);
+    RUN(test_every_cut_and_flip);
     RUN(test_open_fails_cleanly);
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
