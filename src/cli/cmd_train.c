@@ -4,6 +4,7 @@
 
 #include "core/determinism.h"
 #include "ops/op.h"
+#include "trace/inject.h"
 #include "train/trainer.h"
 
 #include <errno.h>
@@ -35,6 +36,8 @@ typedef struct train_args {
     uint64_t seed;
     int deterministic, quiet, threads;
     const char *data_path, *log_dir;
+    const char *trace_level, *trace_steps, *trace_ranks, *trace_dir, *inject;
+    int debug_allow_injection;
     int log_interval, eval_interval, eval_iters;
     int nop_variants;
     const char *op_variants[DT_OP_COUNT];
@@ -73,6 +76,12 @@ static const flag flags[] = {
     {"--eval-iters", F_INT, OFF(eval_iters), "4", "validation batches per eval"},
     {"--threads", F_INT, OFF(threads), "", "OpenMP threads (sets OMP_NUM_THREADS; default: env or all cores)"},
     {"--op-variant", F_LIST, OFF(nop_variants), "", "NAME=det|fast: force one op's branch (repeatable; =fast refused in deterministic mode)"},
+    {"--trace-level", F_STR, OFF(trace_level), "off", "off|metrics|semantic|module|op|kernel (docs/debugging-determinism.md)"},
+    {"--trace-steps", F_STR, OFF(trace_steps), "", "steps to trace, e.g. 10-12,20 (default: all)"},
+    {"--trace-ranks", F_STR, OFF(trace_ranks), "", "ranks to trace, e.g. 0,2-3 (default: all)"},
+    {"--trace-dir", F_STR, OFF(trace_dir), "", "directory for rank_NNNNNN.trace files (never overwritten)"},
+    {"--inject-nondeterminism", F_STR, OFF(inject), "", "OP@STEP: flip one output bit of OP at STEP (debugging the trace workflow)"},
+    {"--debug-allow-injection", F_SWITCH, OFF(debug_allow_injection), "", "allow --inject-nondeterminism in deterministic mode"},
     {"--quiet", F_SWITCH, OFF(quiet), "", "no console lines"},
 };
 #define NFLAGS ((int)(sizeof flags / sizeof flags[0]))
@@ -223,6 +232,20 @@ int dt_cmd_train(int argc, char **argv) {
             return 2;
         }
     if (!a.global_batch) a.global_batch = a.micro_batch;
+    dt_trace_config tc = {0, a.trace_dir, a.trace_steps, a.trace_ranks};
+    if (dt_trace_level_parse(a.trace_level ? a.trace_level : "off", &tc.level) != DT_OK ||
+        dt_trace_config_check(&tc) != DT_OK) {
+        fprintf(stderr, "detrain train: %s\n", dt_errmsg());
+        return 2;
+    }
+    if (a.inject) {
+        dt_inject inj;
+        if (dt_inject_parse(a.inject, &inj) != DT_OK) {
+            fprintf(stderr, "detrain train: --inject-nondeterminism: %s\n", dt_errmsg());
+            return 2;
+        }
+        dt_inject_set(&inj);
+    }
     if (check_ranges(&a) != 0) return 2;
 
     dt_train_config cfg;
@@ -266,6 +289,7 @@ int dt_cmd_train(int argc, char **argv) {
     cfg.eval_interval = a.eval_interval;
     cfg.eval_iters = a.eval_iters;
     cfg.quiet = a.quiet;
+    cfg.trace = tc;
 
     if (dt_runtime_init() != DT_OK) {
         fprintf(stderr, "detrain train: %s\n", dt_errmsg());

@@ -3,15 +3,11 @@
 #include "model/gpt.h"
 
 #include "core/philox.h"
-#include "ops/attention.h"
-#include "ops/crossentropy.h"
-#include "ops/dropout.h"
-#include "ops/encoder.h"
-#include "ops/gelu.h"
-#include "ops/layernorm.h"
-#include "ops/matmul.h"
+#include "model/traced_ops.h"
+#include "trace/trace.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -188,6 +184,54 @@ static dt_dropout attn_drop(const dt_gpt *m) {
     return d;
 }
 
+#define F32(n, p, r, c) {.name = (n), .data = (p), .dtype = DT_DT_F32, .ndim = 2, \
+                         .shape = {(int64_t)(r), (int64_t)(c)}}
+
+/* Module-level trace event of block l: its input (residual stream or its gradient) and
+ * every parameter (or parameter gradient) of the layer. */
+static dt_trace_op *block_begin(const dt_gpt *m, int phase, const char *op, int l, const float *x,
+                                float *const *t) {
+    char scope[32];
+    snprintf(scope, sizeof scope, "h.%d", l);
+    dt_trace_scope_push(scope);
+    if (!dt_trace_on(DT_TRACE_MODULE)) return NULL;
+    int64_t BT = (int64_t)m->B * m->T, C = m->cfg.channels;
+    size_t lC = (size_t)l * C;
+    dt_tensor_ref in[] = {
+        F32("x", x, BT, C),
+        F32("ln1w", t[DT_P_LN1W] + lC, 1, C), F32("ln1b", t[DT_P_LN1B] + lC, 1, C),
+        F32("qkvw", t[DT_P_QKVW] + lC * 3 * C, 3 * C, C), F32("qkvb", t[DT_P_QKVB] + lC * 3, 1, 3 * C),
+        F32("attprojw", t[DT_P_ATTPROJW] + lC * C, C, C), F32("attprojb", t[DT_P_ATTPROJB] + lC, 1, C),
+        F32("ln2w", t[DT_P_LN2W] + lC, 1, C), F32("ln2b", t[DT_P_LN2B] + lC, 1, C),
+        F32("fcw", t[DT_P_FCW] + lC * 4 * C, 4 * C, C), F32("fcb", t[DT_P_FCB] + lC * 4, 1, 4 * C),
+        F32("fcprojw", t[DT_P_FCPROJW] + lC * 4 * C, C, 4 * C), F32("fcprojb", t[DT_P_FCPROJB] + lC, 1, C),
+    };
+    return dt_trace_begin(DT_TRACE_MODULE, phase, op, NULL, in, (int)(sizeof in / sizeof in[0]));
+}
+
+static void block_end(const dt_gpt *m, dt_trace_op *h, const float *y, float *const *t, int l) {
+    if (h) {
+        int64_t BT = (int64_t)m->B * m->T, C = m->cfg.channels;
+        size_t lC = (size_t)l * C;
+        if (t) { /* backward: the layer's parameter gradients are outputs too */
+            dt_tensor_ref out[] = {
+                F32("dx", y, BT, C),
+                F32("ln1w", t[DT_P_LN1W] + lC, 1, C), F32("ln1b", t[DT_P_LN1B] + lC, 1, C),
+                F32("qkvw", t[DT_P_QKVW] + lC * 3 * C, 3 * C, C), F32("qkvb", t[DT_P_QKVB] + lC * 3, 1, 3 * C),
+                F32("attprojw", t[DT_P_ATTPROJW] + lC * C, C, C), F32("attprojb", t[DT_P_ATTPROJB] + lC, 1, C),
+                F32("ln2w", t[DT_P_LN2W] + lC, 1, C), F32("ln2b", t[DT_P_LN2B] + lC, 1, C),
+                F32("fcw", t[DT_P_FCW] + lC * 4 * C, 4 * C, C), F32("fcb", t[DT_P_FCB] + lC * 4, 1, 4 * C),
+                F32("fcprojw", t[DT_P_FCPROJW] + lC * 4 * C, C, 4 * C), F32("fcprojb", t[DT_P_FCPROJB] + lC, 1, C),
+            };
+            dt_trace_end(h, out, (int)(sizeof out / sizeof out[0]));
+        } else {
+            dt_tensor_ref out[] = {F32("y", y, BT, C)};
+            dt_trace_end(h, out, 1);
+        }
+    }
+    dt_trace_scope_pop();
+}
+
 dt_status dt_gpt_forward(dt_gpt *m, const int *inputs, const int *targets, double *loss) {
     const dt_gpt_config *c = &m->cfg;
     int B = m->B, T = m->T, C = c->channels, NH = c->num_heads, L = c->num_layers;
@@ -204,8 +248,10 @@ dt_status dt_gpt_forward(dt_gpt *m, const int *inputs, const int *targets, doubl
     float *const *w = m->param;
     size_t sc = (size_t)BT * C;
     dt_dropout hd = hidden_drop(m), ad = attn_drop(m);
-    dt_encoder_fwd(a->encoded, inputs, w[DT_P_WTE], w[DT_P_WPE], B, T, C);
-    dt_dropout_apply(a->encoded, sc, &hd, DT_RNG_DROPOUT_HIDDEN, EMB_SITE);
+    dt_trace_scope_push("embed");
+    dt_t_encoder_fwd(m, a->encoded, inputs, w[DT_P_WTE], w[DT_P_WPE]);
+    dt_t_dropout(m, "dropout_fwd", a->encoded, sc, &hd, DT_RNG_DROPOUT_HIDDEN, EMB_SITE);
+    dt_trace_scope_pop();
     for (int l = 0; l < L; l++) {
         const float *res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * sc;
         float *ln1 = a->ln1 + l * sc, *qkv = a->qkv + l * sc * 3, *atty = a->atty + l * sc;
@@ -214,80 +260,87 @@ dt_status dt_gpt_forward(dt_gpt *m, const int *inputs, const int *targets, doubl
         float *fch = a->fch + l * sc * 4, *fchg = a->fch_gelu + l * sc * 4;
         float *fcproj = a->fcproj + l * sc, *res3 = a->residual3 + l * sc;
         size_t lC = (size_t)l * C;
-        dt_layernorm_fwd(ln1, a->ln1_mean + (size_t)l * BT, a->ln1_rstd + (size_t)l * BT, res,
-                         w[DT_P_LN1W] + lC, w[DT_P_LN1B] + lC, BT, C);
-        dt_matmul_fwd(qkv, ln1, w[DT_P_QKVW] + lC * 3 * C, w[DT_P_QKVB] + lC * 3, BT, C, 3 * C);
-        dt_attention_fwd(atty, att, qkv, B, T, C, NH, &ad, (uint32_t)l);
-        dt_matmul_fwd(attproj, atty, w[DT_P_ATTPROJW] + lC * C, w[DT_P_ATTPROJB] + lC, BT, C, C);
-        dt_dropout_apply(attproj, sc, &hd, DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l);
-        dt_residual_fwd(res2, res, attproj, sc);
-        dt_layernorm_fwd(ln2, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT, res2,
-                         w[DT_P_LN2W] + lC, w[DT_P_LN2B] + lC, BT, C);
-        dt_matmul_fwd(fch, ln2, w[DT_P_FCW] + lC * 4 * C, w[DT_P_FCB] + lC * 4, BT, C, 4 * C);
-        dt_gelu_fwd(fchg, fch, sc * 4);
-        dt_matmul_fwd(fcproj, fchg, w[DT_P_FCPROJW] + lC * 4 * C, w[DT_P_FCPROJB] + lC, BT, 4 * C, C);
-        dt_dropout_apply(fcproj, sc, &hd, DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l + 1u);
-        dt_residual_fwd(res3, res2, fcproj, sc);
+        dt_trace_op *blk = block_begin(m, DT_PHASE_FWD, "block_fwd", l, res, w);
+        dt_t_layernorm_fwd(m, ln1, a->ln1_mean + (size_t)l * BT, a->ln1_rstd + (size_t)l * BT, res,
+                           w[DT_P_LN1W] + lC, w[DT_P_LN1B] + lC);
+        dt_t_matmul_fwd(m, qkv, ln1, w[DT_P_QKVW] + lC * 3 * C, w[DT_P_QKVB] + lC * 3, C, 3 * C);
+        dt_t_attention_fwd(m, atty, att, qkv, &ad, (uint32_t)l);
+        dt_t_matmul_fwd(m, attproj, atty, w[DT_P_ATTPROJW] + lC * C, w[DT_P_ATTPROJB] + lC, C, C);
+        dt_t_dropout(m, "dropout_fwd", attproj, sc, &hd, DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l);
+        dt_t_residual_fwd(m, res2, res, attproj, sc);
+        dt_t_layernorm_fwd(m, ln2, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT, res2,
+                           w[DT_P_LN2W] + lC, w[DT_P_LN2B] + lC);
+        dt_t_matmul_fwd(m, fch, ln2, w[DT_P_FCW] + lC * 4 * C, w[DT_P_FCB] + lC * 4, C, 4 * C);
+        dt_t_gelu_fwd(m, fchg, fch, sc * 4);
+        dt_t_matmul_fwd(m, fcproj, fchg, w[DT_P_FCPROJW] + lC * 4 * C, w[DT_P_FCPROJB] + lC, 4 * C, C);
+        dt_t_dropout(m, "dropout_fwd", fcproj, sc, &hd, DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l + 1u);
+        dt_t_residual_fwd(m, res3, res2, fcproj, sc);
+        block_end(m, blk, res3, NULL, l);
     }
     const float *last = a->residual3 + (size_t)(L - 1) * sc;
-    dt_layernorm_fwd(a->lnf, a->lnf_mean, a->lnf_rstd, last, w[DT_P_LNFW], w[DT_P_LNFB], BT, C);
-    dt_matmul_fwd(a->logits, a->lnf, w[DT_P_WTE], NULL, BT, C, Vp);
-    dt_crossentropy_fwd(a->losses, a->lse, a->logits, targets, BT, V, Vp);
-    *loss = dt_crossentropy_mean(a->losses, BT);
+    dt_trace_scope_push("head");
+    dt_t_layernorm_fwd(m, a->lnf, a->lnf_mean, a->lnf_rstd, last, w[DT_P_LNFW], w[DT_P_LNFB]);
+    dt_t_matmul_fwd(m, a->logits, a->lnf, w[DT_P_WTE], NULL, C, Vp);
+    dt_t_crossentropy_fwd(m, a->losses, a->lse, a->logits, targets);
+    *loss = dt_t_crossentropy_mean(m, a->losses);
+    dt_trace_scope_pop();
     return DT_OK;
+}
+
+/* Gradient through a hidden dropout site: a masked copy of dres in dtmp, or dres itself. */
+static const float *through_dropout(const dt_gpt *m, const dt_dropout *hd, uint32_t site) {
+    const dt_gpt_dacts *d = &m->dacts;
+    if (!dt_dropout_on(hd)) return d->dres;
+    size_t sc = (size_t)m->B * m->T * m->cfg.channels;
+    memcpy(d->dtmp, d->dres, sizeof(float) * sc);
+    dt_t_dropout(m, "dropout_bwd", d->dtmp, sc, hd, DT_RNG_DROPOUT_HIDDEN, site);
+    return d->dtmp;
 }
 
 void dt_gpt_backward(dt_gpt *m, float loss_scale) {
     const dt_gpt_config *c = &m->cfg;
     int B = m->B, T = m->T, C = c->channels, NH = c->num_heads, L = c->num_layers;
-    int V = c->vocab_size, Vp = c->padded_vocab, BT = B * T;
+    int Vp = c->padded_vocab, BT = B * T;
     dt_gpt_acts *a = &m->acts;
     dt_gpt_dacts *d = &m->dacts;
     float *const *w = m->param, *const *g = m->grad;
     size_t sc = (size_t)BT * C;
     dt_dropout hd = hidden_drop(m), ad = attn_drop(m);
-    int hdrop = dt_dropout_on(&hd);
-    dt_crossentropy_bwd(a->logits, a->lse, m->targets, loss_scale / (float)BT, BT, V, Vp);
+    dt_trace_scope_push("head");
+    dt_t_crossentropy_bwd(m, a->logits, a->lse, m->targets, loss_scale / (float)BT);
     /* logits = lnf @ wte^T: dlnf into dc1, the head's share of dwte into g[WTE] */
-    dt_matmul_bwd(d->dc1, g[DT_P_WTE], NULL, a->logits, a->lnf, w[DT_P_WTE], BT, C, Vp);
+    dt_t_matmul_bwd(m, d->dc1, g[DT_P_WTE], NULL, a->logits, a->lnf, w[DT_P_WTE], C, Vp);
     memset(d->dres, 0, sizeof(float) * sc);
-    dt_layernorm_bwd(d->dres, g[DT_P_LNFW], g[DT_P_LNFB], d->dc1, a->residual3 + (size_t)(L - 1) * sc,
-                     w[DT_P_LNFW], a->lnf_mean, a->lnf_rstd, BT, C);
+    dt_t_layernorm_bwd(m, d->dres, g[DT_P_LNFW], g[DT_P_LNFB], d->dc1, a->residual3 + (size_t)(L - 1) * sc,
+                       w[DT_P_LNFW], a->lnf_mean, a->lnf_rstd);
+    dt_trace_scope_pop();
     for (int l = L - 1; l >= 0; l--) {
         const float *res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * sc;
         size_t lC = (size_t)l * C;
+        dt_trace_op *blk = block_begin(m, DT_PHASE_BWD, "block_bwd", l, d->dres, g);
         /* residual3 = residual2 + dropout(fcproj): dres is the gradient of both */
-        const float *dproj = d->dres;
-        if (hdrop) {
-            memcpy(d->dtmp, d->dres, sizeof(float) * sc);
-            dt_dropout_apply(d->dtmp, sc, &hd, DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l + 1u);
-            dproj = d->dtmp;
-        }
-        dt_matmul_bwd(d->dfch_gelu, g[DT_P_FCPROJW] + lC * 4 * C, g[DT_P_FCPROJB] + lC, dproj,
-                      a->fch_gelu + l * sc * 4, w[DT_P_FCPROJW] + lC * 4 * C, BT, 4 * C, C);
-        dt_gelu_bwd(d->dfch, a->fch + l * sc * 4, d->dfch_gelu, sc * 4);
-        dt_matmul_bwd(d->dc1, g[DT_P_FCW] + lC * 4 * C, g[DT_P_FCB] + lC * 4, d->dfch,
-                      a->ln2 + l * sc, w[DT_P_FCW] + lC * 4 * C, BT, C, 4 * C);
-        dt_layernorm_bwd(d->dres, g[DT_P_LN2W] + lC, g[DT_P_LN2B] + lC, d->dc1, a->residual2 + l * sc,
-                         w[DT_P_LN2W] + lC, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT,
-                         BT, C);
+        const float *dproj = through_dropout(m, &hd, 2u * (uint32_t)l + 1u);
+        dt_t_matmul_bwd(m, d->dfch_gelu, g[DT_P_FCPROJW] + lC * 4 * C, g[DT_P_FCPROJB] + lC, dproj,
+                        a->fch_gelu + l * sc * 4, w[DT_P_FCPROJW] + lC * 4 * C, 4 * C, C);
+        dt_t_gelu_bwd(m, d->dfch, a->fch + l * sc * 4, d->dfch_gelu, sc * 4);
+        dt_t_matmul_bwd(m, d->dc1, g[DT_P_FCW] + lC * 4 * C, g[DT_P_FCB] + lC * 4, d->dfch,
+                        a->ln2 + l * sc, w[DT_P_FCW] + lC * 4 * C, C, 4 * C);
+        dt_t_layernorm_bwd(m, d->dres, g[DT_P_LN2W] + lC, g[DT_P_LN2B] + lC, d->dc1, a->residual2 + l * sc,
+                           w[DT_P_LN2W] + lC, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT);
         /* residual2 = residual + dropout(attproj): dres is now the gradient of both */
-        dproj = d->dres;
-        if (hdrop) {
-            memcpy(d->dtmp, d->dres, sizeof(float) * sc);
-            dt_dropout_apply(d->dtmp, sc, &hd, DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l);
-            dproj = d->dtmp;
-        }
-        dt_matmul_bwd(d->dc1, g[DT_P_ATTPROJW] + lC * C, g[DT_P_ATTPROJB] + lC, dproj,
-                      a->atty + l * sc, w[DT_P_ATTPROJW] + lC * C, BT, C, C);
-        dt_attention_bwd(d->dqkv, d->dc1, a->qkv + l * sc * 3, a->att + (size_t)l * B * NH * T * T,
-                         a->atty + l * sc, B, T, C, NH, &ad, (uint32_t)l);
-        dt_matmul_bwd(d->dc1, g[DT_P_QKVW] + lC * 3 * C, g[DT_P_QKVB] + lC * 3, d->dqkv,
-                      a->ln1 + l * sc, w[DT_P_QKVW] + lC * 3 * C, BT, C, 3 * C);
-        dt_layernorm_bwd(d->dres, g[DT_P_LN1W] + lC, g[DT_P_LN1B] + lC, d->dc1, res,
-                         w[DT_P_LN1W] + lC, a->ln1_mean + (size_t)l * BT, a->ln1_rstd + (size_t)l * BT,
-                         BT, C);
+        dproj = through_dropout(m, &hd, 2u * (uint32_t)l);
+        dt_t_matmul_bwd(m, d->dc1, g[DT_P_ATTPROJW] + lC * C, g[DT_P_ATTPROJB] + lC, dproj,
+                        a->atty + l * sc, w[DT_P_ATTPROJW] + lC * C, C, C);
+        dt_t_attention_bwd(m, d->dqkv, d->dc1, a->qkv + l * sc * 3, a->att + (size_t)l * B * NH * T * T,
+                           a->atty + l * sc, &ad, (uint32_t)l);
+        dt_t_matmul_bwd(m, d->dc1, g[DT_P_QKVW] + lC * 3 * C, g[DT_P_QKVB] + lC * 3, d->dqkv,
+                        a->ln1 + l * sc, w[DT_P_QKVW] + lC * 3 * C, C, 3 * C);
+        dt_t_layernorm_bwd(m, d->dres, g[DT_P_LN1W] + lC, g[DT_P_LN1B] + lC, d->dc1, res,
+                           w[DT_P_LN1W] + lC, a->ln1_mean + (size_t)l * BT, a->ln1_rstd + (size_t)l * BT);
+        block_end(m, blk, d->dres, g, l);
     }
-    dt_dropout_apply(d->dres, sc, &hd, DT_RNG_DROPOUT_HIDDEN, EMB_SITE);
-    dt_encoder_bwd(g[DT_P_WTE], g[DT_P_WPE], d->dres, m->inputs, B, T, C, Vp);
+    dt_trace_scope_push("embed");
+    dt_t_dropout(m, "dropout_bwd", d->dres, sc, &hd, DT_RNG_DROPOUT_HIDDEN, EMB_SITE);
+    dt_t_encoder_bwd(m, g[DT_P_WTE], g[DT_P_WPE], d->dres, m->inputs);
+    dt_trace_scope_pop();
 }

@@ -112,6 +112,7 @@ typedef struct dt_gpt {
     float hidden_dropout, attn_dropout;
     uint64_t seed;
     uint32_t rng_step;         /* set by the trainer: global micro-batch counter */
+    int64_t step;              /* set by the trainer: the optimizer step (trace, injection) */
     int training;
 } dt_gpt;
 

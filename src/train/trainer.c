@@ -5,6 +5,9 @@
 #include "data/dataset.h"
 #include "metrics/metrics.h"
 #include "optim/optim.h"
+#include "ops/op.h"
+#include "trace/inject.h"
+#include "trace/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,17 +102,51 @@ static dt_status train_step(trainer *t, int64_t step, dt_step_metrics *sm) {
         double l;
         /* dropout masks are keyed by the global micro-batch index */
         t->model->rng_step = (uint32_t)((step - 1) * t->accum + micro);
+        t->model->step = step;
+        dt_trace_set_step(step, micro);
         dt_status st = dt_dataset_next_train(t->data, t->inputs, t->targets);
         if (st == DT_OK) st = dt_gpt_forward(t->model, t->inputs, t->targets, &l);
         if (st != DT_OK) return st;
         loss_sum += l; /* micro-batches in order */
         dt_gpt_backward(t->model, 1.0f / (float)t->accum);
     }
+    dt_trace_set_step(step, -1); /* step-level work: statistics and the optimizer */
+    dt_gpt *mdl = t->model;
     dt_grad_stats gs;
-    dt_grad_stats_compute(t->model, &gs);
+    dt_tensor_ref grads = {.name = "grads", .data = mdl->grad_mem, .dtype = DT_DT_F32, .ndim = 1,
+                           .shape = {(int64_t)mdl->num_params}};
+    dt_tensor_ref params = {.name = "params", .data = mdl->param_mem, .dtype = DT_DT_F32, .ndim = 1,
+                            .shape = {(int64_t)mdl->num_params}};
+    dt_trace_op *h = NULL;
+    if (dt_trace_on(DT_TRACE_SEMANTIC)) {
+        dt_tensor_ref in[] = {grads, params};
+        h = dt_trace_begin(DT_TRACE_SEMANTIC, DT_PHASE_OPT, "grad_stats",
+                           dt_op_variant(DT_OP_NORM) == DT_VARIANT_DET ? "det" : "fast", in, 2);
+    }
+    dt_grad_stats_compute(mdl, &gs);
+    if (h) {
+        dt_tensor_ref out[] = {{.name = "grad_norm", .data = &gs.grad_norm, .dtype = DT_DT_F64},
+                               {.name = "param_norm", .data = &gs.param_norm, .dtype = DT_DT_F64},
+                               {.name = "num_zeros", .data = &gs.num_zeros, .dtype = DT_DT_I64}};
+        dt_trace_end(h, out, 3);
+    }
     dt_lr_schedule sched = {cfg->lr, cfg->min_lr, cfg->warmup_iters, cfg->decay_iters};
     float lr = dt_lr_at(&sched, step);
-    dt_adamw_step(&t->opt, t->model, lr, gs.grad_norm);
+    h = NULL;
+    dt_tensor_ref mstate = {.name = "adam_m", .data = t->opt.m, .dtype = DT_DT_F32, .ndim = 1,
+                            .shape = {(int64_t)mdl->num_params}};
+    dt_tensor_ref vstate = {.name = "adam_v", .data = t->opt.v, .dtype = DT_DT_F32, .ndim = 1,
+                            .shape = {(int64_t)mdl->num_params}};
+    if (dt_trace_on(DT_TRACE_SEMANTIC)) {
+        dt_tensor_ref in[] = {params, grads, mstate, vstate};
+        h = dt_trace_begin(DT_TRACE_SEMANTIC, DT_PHASE_OPT, "adamw", NULL, in, 4);
+    }
+    dt_adamw_step(&t->opt, mdl, lr, gs.grad_norm);
+    if (dt_inject_should("adamw", step)) dt_inject_flip_lsb(mdl->param_mem, mdl->num_params);
+    if (h) {
+        dt_tensor_ref out[] = {params, mstate, vstate};
+        dt_trace_end(h, out, 3);
+    }
     memset(sm, 0, sizeof *sm);
     sm->step = step;
     sm->loss = loss_sum / t->accum;
@@ -124,6 +161,14 @@ static dt_status train_step(trainer *t, int64_t step, dt_step_metrics *sm) {
         if (st != DT_OK) return st;
         sm->has_eval = 1;
     }
+    if (dt_trace_on(DT_TRACE_METRICS)) {
+        dt_tensor_ref mt[] = {{.name = "loss", .data = &sm->loss, .dtype = DT_DT_F64},
+                              {.name = "grad_norm", .data = &sm->grad_norm, .dtype = DT_DT_F64},
+                              {.name = "param_norm", .data = &sm->param_norm, .dtype = DT_DT_F64}};
+        /* the metrics derive from this step's gradients and parameters */
+        dt_tensor_ref from[] = {grads, params};
+        dt_trace_event(DT_TRACE_METRICS, DT_PHASE_OTHER, "step_metrics", NULL, from, 2, mt, 3);
+    }
     sm->step_ms = now_ms() - t0;
     sm->tok_per_s = (double)cfg->global_batch * cfg->seq_length / (sm->step_ms / 1e3);
     return DT_OK;
@@ -132,6 +177,7 @@ static dt_status train_step(trainer *t, int64_t step, dt_step_metrics *sm) {
 dt_status dt_train_run(const dt_train_config *cfg) {
     trainer t;
     dt_status st = setup(&t, cfg);
+    if (st == DT_OK) st = dt_trace_open(&cfg->trace, 0);
     if (st == DT_OK && !cfg->quiet)
         printf("detrain: %s | %zu parameters | %s mode | data: %s\n", cfg->model,
                t.model->num_params, cfg->deterministic ? "deterministic" : "default",
@@ -154,6 +200,8 @@ dt_status dt_train_run(const dt_train_config *cfg) {
         dt_status cst = dt_metrics_close(t.metrics);
         if (st == DT_OK) st = cst;
     }
+    dt_status tst = dt_trace_close();
+    if (st == DT_OK) st = tst;
     trainer_free(&t);
     return st;
 }

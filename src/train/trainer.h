@@ -8,6 +8,7 @@
 
 #include "detrain/detrain.h"
 #include "model/gpt.h"
+#include "trace/trace.h"
 
 #include <stdint.h>
 
@@ -29,6 +30,7 @@ typedef struct dt_train_config {
     const char *log_dir;          /* NULL: no files */
     int log_interval, eval_interval, eval_iters;
     int quiet;                    /* no console lines */
+    dt_trace_config trace;        /* --trace-level/-steps/-ranks/-dir */
 } dt_train_config;
 
 dt_status dt_train_run(const dt_train_config *cfg);
