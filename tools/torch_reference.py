@@ -1,0 +1,424 @@
+#!/usr/bin/env python3
+"""Independent check of detrain's CPU GPT against PyTorch (run where PyTorch is installed;
+not part of CI, which has no PyTorch).
+
+usage: torch_reference.py DIR [--device auto|cpu|cuda] [--dtype both|float64|float32]
+                              [--resync]
+
+DIR is written by build/tools/dump_reference (its header and docs/torch-reference.md give
+the format). This script builds a GPT-2 from torch.nn pieces of its own (nn.Embedding,
+nn.LayerNorm(eps=1e-5), nn.Linear for qkv/proj/fc/fcproj, an explicit causal masked
+softmax, GELU(approximate='tanh'), output head tied to the token embedding, logits padded
+to Vp of which only the first V columns enter the loss), loads detrain's initial weights,
+and replays the dumped steps on the dumped tokens: forward, backward, clip_grad_norm_,
+torch.optim.AdamW (same betas/eps; weight decay only on the tensors detrain decays, via two
+parameter groups; the lr detrain used at each step). It runs once in float64 and once in
+float32 (TF32 off on CUDA), each free-running on its own parameters (--resync: load
+detrain's updated parameters after every step, so each step's gradients are compared at
+identical weights).
+
+Compared, per step, with the tolerances below (all relative; ||.|| is the L2 norm over a
+whole tensor as detrain stores it, e.g. all layers' qkvw at once):
+  lr        |lr_py - lr_dt| <= 1e-6 lr      the schedule recomputed here in float64 from
+                                             the dumped settings; detrain computes it in
+                                             float32 (a few roundings of 6e-8 each).
+  loss      |loss_t - loss_dt| <= 1e-5 |loss_t|
+                                             fp32 forward: each logit carries ~1e-6 relative
+                                             rounding; the mean over B*T rows averages it.
+  grads     ||g_t - g_dt|| / ||g_t|| <= 1e-4   per tensor. fp32 backward through L blocks
+                                             with different summation orders gives ~1e-6..1e-5;
+                                             a wrong sign, index, scale or missing term gives
+                                             >= 1e-2. Tensors whose gradient is zero in torch
+                                             must be exactly zero in detrain too.
+  grad norm |n_t - n_dt| <= 1e-5 n_t        the norm of all gradients before clipping, n_t
+                                             summed in float64 from torch's gradients (torch's
+                                             own float32 clip_grad_norm_ sum drifts ~3e-6).
+                                             Also: detrain's reported norm against the float64
+                                             norm of its own dumped gradients, <= 1e-6.
+  updates   ||d_t - d_dt|| / ||d_t|| <= 1e-3  per tensor, d = params after - before the
+                                             step. Looser than the gradients on purpose: AdamW's
+                                             first steps move each element by about
+                                             lr * g / (|g| + eps), i.e. by ~lr*sign(g) whatever
+                                             |g| is, so elements whose gradient is within rounding
+                                             noise of zero move by unrelated amounts in the two
+                                             implementations. The key third of qkvb is such a
+                                             tensor: its exact gradient is 0 (a key bias shifts
+                                             every score of a softmax row by the same amount), so
+                                             qkvb shows ~1e-4 while every other tensor shows
+                                             ~1e-5 or less. A real optimizer bug (no bias
+                                             correction, decay on a LayerNorm weight, a wrong
+                                             clip factor) gives >= 1e-2.
+  params    ||p_t - p_dt|| <= 1e-6 ||p_t|| + 1e-3 ||p_t - p_ref||   per tensor, after each
+                                             update; p_ref is the initial parameters (with
+                                             --resync: detrain's parameters before the step).
+                                             That is the update tolerance applied to the whole
+                                             distance moved, plus fp32 storage rounding of the
+                                             weights themselves (6e-8 per element, 1e-6 margin).
+  padded    wte rows >= V: exactly zero in detrain's parameters and gradients, every step.
+  init      LayerNorm weights 1, biases 0, wte/wpe/qkvw/fcw std 0.02 and attprojw/fcprojw
+            std 0.02/sqrt(2L) within 5% (checked only for tensors of >= 4096 elements, where
+            the sample std is within 5% with overwhelming probability), means ~0.
+float32 runs use the same tolerances: both sides then round at ~6e-8, in different orders.
+
+Prints one table per dtype and a verdict. Exit 0: everything within tolerance; 1: some
+comparison failed; 2: usage or input error (missing/short files, bad index)."""
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+
+TOL = {"lr": 1e-6, "loss": 1e-5, "grad": 1e-4, "grad_norm": 1e-5, "param": 1e-6,
+       "update": 1e-3, "init_std": 0.05}
+NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w",
+         "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
+# detrain name -> (attribute path in a Block, or None for model-level tensors)
+BLOCK_ATTR = {"ln1w": ("ln1", "weight"), "ln1b": ("ln1", "bias"),
+              "qkvw": ("qkv", "weight"), "qkvb": ("qkv", "bias"),
+              "attprojw": ("proj", "weight"), "attprojb": ("proj", "bias"),
+              "ln2w": ("ln2", "weight"), "ln2b": ("ln2", "bias"),
+              "fcw": ("fc", "weight"), "fcb": ("fc", "bias"),
+              "fcprojw": ("fcproj", "weight"), "fcprojb": ("fcproj", "bias")}
+TOP_ATTR = {"wte": ("wte", "weight"), "wpe": ("wpe", "weight"),
+            "lnfw": ("lnf", "weight"), "lnfb": ("lnf", "bias")}
+
+
+def die(msg):
+    print(f"torch_reference: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def f32_from_hex(h):
+    return struct.unpack("<f", struct.pack("<I", int(h, 16)))[0]
+
+
+def f64_from_hex(h):
+    return struct.unpack("<d", struct.pack("<Q", int(h, 16)))[0]
+
+
+# ---- the dump ---------------------------------------------------------------------------
+
+def load_index(d):
+    try:
+        with open(os.path.join(d, "index.json")) as f:
+            ix = json.load(f)
+    except (OSError, ValueError) as e:
+        die(f"{d}/index.json: {e} (write DIR with build/tools/dump_reference --out DIR)")
+    if ix.get("format") != "detrain-torch-reference" or ix.get("version") != 1:
+        die(f"{d}/index.json: format {ix.get('format')!r} version {ix.get('version')!r}; "
+            "expected detrain-torch-reference version 1")
+    names = [t["name"] for t in ix["tensors"]]
+    if names != NAMES:
+        die(f"{d}/index.json: tensors {names}; expected {NAMES}")
+    off = 0
+    for t in ix["tensors"]:
+        if t["offset"] != off or t["numel"] != math.prod(t["shape"]):
+            die(f"{d}/index.json: tensor {t['name']} offset/numel/shape inconsistent")
+        off += t["numel"]
+    if off != ix["num_floats"]:
+        die(f"{d}/index.json: tensors cover {off} floats, num_floats is {ix['num_floats']}")
+    if len(ix["step_log"]) != ix["steps"]:
+        die(f"{d}/index.json: step_log has {len(ix['step_log'])} entries, steps is {ix['steps']}")
+    return ix
+
+
+def read_raw(torch, d, name, count, dtype):
+    path = os.path.join(d, name)
+    try:
+        with open(path, "rb") as f:
+            raw = bytearray(f.read())
+    except OSError as e:
+        die(f"{path}: {e}")
+    if len(raw) != 4 * count:
+        die(f"{path}: {len(raw)} bytes, expected {4 * count}")
+    t = torch.frombuffer(raw, dtype=dtype)
+    if sys.byteorder != "little":
+        t = t.view(torch.uint8).view(-1, 4).flip(1).contiguous().view(dtype).view(-1)
+    return t.clone()
+
+
+# ---- the model --------------------------------------------------------------------------
+
+def build_model(torch, ix):
+    nn, F = torch.nn, torch.nn.functional
+    m = ix["model"]
+    L, C, NH = m["num_layers"], m["channels"], m["num_heads"]
+    V, Vp, maxT = m["vocab_size"], m["padded_vocab"], m["max_seq_len"]
+    eps = m["layernorm_eps"]
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1 = nn.LayerNorm(C, eps=eps)
+            self.qkv = nn.Linear(C, 3 * C)
+            self.proj = nn.Linear(C, C)
+            self.ln2 = nn.LayerNorm(C, eps=eps)
+            self.fc = nn.Linear(C, 4 * C)
+            self.fcproj = nn.Linear(4 * C, C)
+
+        def attention(self, x):
+            B, T, _ = x.shape
+            HS = C // NH
+            q, k, v = self.qkv(x).split(C, dim=2)  # [q | k | v], head h in cols h*HS..
+            q, k, v = (z.view(B, T, NH, HS).transpose(1, 2) for z in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(HS))
+            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+            att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+            return (att @ v).transpose(1, 2).reshape(B, T, C)
+
+        def forward(self, x):
+            x = x + self.proj(self.attention(self.ln1(x)))
+            return x + self.fcproj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(Vp, C)
+            self.wpe = nn.Embedding(maxT, C)
+            self.blocks = nn.ModuleList(Block() for _ in range(L))
+            self.lnf = nn.LayerNorm(C, eps=eps)
+
+        def forward(self, idx, targets):
+            B, T = idx.shape
+            pos = torch.arange(T, device=idx.device)
+            x = self.wte(idx) + self.wpe(pos)
+            for b in self.blocks:
+                x = b(x)
+            logits = self.lnf(x) @ self.wte.weight.t()  # tied head, (B, T, Vp)
+            # detrain's cross-entropy reads only the first V columns (padded ones are out)
+            return F.cross_entropy(logits[..., :V].reshape(-1, V), targets.reshape(-1))
+
+    return GPT()
+
+
+def tensor_views(model, ix):
+    """For each detrain tensor: the list of torch parameters that hold its slices (one per
+    layer for per-layer tensors, in layer order), so flat <-> model is a concatenation."""
+    out = {}
+    for name in NAMES:
+        if name in TOP_ATTR:
+            mod, attr = TOP_ATTR[name]
+            out[name] = [getattr(getattr(model, mod), attr)]
+        else:
+            mod, attr = BLOCK_ATTR[name]
+            out[name] = [getattr(getattr(b, mod), attr) for b in model.blocks]
+    return out
+
+
+def split_flat(flat, ix):
+    return {t["name"]: flat[t["offset"]:t["offset"] + t["numel"]] for t in ix["tensors"]}
+
+
+def load_params(torch, views, ix, flat):
+    with torch.no_grad():
+        for name, chunk in split_flat(flat, ix).items():
+            ps = views[name]
+            for p, piece in zip(ps, chunk.view(len(ps), -1)):
+                p.copy_(piece.view_as(p).to(p.dtype))
+
+
+def gather(torch, views, what):
+    """Model parameters (what='data') or gradients ('grad') as a flat float64 vector in
+    detrain's layout."""
+    parts = []
+    for name in NAMES:
+        for p in views[name]:
+            t = p.detach() if what == "data" else p.grad
+            parts.append((t if t is not None else torch.zeros_like(p)).reshape(-1))
+    return torch.cat(parts).double().cpu()
+
+
+# ---- comparisons ------------------------------------------------------------------------
+
+class Checker:
+    def __init__(self):
+        self.fail = []
+
+    def check(self, label, ok, text):
+        if not ok:
+            self.fail.append(f"{label}: {text}")
+        return ok
+
+
+def relerr(a, b):
+    """||a - b|| / ||a||, 0 when both are zero, inf when only a is zero."""
+    na = a.norm().item()
+    nd = (a - b).norm().item()
+    if na == 0.0:
+        return 0.0 if nd == 0.0 else math.inf
+    return nd / na
+
+
+def lr_schedule(o, it):
+    lr, min_lr, w, dec = o["lr"], o["min_lr"], o["warmup_iters"], o["decay_iters"]
+    if w > 0 and it <= w:
+        return lr * it / w
+    if it >= dec:
+        return min_lr
+    span = dec - w
+    ratio = (it - w) / span if span > 0 else 1.0
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
+
+
+def check_init(torch, ix, p0, ck):
+    L = ix["model"]["num_layers"]
+    V, C = ix["model"]["vocab_size"], ix["model"]["channels"]
+    rows = []
+    for name, t in split_flat(p0, ix).items():
+        if name == "wte":
+            t = t[:V * C]
+        if name.startswith("ln") and name.endswith("w"):
+            ok = bool((t == 1).all())
+            rows.append((name, "all 1", ok))
+        elif name.endswith("b"):
+            ok = bool((t == 0).all())
+            rows.append((name, "all 0", ok))
+        else:
+            want = 0.02 / math.sqrt(2 * L) if name in ("attprojw", "fcprojw") else 0.02
+            if t.numel() < 4096:
+                rows.append((name, "std unchecked (< 4096 elements)", True))
+                continue
+            std, mean = t.std().item(), t.mean().item()
+            ok = abs(std / want - 1) <= TOL["init_std"] and abs(mean) <= 5 * want / math.sqrt(t.numel())
+            rows.append((name, f"std {std:.5f} (want {want:.5f}), mean {mean:+.2e}", ok))
+        ck.check(f"init {name}", rows[-1][2], rows[-1][1])
+    print("initial parameters (GPT-2 init contract):")
+    for name, what, ok in rows:
+        print(f"  {name:9s} {what:52s} {'ok' if ok else 'FAIL'}")
+
+
+def run(torch, ix, d, dtype, device, resync, ck):
+    tag = str(dtype).replace("torch.", "")
+    torch.manual_seed(0)  # the constructor's own init is overwritten by detrain's weights
+    model = build_model(torch, ix).to(device=device, dtype=dtype)
+    views = tensor_views(model, ix)
+    n = ix["num_floats"]
+    B, T, V, C = ix["batch"], ix["seq_len"], ix["model"]["vocab_size"], ix["model"]["channels"]
+    o = dict(ix["optimizer"])
+    for k in ("lr", "min_lr", "beta1", "beta2", "eps", "weight_decay", "clip_grad"):
+        o[k] = f32_from_hex(ix["optimizer"][k + "_hex"])  # the exact float32 detrain used
+    p_dt_prev = read_raw(torch, d, "params_0.bin", n, torch.float32).double()
+    load_params(torch, views, ix, p_dt_prev)
+    p_init = p_dt_prev
+    decay = [p for t in ix["tensors"] if t["decay"] for p in views[t["name"]]]
+    no_decay = [p for t in ix["tensors"] if not t["decay"] for p in views[t["name"]]]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": o["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"])
+    worst = {"loss": 0.0, "grad": 0.0, "grad_norm": 0.0, "param": 0.0, "update": 0.0}
+    print(f"\n== {tag} on {device}{' (resync after each step)' if resync else ''}")
+    for k in range(1, ix["steps"] + 1):
+        log = ix["step_log"][k - 1]
+        lr_dt = f32_from_hex(log["lr_hex"])
+        loss_dt = f64_from_hex(log["loss_hex"])
+        gn_dt = f64_from_hex(log["grad_norm_hex"])
+        tok = read_raw(torch, d, f"tokens_{k}.bin", 2 * B * T, torch.int32).long()
+        if tok.min().item() < 0 or tok.max().item() >= V:
+            die(f"{d}/tokens_{k}.bin: token outside [0, {V})")
+        idx, tgt = tok[:B * T].view(B, T).to(device), tok[B * T:].view(B, T).to(device)
+        g_dt = read_raw(torch, d, f"grads_{k}.bin", n, torch.float32).double()
+        p_dt = read_raw(torch, d, f"params_{k}.bin", n, torch.float32).double()
+
+        lr_py = lr_schedule(o, k)
+        ck.check(f"{tag} step {k} lr", abs(lr_py - lr_dt) <= TOL["lr"] * abs(lr_py),
+                 f"detrain {lr_dt!r}, schedule {lr_py!r}")
+        p_t_prev = gather(torch, views, "data")
+        opt.zero_grad(set_to_none=False)
+        loss = model(idx, tgt)
+        loss.backward()
+        loss_t = loss.item()
+        g_t = gather(torch, views, "grad")
+        clip = o["clip_grad"]
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip if clip > 0 else math.inf)
+        gn_t = g_t.norm().item()  # float64 sum of torch's gradients (before clipping)
+        for group in opt.param_groups:
+            group["lr"] = lr_dt
+        opt.step()
+        p_t = gather(torch, views, "data")
+
+        e_loss = abs(loss_t - loss_dt) / abs(loss_t)
+        e_gn = abs(gn_t - gn_dt) / gn_t
+        gn_own = g_dt.norm().item()  # detrain's dumped gradients, summed here in float64
+        ck.check(f"{tag} step {k} loss", e_loss <= TOL["loss"], f"torch {loss_t!r} detrain {loss_dt!r}")
+        ck.check(f"{tag} step {k} grad norm", e_gn <= TOL["grad_norm"], f"torch {gn_t!r} detrain {gn_dt!r}")
+        ck.check(f"{tag} step {k} grad norm of dumped grads", abs(gn_own - gn_dt) <= 1e-6 * gn_own,
+                 f"fp64 norm of grads_{k}.bin {gn_own!r}, detrain reported {gn_dt!r}")
+        worst["loss"] = max(worst["loss"], e_loss)
+        worst["grad_norm"] = max(worst["grad_norm"], e_gn)
+        clipped = clip > 0 and gn_dt > clip
+        print(f"step {k}: lr {lr_dt:.6g}  loss torch {loss_t:.9f} detrain {loss_dt:.9f} "
+              f"(rel {e_loss:.1e})  grad norm torch {gn_t:.7g} detrain {gn_dt:.7g} "
+              f"(rel {e_gn:.1e}){'  clipped' if clipped else ''}")
+        print(f"  {'tensor':9s} {'|grad|':>10s} {'grad rel':>9s} {'update rel':>10s} {'param/tol':>9s}")
+        G, Gd = split_flat(g_t, ix), split_flat(g_dt, ix)
+        P, Pd = split_flat(p_t, ix), split_flat(p_dt, ix)
+        Pp, Ppd = split_flat(p_t_prev, ix), split_flat(p_dt_prev, ix)
+        Pref = split_flat(p_dt_prev if resync else p_init, ix)
+        for t in ix["tensors"]:
+            name = t["name"]
+            eg = relerr(G[name], Gd[name])
+            moved = (P[name] - Pref[name]).norm().item()
+            ep = (P[name] - Pd[name]).norm().item() / (TOL["param"] * P[name].norm().item()
+                                                       + TOL["update"] * moved)
+            eu = relerr(P[name] - Pp[name], Pd[name] - Ppd[name])
+            ok_g = ck.check(f"{tag} step {k} grad {name}", eg <= TOL["grad"], f"rel L2 error {eg:.2e}")
+            ok_p = ck.check(f"{tag} step {k} param {name}", ep <= 1.0, f"error {ep:.2f}x the tolerance")
+            ok_u = ck.check(f"{tag} step {k} update {name}", eu <= TOL["update"], f"rel L2 error {eu:.2e}")
+            worst["grad"] = max(worst["grad"], eg)
+            worst["param"] = max(worst["param"], ep)
+            worst["update"] = max(worst["update"], eu)
+            mark = "" if ok_g and ok_p and ok_u else "  FAIL"
+            print(f"  {name:9s} {G[name].norm().item():10.4g} {eg:9.1e} {eu:10.1e} {ep:9.2f}{mark}")
+        wte_g, wte_p = Gd["wte"].view(-1, C)[V:], Pd["wte"].view(-1, C)[V:]
+        if wte_g.numel():
+            ck.check(f"{tag} step {k} padded wte rows", bool((wte_g == 0).all() and (wte_p == 0).all()),
+                     "detrain's wte rows >= V are not all zero")
+        if resync:
+            load_params(torch, views, ix, p_dt)
+        p_dt_prev = p_dt
+    print(f"worst {tag}: loss {worst['loss']:.1e} (tol {TOL['loss']:.0e}), grads {worst['grad']:.1e} "
+          f"(tol {TOL['grad']:.0e}), grad norm {worst['grad_norm']:.1e} (tol {TOL['grad_norm']:.0e}), "
+          f"updates {worst['update']:.1e} (tol {TOL['update']:.0e}), params {worst['param']:.2f}x "
+          "their tolerance (limit 1)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("dir")
+    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    ap.add_argument("--dtype", default="both", choices=["both", "float64", "float32"])
+    ap.add_argument("--resync", action="store_true",
+                    help="load detrain's updated parameters after every step")
+    a = ap.parse_args()
+    ix = load_index(a.dir)
+    try:
+        import torch
+    except ImportError:
+        die("PyTorch is not installed here; run this on a machine that has it")
+    # True fp32 matmuls on the GPU (TF32 would add ~1e-3 relative error)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
+    m = ix["model"]
+    print(f"detrain dump {a.dir}: L{m['num_layers']} C{m['channels']} NH{m['num_heads']} "
+          f"V{m['vocab_size']} (Vp {m['padded_vocab']}) T{ix['seq_len']} B{ix['batch']}, "
+          f"{ix['steps']} steps, seed {ix['seed']}; torch {torch.__version__} on {device}")
+    ck = Checker()
+    p0 = read_raw(torch, a.dir, "params_0.bin", ix["num_floats"], torch.float32).double()
+    check_init(torch, ix, p0, ck)
+    dtypes = {"both": [torch.float64, torch.float32], "float64": [torch.float64],
+              "float32": [torch.float32]}[a.dtype]
+    for dt in dtypes:
+        run(torch, ix, a.dir, dt, device, a.resync, ck)
+    if ck.fail:
+        print(f"\nFAIL: {len(ck.fail)} comparison(s) out of tolerance:")
+        for f in ck.fail[:50]:
+            print(f"  {f}")
+        sys.exit(1)
+    print("\nPASS: detrain matches PyTorch within every stated tolerance")
+
+
+if __name__ == "__main__":
+    main()
