@@ -22,8 +22,9 @@
  *    every dwte row receives thousands of racing atomic adds;
  *  - layernorm / bias backward (colsum): many rows (N >= 4096) and few columns, so every
  *    thread's partial lands on the same dweight/dbias entries;
- *  - attention backward: B*NH = 1, so the fast path splits one head over key blocks
- *    (T >= 256 gives >= 4 key blocks adding into the same dQ rows);
+ *  - attention backward: B*NH of 1 or 2, so the fast path splits each head over key blocks
+ *    (T >= 256 gives >= 4 key blocks adding into the same dQ rows; the control uses
+ *    T = 768: 12 blocks per head, and a small head size so the atomic adds dominate);
  *  - sums (sumsq/sum): >= 1M elements of mixed magnitude, so per-thread partials differ
  *    enough that their addition order changes the rounding;
  *  - GEMM: odd shapes (37x513x999) whose OpenBLAS split changes with the thread count.

@@ -113,7 +113,7 @@ static void test_colsum(void) {
 }
 
 /* ---- attention backward, key-block path: B*NH = 1, T = 256 (4 key blocks) ------------ */
-enum { AB = 1, AT = 512, AC = 64, ANH = 1 };
+enum { AB = 1, AT = 768, AC = 32, ANH = 2 };
 static void att_fast(dt_kset *s, const void *ctx, dt_kh_backend be) {
     (void)ctx, (void)be;
     dt_attention_bwd_keyblocks(F(s, "dqkv"), F(s, "dout"), F(s, "qkv"), F(s, "att"), F(s, "out"),
@@ -131,7 +131,7 @@ static void test_attention_bwd(void) {
     dt_attention_fwd(F(&s, "out"), F(&s, "att"), F(&s, "qkv"), AB, AT, AC, ANH, NULL, 0);
     dt_kv_fill_mixed(ADD(&s, "dout", 3, SH(AB, AT, AC)), 8, 2);
     ADD(&s, "dqkv", 3, SH(AB, AT, 3 * AC));
-    control("attention_bwd", "B=1 NH=1 T=512 C=64 key blocks", att_fast, att_det, &s);
+    control("attention_bwd", "B=1 NH=2 T=768 C=32 key blocks", att_fast, att_det, &s);
     dt_kset_free(&s);
 }
 
