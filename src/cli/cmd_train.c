@@ -2,6 +2,7 @@
  * first (before any library is touched), then the training loop. */
 #include "cli/cli.h"
 
+#include "ckpt/hf_gpt2.h"
 #include "core/determinism.h"
 #include "ops/op.h"
 #include "trace/inject.h"
@@ -33,6 +34,9 @@ typedef struct train_args {
     int64_t train_iters, warmup_iters, decay_iters;
     float lr, min_lr, weight_decay, clip_grad, beta1, beta2, eps, val_fraction;
     float hidden_dropout, attn_dropout;
+    const char *save_dir, *load_dir, *init_from_hf;
+    int64_t save_interval;
+    int no_load_optim, no_load_rng;
     uint64_t seed;
     int deterministic, quiet, threads;
     const char *data_path, *log_dir;
@@ -70,6 +74,12 @@ static const flag flags[] = {
     {"--deterministic-mode", F_SWITCH, OFF(deterministic), "", "bitwise-reproducible run (DESIGN §2)"},
     {"--data-path", F_STR, OFF(data_path), "", "token shards: file, glob or comma list (default: built-in corpus)"},
     {"--val-fraction", F_FLOAT, OFF(val_fraction), "0.05", "fraction of windows held out for eval"},
+    {"--save", F_STR, OFF(save_dir), "", "save checkpoints to DIR/iter_NNNNNNN (docs/checkpoints.md)"},
+    {"--save-interval", F_I64, OFF(save_interval), "", "save every N steps (default: only at the end)"},
+    {"--load", F_STR, OFF(load_dir), "", "resume bitwise from a save directory (its latest) or an iter_* directory"},
+    {"--no-load-optim", F_SWITCH, OFF(no_load_optim), "", "resume with fresh optimizer state (refused in deterministic mode)"},
+    {"--no-load-rng", F_SWITCH, OFF(no_load_rng), "", "resume with this run's --seed (refused in deterministic mode)"},
+    {"--init-from-hf", F_STR, OFF(init_from_hf), "", "start from Hugging Face GPT-2 weights (config.json + model.safetensors)"},
     {"--log-dir", F_STR, OFF(log_dir), "", "write env.json, metrics.jsonl and TensorBoard events here"},
     {"--log-interval", F_INT, OFF(log_interval), "10", "console line every N steps"},
     {"--eval-interval", F_INT, OFF(eval_interval), "50", "eval loss every N steps (0: never)"},
@@ -152,6 +162,7 @@ static int check_ranges(const train_args *a) {
         {"--log-interval", a->log_interval, 1, 1 << 30},
         {"--eval-interval", a->eval_interval, 0, 1 << 30},
         {"--eval-iters", a->eval_iters, 1, 1 << 30},
+        {"--save-interval", a->save_interval, 0, 1LL << 40},
     };
     for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
         if (r[i].v < r[i].lo || r[i].v > r[i].hi) {
@@ -159,6 +170,12 @@ static int check_ranges(const train_args *a) {
                     r[i].v, r[i].lo, r[i].hi);
             return -1;
         }
+    if ((a->save_interval && !a->save_dir) || ((a->no_load_optim || a->no_load_rng) && !a->load_dir)) {
+        fprintf(stderr, "detrain train: %s needs %s\n", a->save_interval && !a->save_dir ? "--save-interval" :
+                a->no_load_optim ? "--no-load-optim" : "--no-load-rng", a->save_interval && !a->save_dir ?
+                "--save DIR" : "--load DIR");
+        return -1;
+    }
     if (a->lr < 0 || a->min_lr < 0 || a->min_lr > a->lr) {
         fprintf(stderr, "detrain train: need 0 <= --min-lr (%g) <= --lr (%g)\n", a->min_lr, a->lr);
         return -1;
@@ -254,6 +271,16 @@ int dt_cmd_train(int argc, char **argv) {
         fprintf(stderr, "detrain train: --model: %s\n", dt_errmsg());
         return 2;
     }
+    /* --init-from-hf: sizes not given as flags come from its config.json (given ones must
+     * match it; the import checks) */
+    if (a.init_from_hf) {
+        dt_gpt_config hf;
+        if (dt_hf_gpt2_read_config(a.init_from_hf, &hf) != DT_OK) {
+            fprintf(stderr, "detrain train: --init-from-hf: %s\n", dt_errmsg());
+            return 2;
+        }
+        cfg.gpt = hf;
+    }
     if (a.num_layers) cfg.gpt.num_layers = a.num_layers;
     if (a.hidden_size) cfg.gpt.channels = a.hidden_size;
     if (a.num_heads) cfg.gpt.num_heads = a.num_heads;
@@ -284,6 +311,12 @@ int dt_cmd_train(int argc, char **argv) {
     cfg.deterministic = a.deterministic;
     cfg.data_path = a.data_path;
     cfg.val_fraction = a.val_fraction;
+    cfg.save_dir = a.save_dir;
+    cfg.save_interval = a.save_interval;
+    cfg.load_dir = a.load_dir;
+    cfg.no_load_optim = a.no_load_optim;
+    cfg.no_load_rng = a.no_load_rng;
+    cfg.init_from_hf = a.init_from_hf;
     cfg.log_dir = a.log_dir;
     cfg.log_interval = a.log_interval;
     cfg.eval_interval = a.eval_interval;

@@ -1,6 +1,8 @@
 /* The training loop (see trainer.h). */
 #include "train/trainer.h"
 
+#include "ckpt/ckpt.h"
+#include "ckpt/hf_gpt2.h"
 #include "core/fingerprint.h"
 #include "data/dataset.h"
 #include "metrics/metrics.h"
@@ -29,6 +31,8 @@ typedef struct trainer {
     dt_metrics *metrics;
     int *inputs, *targets;
     int accum;                    /* micro-batches per step */
+    int64_t start_step;           /* steps already taken (a resumed run: the checkpoint's) */
+    dt_ckpt_config ck;            /* the config as checkpoints record it */
 } trainer;
 
 static void trainer_free(trainer *t) {
@@ -37,6 +41,7 @@ static void trainer_free(trainer *t) {
     dt_adamw_free(&t->opt);
     free(t->inputs);
     free(t->targets);
+    dt_ckpt_config_free(&t->ck);
 }
 
 /* Mean validation loss over eval_iters batches, summed in batch order. */
@@ -55,6 +60,59 @@ static dt_status evaluate(trainer *t, double *out) {
     return DT_OK;
 }
 
+/* --load: verify and restore a checkpoint (model, optimizer, data cursor; the RNG is
+ * counter-based, so its counters follow from the step). --init-from-hf: HF weights. */
+static dt_status start_state(trainer *t) {
+    const dt_train_config *cfg = t->cfg;
+    if (cfg->load_dir && cfg->init_from_hf)
+        return dt_fail(DT_EINVAL, "--load and --init-from-hf both set: a resumed run takes its weights "
+                       "from the checkpoint; drop one of them");
+    if (cfg->init_from_hf) {
+        dt_status st = dt_hf_gpt2_import(cfg->init_from_hf, &cfg->gpt, t->model->param_mem);
+        return st == DT_OK ? DT_OK : dt_fail_context(st, "--init-from-hf %s", cfg->init_from_hf);
+    }
+    if (!cfg->load_dir) return DT_OK;
+    dt_ckpt_load_opts lo = {!cfg->no_load_optim, !cfg->no_load_rng};
+    dt_ckpt_state s;
+    dt_status st = dt_ckpt_load(cfg->load_dir, &t->ck, &lo, t->model, &t->opt, &s);
+    if (st != DT_OK) return st;
+    if (s.train_windows != dt_dataset_train_windows(t->data))
+        return dt_fail(DT_EMISMATCH, "--load %s: the checkpoint's data has %llu training windows but "
+                       "this run's has %llu: the data changed; resume on the same data",
+                       cfg->load_dir, (unsigned long long)s.train_windows,
+                       (unsigned long long)dt_dataset_train_windows(t->data));
+    if (s.consumed_samples != s.step * cfg->global_batch || s.micro_steps != s.step * t->accum)
+        return dt_fail(DT_ECORRUPT, "--load %s: consumed samples %lld / dropout micro-steps %lld do not "
+                       "follow from step %lld", cfg->load_dir, (long long)s.consumed_samples,
+                       (long long)s.micro_steps, (long long)s.step);
+    if (s.step >= cfg->train_iters)
+        return dt_fail(DT_EINVAL, "--load %s is at step %lld: --train-iters %lld leaves nothing to do; "
+                       "raise --train-iters", cfg->load_dir, (long long)s.step, (long long)cfg->train_iters);
+    if ((st = dt_dataset_set_cursor(t->data, s.cursor)) != DT_OK)
+        return dt_fail_context(st, "--load %s", cfg->load_dir);
+    t->start_step = s.step;
+    if (!cfg->quiet)
+        printf("detrain: resumed from %s at step %lld%s%s\n", cfg->load_dir, (long long)s.step,
+               cfg->no_load_optim ? " (fresh optimizer state)" : "",
+               cfg->no_load_rng ? " (this run's seed)" : "");
+    return DT_OK;
+}
+
+/* Saves the state after `step` steps under --save. */
+static dt_status save(trainer *t, int64_t step) {
+    const dt_train_config *cfg = t->cfg;
+    dt_ckpt_state s = {
+        .step = step,
+        .consumed_samples = step * (int64_t)cfg->global_batch,
+        .consumed_tokens = step * (int64_t)cfg->global_batch * cfg->seq_length,
+        .cursor = dt_dataset_get_cursor(t->data),
+        .train_windows = dt_dataset_train_windows(t->data),
+        .seed = cfg->seed,
+        .micro_steps = step * (int64_t)t->accum,
+    };
+    return dt_ckpt_save(cfg->save_dir, t->model, &t->opt, &s, &t->ck);
+}
+
 static dt_status setup(trainer *t, const dt_train_config *cfg) {
     memset(t, 0, sizeof *t);
     t->cfg = cfg;
@@ -63,15 +121,7 @@ static dt_status setup(trainer *t, const dt_train_config *cfg) {
         return dt_fail(DT_EINVAL, "--global-batch-size %d is not a multiple of --micro-batch-size %d",
                        cfg->global_batch, B);
     t->accum = cfg->global_batch / B;
-    if (cfg->log_dir) {
-        if (mkdir(cfg->log_dir, 0755) != 0) {
-            struct stat sb;
-            if (stat(cfg->log_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-                return dt_fail(DT_EIO, "--log-dir %s: cannot create the directory", cfg->log_dir);
-        }
-        dt_status st = dt_fingerprint_write(cfg->log_dir, NULL);
-        if (st != DT_OK) return st;
-    }
+    dt_train_ckpt_config(cfg, &t->ck);
     dt_status st = dt_dataset_open(&t->data, cfg->data_path, cfg->gpt.vocab_size, cfg->seed,
                                    cfg->val_fraction, B, T);
     if (st != DT_OK) return dt_fail_context(st, "--data-path");
@@ -83,11 +133,23 @@ static dt_status setup(trainer *t, const dt_train_config *cfg) {
     t->model->attn_dropout = cfg->attn_dropout;
     dt_adamw_config ac = {cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, cfg->clip_grad};
     if ((st = dt_adamw_init(&t->opt, &ac, t->model->num_params)) != DT_OK) return st;
+    /* Initial state: a checkpoint or Hugging Face weights replace the seeded init. Both
+     * are read before anything is written, so a bad input leaves no files behind. */
+    if ((st = start_state(t)) != DT_OK) return st;
+    if (cfg->log_dir) {
+        if (mkdir(cfg->log_dir, 0755) != 0) {
+            struct stat sb;
+            if (stat(cfg->log_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+                return dt_fail(DT_EIO, "--log-dir %s: cannot create the directory", cfg->log_dir);
+        }
+        if ((st = dt_fingerprint_write(cfg->log_dir, NULL)) != DT_OK) return st;
+    }
     t->inputs = malloc(sizeof(int) * (size_t)B * T);
     t->targets = malloc(sizeof(int) * (size_t)B * T);
     if (!t->inputs || !t->targets) return dt_fail(DT_ENOMEM, "out of memory for the batch");
     if (cfg->log_dir) {
-        dt_metrics_opts mo = {0, 1};
+        /* a resumed run appends to an existing log (metrics.h: the resume rule) */
+        dt_metrics_opts mo = {cfg->load_dir != NULL, 1};
         if ((st = dt_metrics_open(&t->metrics, cfg->log_dir, &mo)) != DT_OK) return st;
     }
     return DT_OK;
@@ -183,15 +245,19 @@ dt_status dt_train_run(const dt_train_config *cfg) {
                t.model->num_params, cfg->deterministic ? "deterministic" : "default",
                dt_dataset_describe(t.data));
     double elapsed = 0.0;
-    for (int64_t step = 1; st == DT_OK && step <= cfg->train_iters; step++) {
+    for (int64_t step = t.start_step + 1; st == DT_OK && step <= cfg->train_iters; step++) {
         dt_step_metrics sm;
         if ((st = train_step(&t, step, &sm)) != DT_OK) break;
-        if (step > 1) elapsed += sm.step_ms; /* the first step warms caches */
+        if (step > t.start_step + 1) elapsed += sm.step_ms; /* the first step warms caches */
         if (t.metrics && (st = dt_metrics_log(t.metrics, &sm)) != DT_OK) break;
+        if (cfg->save_dir && ((cfg->save_interval > 0 && step % cfg->save_interval == 0) ||
+                              step == cfg->train_iters) && (st = save(&t, step)) != DT_OK)
+            break;
         if (!cfg->quiet && (step % cfg->log_interval == 0 || step == cfg->train_iters || sm.has_eval)) {
             char line[512];
             dt_metrics_console_line(line, sizeof line, &sm, cfg->train_iters,
-                                    step > 1 ? elapsed / (double)(step - 1) : sm.step_ms);
+                                    step > t.start_step + 1 ? elapsed / (double)(step - t.start_step - 1)
+                                                            : sm.step_ms);
             printf("%s\n", line);
             fflush(stdout);
         }
