@@ -12,8 +12,7 @@
  * thread counts in deterministic mode). Only "contract" is compared; a difference is a
  * warning (the comparison is outside the contract), never a failure.
  *
- * Checkpoints: dt_compare_ckpt is the hook for comparing two checkpoint directories tensor
- * by tensor; until it lands it returns DT_EUNSUPPORTED. */
+ * Checkpoints: dt_compare_ckpt compares two checkpoints tensor by tensor (below). */
 #ifndef DT_METRICS_COMPARE_H
 #define DT_METRICS_COMPARE_H
 
@@ -50,12 +49,12 @@ dt_status dt_compare_metrics(const char *path_a, const char *path_b, dt_compare_
 dt_status dt_compare_fingerprints(const char *env_a, const char *env_b, char *keys, size_t n,
                                   int *ndiff);
 
-/* Hook: compare two checkpoint directories (model.safetensors + state) tensor by tensor,
- * writing a human report to `out` and setting *identical. Not built yet: returns
- * DT_EUNSUPPORTED. When dt_ckpt_compare (src/ckpt/ckpt.h) lands, the body in
- * src/metrics/compare_ckpt.c becomes a call to it. `detrain compare` already calls this
- * when both arguments are checkpoints (holding model.safetensors or
- * latest_checkpointed_iteration.txt). */
+/* Compares two checkpoints (each an iteration directory or a save directory, whose
+ * latest checkpoint is used) with dt_ckpt_compare (ckpt/ckpt.h: state, binding config and
+ * every tensor, the first difference reported in hex), then warns in `out` when their
+ * env.json "contract" objects differ. DT_OK with *identical set; an error when a
+ * checkpoint does not verify. `detrain compare` calls this when both arguments are
+ * checkpoints (holding model.safetensors or latest_checkpointed_iteration.txt). */
 dt_status dt_compare_ckpt(const char *dir_a, const char *dir_b, FILE *out, int *identical);
 
 #endif

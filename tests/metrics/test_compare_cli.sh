@@ -87,13 +87,14 @@ cp "$T/a/env.json" "$T/b/env.json"
 run fp_same 0 "$T/a" "$T/b"
 [ -s "$T/fp_same.err" ] && fail "unexpected warning: $(cat "$T/fp_same.err")"
 
-# checkpoint directories: the hook says not supported yet
+# checkpoint directories go to the checkpoint comparison (tests/ckpt/test_ckpt_*.sh cover
+# it); incomplete ones are an error
 mkdir -p "$T/ck1" "$T/ck2" && touch "$T/ck1/model.safetensors" "$T/ck2/model.safetensors"
 run ckpt 2 "$T/ck1" "$T/ck2"
-expect ckpt.err "not supported yet"
+expect ckpt.err "no complete checkpoint there"
 mkdir -p "$T/save" && echo 10 >"$T/save/latest_checkpointed_iteration.txt"
 run ckpt_save 2 "$T/save" "$T/ck2"
-expect ckpt_save.err "not supported yet"
+expect ckpt_save.err "iter_0000010/state.json' does not exist"
 
 [ $fails -eq 0 ] && echo "compare CLI: all cases passed"
 [ $fails -eq 0 ]
