@@ -108,7 +108,7 @@ dt_status dt_ckpt_load(const char *path, const dt_ckpt_config *cfg, const dt_ckp
     free(m);
     free(vv);
     dt_ckpt_view_close(&v);
-    return st;
+    return st == DT_OK ? DT_OK : dt_fail_context(st, "--load %s", path);
 }
 
 dt_status dt_ckpt_verify(const char *path, FILE *out) {
