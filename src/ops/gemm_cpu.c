@@ -20,14 +20,16 @@ void dt_gemm_fast(int ta, int tb, int M, int N, int K, float alpha, const float 
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* Slab geometry depends on (M, N) only. Rows when there are many, else columns. */
-static int slab_rows(int M) { return M >= 1024 ? 128 : 64; }
+/* Slab geometry depends on (M, N) only, never on the thread count. The larger output
+ * dimension is cut, so each slab repacks only the smaller operand; slabs grow with the
+ * dimension to keep that repacking small next to the slab's arithmetic. */
+static int slab_size(int dim) { return dim >= 2048 ? 256 : dim >= 1024 ? 128 : 64; }
 
 void dt_gemm_det(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                  const float *B, int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
-    if (M >= 256) {
-        int s = slab_rows(M), n = (M + s - 1) / s;
+    if (M >= 256 && M >= N) {
+        int s = slab_size(M), n = (M + s - 1) / s;
         /* Fixed order: each slab's elements are reduced over K by one serial BLAS call. */
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < n; i++) {
@@ -36,7 +38,7 @@ void dt_gemm_det(int ta, int tb, int M, int N, int K, float alpha, const float *
             dt_gemm_serial(ta, tb, m, N, K, alpha, a, lda, B, ldb, beta, C + (size_t)m0 * ldc, ldc);
         }
     } else if (N >= 256) {
-        int s = 64, n = (N + s - 1) / s;
+        int s = slab_size(N), n = (N + s - 1) / s;
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < n; i++) {
             int n0 = i * s, w = (N - n0 < s) ? N - n0 : s;
