@@ -121,9 +121,13 @@ def load_index(d):
             ix = json.load(f)
     except (OSError, ValueError) as e:
         die(f"{d}/index.json: {e} (write DIR with build/tools/dump_reference --out DIR)")
-    if ix.get("format") != "detrain-torch-reference" or ix.get("version") != 1:
+    if not isinstance(ix, dict) or ix.get("format") != "detrain-torch-reference" or ix.get("version") != 1:
         die(f"{d}/index.json: format {ix.get('format')!r} version {ix.get('version')!r}; "
             "expected detrain-torch-reference version 1")
+    need = ("model", "batch", "seq_len", "steps", "optimizer", "num_floats", "tensors", "step_log")
+    missing = [k for k in need if k not in ix]
+    if missing:
+        die(f"{d}/index.json: missing {', '.join(missing)}")
     names = [t["name"] for t in ix["tensors"]]
     if names != NAMES:
         die(f"{d}/index.json: tensors {names}; expected {NAMES}")
@@ -136,6 +140,15 @@ def load_index(d):
         die(f"{d}/index.json: tensors cover {off} floats, num_floats is {ix['num_floats']}")
     if len(ix["step_log"]) != ix["steps"]:
         die(f"{d}/index.json: step_log has {len(ix['step_log'])} entries, steps is {ix['steps']}")
+    sizes = {"params_0.bin": 4 * off}
+    for k in range(1, ix["steps"] + 1):
+        sizes.update({f"tokens_{k}.bin": 8 * ix["batch"] * ix["seq_len"],
+                      f"grads_{k}.bin": 4 * off, f"params_{k}.bin": 4 * off})
+    for name, size in sizes.items():
+        path = os.path.join(d, name)
+        if not os.path.isfile(path) or os.path.getsize(path) != size:
+            have = f"{os.path.getsize(path)} bytes" if os.path.isfile(path) else "missing"
+            die(f"{path}: {have}, expected {size} bytes (an incomplete dump? write it again)")
     return ix
 
 
