@@ -121,7 +121,9 @@ def load_index(d):
             ix = json.load(f)
     except (OSError, ValueError) as e:
         die(f"{d}/index.json: {e} (write DIR with build/tools/dump_reference --out DIR)")
-    if not isinstance(ix, dict) or ix.get("format") != "detrain-torch-reference" or ix.get("version") != 1:
+    if not isinstance(ix, dict):
+        die(f"{d}/index.json: not a JSON object")
+    if ix.get("format") != "detrain-torch-reference" or ix.get("version") != 1:
         die(f"{d}/index.json: format {ix.get('format')!r} version {ix.get('version')!r}; "
             "expected detrain-torch-reference version 1")
     need = ("model", "batch", "seq_len", "steps", "optimizer", "num_floats", "tensors", "step_log")
