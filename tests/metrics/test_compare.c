@@ -189,10 +189,12 @@ static void test_fingerprints(void) {
     CHECK(dt_compare_fingerprints(a, "/nonexistent.json", keys, sizeof keys, &nd) == DT_EIO);
 }
 
-static void test_ckpt_hook_not_yet(void) {
+/* The hook forwards to dt_ckpt_compare (tests/ckpt/test_ckpt_*.sh cover real checkpoints):
+ * something that is not a checkpoint is an error naming it, never "identical". */
+static void test_ckpt_hook_refuses_non_checkpoints(void) {
     int identical = 1;
-    CHECK(dt_compare_ckpt("a", "b", stdout, &identical) == DT_EUNSUPPORTED);
-    CHECK(identical == 0 && strstr(dt_errmsg(), "not supported yet"));
+    CHECK(dt_compare_ckpt("/nonexistent_a", "/nonexistent_b", stdout, &identical) != DT_OK);
+    CHECK(identical == 0 && strstr(dt_errmsg(), "checkpoint A") && strstr(dt_errmsg(), "/nonexistent_a"));
 }
 
 int main(void) {
@@ -204,7 +206,7 @@ int main(void) {
     RUN(test_overlap_and_disjoint);
     RUN(test_one_sided);
     RUN(test_fingerprints);
-    RUN(test_ckpt_hook_not_yet);
+    RUN(test_ckpt_hook_refuses_non_checkpoints);
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmp_root);
