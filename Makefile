@@ -27,7 +27,7 @@ TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_BIN := $(patsubst tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all run test deps clean gate bench cuda test-gpu
+.PHONY: all run test deps clean gate bench cuda cuda-objs test-gpu nvcc-check
 all: $(BUILD)/detrain $(TEST_BIN) $(TOOL_BIN)
 
 $(DEPS_STAMP): scripts/install-deps.sh
@@ -74,7 +74,61 @@ gate: $(BUILD)/detrain
 bench: $(BUILD)/detrain
 	bash bench/cpu.sh
 
+# ---- CUDA backend -------------------------------------------------------------------
+# `make cuda` builds build/detrain-cuda: every CPU source compiled again with -DDT_CUDA
+# (into build/cuda/obj) plus every src/*/*.cu, linked with cudart and cuBLASLt.
+# `make cuda-objs` compiles the .cu files only (CI has nvcc but no GPU driver).
+# `make test-gpu` builds and runs the GPU tests (tests/gpu/, on a GPU machine).
+# A missing nvcc is an error: these targets never fall back to a CPU-only build.
+# Device code: sm_90, -O3, no --use_fast_math; host code -ffp-contract=off. The flags are
+# recorded in env.json ("run": "nvcc_flags").
+NVCC      ?= nvcc
+NVCC_ARCH := -gencode arch=compute_90,code=sm_90
+NVCCFLAGS := -std=c++17 -O3 $(NVCC_ARCH) -lineinfo \
+             -Xcompiler -ffp-contract=off,-fno-fast-math,-fopenmp -Iinclude -Isrc $(BLAS_INC)
+CUDA_BLAS ?= -lopenblas
+CUDA_LIBS := -lcublasLt -ldl
+CUDA_SRC  := $(sort $(wildcard src/*/*.cu))
+CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/cuda/obj/%.cu.o)
+CUDA_CPU_OBJ := $(LIB_SRC:%.c=$(BUILD)/cuda/obj/%.o)
+GPU_TEST_SRC := $(sort $(wildcard tests/gpu/*.cu))
+GPU_TEST_BIN := $(patsubst tests/gpu/%.cu,$(BUILD)/gpu-tests/%,$(GPU_TEST_SRC))
+
+nvcc-check:
+	@command -v $(NVCC) >/dev/null 2>&1 || { echo "make: '$(NVCC)' not found: the CUDA build needs the CUDA toolkit (nvcc 12.4 or newer; set NVCC=/path/to/nvcc). There is no CPU-only fallback for this target." >&2; exit 1; }
+
+$(BUILD)/cuda/obj/%.cu.o: %.cu | nvcc-check
+	@mkdir -p $(dir $@)
+	@echo "NVCC $<"
+	@$(NVCC) $(NVCCFLAGS) -DDT_CUDA=1 -DDT_NVCC_FLAGS='"$(NVCC) $(NVCCFLAGS)"' -MMD -MP -c $< -o $@
+
+$(BUILD)/cuda/obj/%.o: %.c | nvcc-check $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	@echo "CC $< (cuda build)"
+	@$(CC) $(CFLAGS_ALL) -DDT_CUDA=1 $(if $(findstring fingerprint,$<),$(DEFS)) -MMD -MP -c $< -o $@
+
+cuda-objs: $(CUDA_OBJ)
+
+$(BUILD)/libdetrain-cuda.a: $(CUDA_CPU_OBJ) $(CUDA_OBJ)
+	@rm -f $@
+	@ar rcs $@ $^
+
+$(BUILD)/detrain-cuda: $(BUILD)/cuda/obj/src/cli/main.o $(BUILD)/libdetrain-cuda.a
+	@echo "LD $@"
+	@$(NVCC) $(NVCC_ARCH) -Xcompiler -fopenmp -o $@ $^ $(CUDA_BLAS) $(CUDA_LIBS) -lm
+
+cuda: $(BUILD)/detrain-cuda $(GPU_TEST_BIN)
+
+$(BUILD)/gpu-tests/%: tests/gpu/%.cu $(TEST_SUPPORT_OBJ) $(BUILD)/libdetrain-cuda.a | nvcc-check
+	@mkdir -p $(dir $@)
+	@echo "NVCC $@"
+	@$(NVCC) $(NVCCFLAGS) -DDT_CUDA=1 -Itests -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libdetrain-cuda.a \
+	    $(CUDA_BLAS) $(CUDA_LIBS) -lm
+
+test-gpu: cuda
+	bash tests/gpu/run_gpu_tests.sh
+
 clean:
 	rm -rf $(BUILD)
 
--include $(LIB_OBJ:.o=.d) $(TEST_SUPPORT_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(TEST_SUPPORT_OBJ:.o=.d) $(CUDA_OBJ:.o=.d) $(CUDA_CPU_OBJ:.o=.d)

@@ -40,6 +40,7 @@ typedef struct train_args {
     uint64_t seed;
     int deterministic, quiet, threads;
     const char *data_path, *log_dir;
+    const char *device;
     const char *trace_level, *trace_steps, *trace_ranks, *trace_dir, *inject;
     int debug_allow_injection;
     int log_interval, eval_interval, eval_iters;
@@ -70,6 +71,7 @@ static const flag flags[] = {
     {"--adam-eps", F_FLOAT, OFF(eps), "1e-8", "AdamW epsilon"},
     {"--hidden-dropout", F_FLOAT, OFF(hidden_dropout), "0", "dropout on embeddings and residual branches (Philox masks)"},
     {"--attention-dropout", F_FLOAT, OFF(attn_dropout), "0", "dropout on attention probabilities (Philox masks)"},
+    {"--device", F_STR, OFF(device), "cpu", "cpu or cuda (cuda needs build/detrain-cuda from `make cuda`)"},
     {"--seed", F_U64, OFF(seed), "1234", "seed of init, data order and dropout (Philox keys)"},
     {"--deterministic-mode", F_SWITCH, OFF(deterministic), "", "bitwise-reproducible run (DESIGN §2)"},
     {"--data-path", F_STR, OFF(data_path), "", "token shards: file, glob or comma list (default: built-in corpus)"},
@@ -322,6 +324,11 @@ int dt_cmd_train(int argc, char **argv) {
     cfg.eval_interval = a.eval_interval;
     cfg.eval_iters = a.eval_iters;
     cfg.quiet = a.quiet;
+    if (!a.device || (strcmp(a.device, "cpu") && strcmp(a.device, "cuda"))) {
+        fprintf(stderr, "detrain train: --device '%s': expected cpu or cuda\n", a.device ? a.device : "");
+        return 2;
+    }
+    cfg.device = !strcmp(a.device, "cuda");
     cfg.trace = tc;
 
     if (dt_runtime_init() != DT_OK) {

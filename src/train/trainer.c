@@ -1,5 +1,6 @@
 /* The training loop (see trainer.h). */
 #include "train/trainer.h"
+#include "train/train_cuda.h"
 
 #include "ckpt/ckpt.h"
 #include "ckpt/hf_gpt2.h"
@@ -237,6 +238,7 @@ static dt_status train_step(trainer *t, int64_t step, dt_step_metrics *sm) {
 }
 
 dt_status dt_train_run(const dt_train_config *cfg) {
+    if (cfg->device) return dt_train_run_cuda(cfg); /* train/train_cuda.cu */
     trainer t;
     dt_status st = setup(&t, cfg);
     if (st == DT_OK) st = dt_trace_open(&cfg->trace, 0);

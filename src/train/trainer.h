@@ -26,6 +26,7 @@ typedef struct dt_train_config {
     float hidden_dropout, attn_dropout;
     uint64_t seed;
     int deterministic;
+    int device;                   /* --device: 0 cpu, 1 cuda (train_cuda.h) */
     const char *data_path;        /* NULL: built-in corpus */
     float val_fraction;
     const char *save_dir;         /* --save: NULL no checkpoints (ckpt/ckpt.h) */

@@ -1,0 +1,69 @@
+/* Host-side plans of the CUDA kernels (see cuda_plan.h). Plain C, single-threaded. */
+#include "ops/cuda_plan.h"
+
+#include <string.h>
+
+int dt_cu_colsum_parts(int rows) { return (rows + DT_CU_COLSUM_ROWS - 1) / DT_CU_COLSUM_ROWS; }
+
+int dt_cu_reduce_blocks(size_t n) {
+    size_t per_block = (size_t)DT_CU_RED_THREADS * 8;
+    size_t b = (n + per_block - 1) / per_block;
+    if (b < 1) b = 1;
+    if (b > DT_CU_RED_MAX_BLOCKS) b = DT_CU_RED_MAX_BLOCKS;
+    return (int)b;
+}
+
+int dt_cu_encoder_buckets(const int *inp, int BT, int Vp, int *count, int *order, int *seg_tok,
+                          int *seg_start) {
+    memset(count, 0, sizeof(int) * (size_t)Vp);
+    for (int i = 0; i < BT; i++) {
+        if (inp[i] < 0 || inp[i] >= Vp) return -1;
+        count[inp[i]]++;
+    }
+    /* exclusive prefix sums in id order; distinct ids become segments in id order */
+    int nseg = 0, run = 0;
+    for (int v = 0; v < Vp; v++) {
+        int c = count[v];
+        if (c) {
+            seg_tok[nseg] = v;
+            seg_start[nseg] = run;
+            nseg++;
+        }
+        count[v] = run;
+        run += c;
+    }
+    seg_start[nseg] = BT;
+    /* positions visited in increasing order: ties keep position order (stable) */
+    for (int i = 0; i < BT; i++) order[count[inp[i]]++] = i;
+    return nseg;
+}
+
+size_t dt_cu_adamw_chunks(const size_t *offsets, const size_t *numel, int ntensors,
+                          size_t chunk, dt_cu_chunk *out, size_t cap) {
+    size_t k = 0;
+    for (int t = 0; t < ntensors; t++)
+        for (size_t s = 0; s < numel[t]; s += chunk) {
+            size_t len = numel[t] - s < chunk ? numel[t] - s : chunk;
+            if (k < cap) {
+                out[k].tensor = (uint32_t)t;
+                out[k].len = (uint32_t)len;
+                out[k].start = offsets[t] + s;
+            }
+            k++;
+        }
+    return k;
+}
+
+int dt_cu_gemm_pick(const dt_cu_gemm_cand *c, int n, int det, size_t ws_limit) {
+    for (int i = 0; i < n; i++) {
+        if (!c[i].ok || c[i].workspace > ws_limit) continue;
+        if (det && (c[i].split_k > 1 || c[i].reduction_scheme != 0)) continue;
+        return i;
+    }
+    return -1;
+}
+
+int dt_cu_ce_vectors_per_thread(int Vp, int threads) {
+    int per = 8 * threads;
+    return (Vp + per - 1) / per;
+}

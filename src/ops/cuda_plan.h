@@ -1,0 +1,79 @@
+/* Host-side plans of the CUDA kernels, in plain C so CI (no GPU) tests them: how work is
+ * cut into blocks and partials, how a GEMM algorithm is picked, how the embedding backward
+ * buckets tokens, how the fused AdamW walks the parameter slab.
+ *
+ * Every plan is a function of the problem sizes only — never of the GPU model, its SM
+ * count or the timing of a run — so a deterministic kernel reduces in the same order on
+ * every launch and on every H200. */
+#ifndef DT_OPS_CUDA_PLAN_H
+#define DT_OPS_CUDA_PLAN_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "detrain/detrain.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Rows per partial of the column sums (bias, LayerNorm dweight/dbias) on the GPU. */
+#define DT_CU_COLSUM_ROWS 128
+/* Elements one thread of the det whole-buffer reduction handles per grid pass. */
+#define DT_CU_RED_THREADS 256
+#define DT_CU_RED_MAX_BLOCKS 1024
+/* Elements per chunk of the multi-tensor AdamW launch. */
+#define DT_CU_ADAMW_CHUNK 65536
+
+/* Number of row partials for a column sum over `rows` rows: ceil(rows / DT_CU_COLSUM_ROWS). */
+int dt_cu_colsum_parts(int rows);
+
+/* Blocks of the whole-buffer reduction of n elements: enough for one pass of
+ * DT_CU_RED_THREADS-thread blocks with 8 elements per thread, at most DT_CU_RED_MAX_BLOCKS,
+ * at least 1. Depends on n only. */
+int dt_cu_reduce_blocks(size_t n);
+
+/* Stable counting sort of token ids for the deterministic embedding backward.
+ * inp: BT ids in [0, Vp). Outputs: order[BT] positions sorted by id, ties in position
+ * order; seg_tok[nseg] the distinct ids in increasing order; seg_start[nseg + 1] the start
+ * of each id's run in order (seg_start[nseg] = BT). count: Vp ints of scratch.
+ * Returns nseg, or -1 if an id is outside [0, Vp). */
+int dt_cu_encoder_buckets(const int *inp, int BT, int Vp, int *count, int *order, int *seg_tok,
+                          int *seg_start);
+
+/* One chunk of the multi-tensor AdamW launch: elements [start, start + len) of the slab,
+ * all in tensor `tensor`. */
+typedef struct dt_cu_chunk {
+    uint32_t tensor;
+    uint32_t len;
+    uint64_t start;
+} dt_cu_chunk;
+/* Cuts tensors (given by offsets[i], numel[i], i < ntensors, in slab order) into chunks of
+ * at most chunk elements, never crossing a tensor boundary. Writes up to cap chunks;
+ * returns the number needed (call with cap 0 to size). */
+size_t dt_cu_adamw_chunks(const size_t *offsets, const size_t *numel, int ntensors,
+                          size_t chunk, dt_cu_chunk *out, size_t cap);
+
+/* One cuBLASLt heuristic result, as the algorithm picker sees it. */
+typedef struct dt_cu_gemm_cand {
+    int algo_id;
+    int split_k;            /* CUBLASLT_ALGO_CONFIG_SPLITK_NUM (1: none) */
+    int reduction_scheme;   /* CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME (0: none) */
+    size_t workspace;       /* bytes the algorithm needs */
+    int ok;                 /* heuristic state was success */
+} dt_cu_gemm_cand;
+/* The picker's policy. det: the first usable candidate (heuristic order, no timing) with
+ * no split-K (split count 1, reduction scheme none), so no partial results are merged by
+ * atomics or in an order the library may vary; fast: the first usable candidate.
+ * A candidate is usable when ok and workspace <= ws_limit. Returns its index, or -1. */
+int dt_cu_gemm_pick(const dt_cu_gemm_cand *c, int n, int det, size_t ws_limit);
+
+/* Columns (of 8 bf16 each) that one thread of the fused cross-entropy visits for a row of
+ * Vp columns with `threads` threads: ceil(Vp / (8 * threads)). Vp must be a multiple of 8. */
+int dt_cu_ce_vectors_per_thread(int Vp, int threads);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

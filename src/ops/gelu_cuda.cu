@@ -1,0 +1,64 @@
+/* Elementwise ops on the GPU: GELU forward/backward (the CPU formulas of gelu_cpu.c in
+ * fp32), dtype conversions and dropout-masked copies. Deterministic by nature: every output
+ * element is written by one thread from its own inputs. */
+#include "ops/ops_cuda.h"
+
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+
+__global__ void gelu_fwd_kernel(bf16 *out, const bf16 *inp, size_t n) {
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (i >= n) return;
+    dt_bf16x8 xv = dt_ld8(inp + i), o;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        float x = __bfloat162float(xv.v[k]);
+        o.v[k] = __float2bfloat16(0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x))));
+    }
+    dt_st8(out + i, o);
+}
+
+__global__ void gelu_bwd_kernel(bf16 *dinp, const bf16 *inp, const bf16 *dout, size_t n) {
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (i >= n) return;
+    dt_bf16x8 xv = dt_ld8(inp + i), gv = dt_ld8(dout + i), o;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        float x = __bfloat162float(xv.v[k]), u = GELU_K * (x + 0.044715f * x * x * x);
+        float th = tanhf(u), sech2 = 1.0f - th * th;
+        float g = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+        o.v[k] = __float2bfloat16(g * __bfloat162float(gv.v[k]));
+    }
+    dt_st8(dinp + i, o);
+}
+
+__global__ void to_bf16_dropout_kernel(bf16 *out, const float *x, size_t n, dt_dropout d,
+                                       uint32_t purpose, uint32_t layer) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = x[i];
+    if (d.p > 0.0f) v *= dt_cu_drop_factor(d, purpose, layer, i);
+    out[i] = __float2bfloat16(v);
+}
+
+__global__ void bf16_to_f32_kernel(float *out, const bf16 *x, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __bfloat162float(x[i]);
+}
+
+/* n must be a multiple of 8 for the vector kernels (the model's sizes are). */
+void dt_cu_gelu_fwd(bf16 *out, const bf16 *inp, size_t n, cudaStream_t s) {
+    gelu_fwd_kernel<<<dt_cu_div(n / 8, 256), 256, 0, s>>>(out, inp, n);
+}
+void dt_cu_gelu_bwd(bf16 *dinp, const bf16 *inp, const bf16 *dout, size_t n, cudaStream_t s) {
+    gelu_bwd_kernel<<<dt_cu_div(n / 8, 256), 256, 0, s>>>(dinp, inp, dout, n);
+}
+void dt_cu_to_bf16_dropout(bf16 *out, const float *x, size_t n, const dt_dropout *drop,
+                           uint32_t purpose, uint32_t layer, cudaStream_t s) {
+    to_bf16_dropout_kernel<<<dt_cu_div(n, 256), 256, 0, s>>>(out, x, n, dt_cu_drop_arg(drop), purpose, layer);
+}
+void dt_cu_f32_to_bf16(bf16 *out, const float *x, size_t n, cudaStream_t s) {
+    to_bf16_dropout_kernel<<<dt_cu_div(n, 256), 256, 0, s>>>(out, x, n, dt_cu_drop_arg(NULL), 0, 0);
+}
+void dt_cu_bf16_to_f32(float *out, const bf16 *x, size_t n, cudaStream_t s) {
+    bf16_to_f32_kernel<<<dt_cu_div(n, 256), 256, 0, s>>>(out, x, n);
+}

@@ -1,0 +1,141 @@
+/* The CUDA backend's ops, one launcher per kernel family. The math of each op is stated in
+ * its CPU header (encoder.h, layernorm.h, matmul.h, attention.h, gelu.h, crossentropy.h,
+ * reduce.h, dropout.h); this header gives the GPU shapes, dtypes and determinism class.
+ *
+ * Precision: activations and matmul inputs bf16; master weights, gradients, LayerNorm
+ * statistics, losses fp32; every reduction accumulates in fp32 (norms in fp64).
+ * Branches: each launcher with a det/fast choice reads dt_op_variant() for its op id at the
+ * call, exactly as the CPU ops do. Every launcher enqueues on `s` and returns at once;
+ * launch errors surface at the next dt_cu_check of cudaGetLastError().
+ * Include from .cu files only. */
+#ifndef DT_OPS_OPS_CUDA_H
+#define DT_OPS_OPS_CUDA_H
+
+#include "ops/cuda_common.cuh"
+
+#include <cublasLt.h>
+
+extern "C" {
+#include "ops/cuda_plan.h"
+#include "ops/dropout.h"
+#include "ops/op.h"
+}
+
+/* ---- GEMM (gemm_cuda.cu), DT_OP_GEMM ------------------------------------------------- */
+/* One cuBLASLt handle with a fixed workspace and a cache of per-shape plans. det: the
+ * algorithm is the first heuristic result restricted to no split-K reduction
+ * (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = none; dt_cu_gemm_pick), chosen once per shape
+ * without timing and pinned; fast: the first heuristic result of any scheme. */
+typedef struct dt_cu_blas dt_cu_blas;
+#define DT_CU_GEMM_WORKSPACE (32u << 20)
+dt_status dt_cu_blas_create(dt_cu_blas **out);
+void dt_cu_blas_free(dt_cu_blas *h);
+/* Appends the chosen algorithms as a JSON array to buf (for env.json). */
+void dt_cu_blas_describe(const dt_cu_blas *h, char *buf, size_t cap);
+
+/* Row-major C = alpha * op(A) op(B) + beta * C (+ bias[n] on every row), like dt_gemm:
+ * A is (M,K), stored (K,M) when ta; B is (K,N), stored (N,K) when tb. A, B bf16; C bf16 or
+ * fp32 (c_f32). batch > 1: strided batches (strides in elements). bias: bf16 (N) or NULL. */
+typedef struct dt_cu_gemm_args {
+    int ta, tb, M, N, K;
+    const bf16 *A; int lda; long long sA;
+    const bf16 *B; int ldb; long long sB;
+    void *C; int ldc; long long sC;
+    int c_f32;
+    float alpha, beta;
+    int batch;
+    const bf16 *bias;
+} dt_cu_gemm_args;
+dt_status dt_cu_gemm(dt_cu_blas *h, const dt_cu_gemm_args *a, cudaStream_t s);
+
+/* ---- embedding (encoder_cuda.cu), DT_OP_ENCODER_BWD ---------------------------------- */
+/* out (B,T,C) bf16 = wte[inp] + wpe[t], wte/wpe fp32; with hidden dropout on the sum. */
+void dt_cu_encoder_fwd(bf16 *out, const int *inp, const float *wte, const float *wpe, int B, int T,
+                       int C, const dt_dropout *drop, uint32_t purpose, uint32_t layer,
+                       cudaStream_t s);
+/* dwte (Vp,C), dwpe (maxT,C) fp32 += gradient of dout (B,T,C) fp32, multiplied by the
+ * dropout mask of (drop, purpose, layer) when drop is on.
+ * det: buckets from dt_cu_encoder_buckets (device copies: order, seg_tok, seg_start with
+ *      nseg segments): one owner per (token, channel) sums its positions in position order;
+ *      one owner per (t, channel) sums over b in order.
+ * fast: one atomicAdd per (b, t, channel) into both tables. */
+void dt_cu_encoder_bwd(float *dwte, float *dwpe, const float *dout, const int *inp,
+                       const int *order, const int *seg_tok, const int *seg_start, int nseg,
+                       int B, int T, int C, const dt_dropout *drop, uint32_t purpose,
+                       uint32_t layer, cudaStream_t s);
+
+/* ---- LayerNorm (layernorm_cuda.cu), DT_OP_LAYERNORM_BWD ------------------------------ */
+/* Optional fused residual: when `b` is not NULL, res = a + dropout(b) is written (bf16) and
+ * normalised; else a is normalised. out bf16, mean/rstd fp32 (N). weight/bias fp32 (C). */
+void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const bf16 *a,
+                         const bf16 *b, const float *weight, const float *bias, int N, int C,
+                         const dt_dropout *drop, uint32_t purpose, uint32_t layer,
+                         cudaStream_t s);
+/* dinp (fp32, N x C) += input gradient, dinp16 = bf16(dinp) after the update;
+ * dweight/dbias (fp32, C) += their gradients. part: 2 * dt_cu_colsum_parts(N) * C floats.
+ * det: each block owns DT_CU_COLSUM_ROWS rows and writes its partials; a second kernel
+ *      adds the partials in block order. fast: each block atomically adds its partials. */
+void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *part,
+                         const bf16 *dout, const bf16 *inp, const float *weight,
+                         const float *mean, const float *rstd, int N, int C, cudaStream_t s);
+
+/* ---- bias gradient / column sums (reduce_cuda.cu), DT_OP_BIAS_BWD -------------------- */
+/* acc (fp32, cols) += column sums of x (bf16, rows x cols). part: dt_cu_colsum_parts(rows)
+ * * cols floats. det: row-chunk partials, then a fixed-order sum; fast: atomic partials. */
+void dt_cu_colsum(float *acc, float *part, const bf16 *x, int rows, int cols, cudaStream_t s);
+
+/* ---- whole-buffer reductions (reduce_cuda.cu), DT_OP_NORM / DT_OP_CROSSENTROPY ------- */
+/* out[0] = sum of x[i] (square = 0) or x[i]^2 (square = 1) in fp64; zeros (if not NULL)
+ * = number of x[i] == 0. part: 2 * DT_CU_RED_MAX_BLOCKS doubles of scratch.
+ * det: dt_cu_reduce_blocks(n) blocks, fixed element-to-thread assignment, fixed-order
+ * block trees, one block adds the partials in block order.
+ * fast: blocks as many as the device keeps busy, partials added with atomics. */
+void dt_cu_reduce(double *out, long long *zeros, double *part, const float *x, size_t n,
+                  int square, int det, cudaStream_t s);
+
+/* ---- attention (attention_cuda.cu), DT_OP_ATTENTION_BWD ----------------------------- */
+/* Scratch the attention needs for B, T, C, NH (bf16 elements): see dt_cu_attention_scratch. */
+size_t dt_cu_attention_scratch(int B, int T, int C, int NH, int dropout);
+/* out (B,T,C) bf16; att (B,NH,T,T) bf16 probabilities before dropout (saved for backward).
+ * Through cuBLASLt batched GEMMs (q k^T, att v) and a row softmax owned by one warp. */
+dt_status dt_cu_attention_fwd(dt_cu_blas *h, bf16 *out, bf16 *att, const bf16 *qkv, bf16 *scratch,
+                              int B, int T, int C, int NH, const dt_dropout *drop,
+                              uint32_t layer, cudaStream_t s);
+/* dqkv (B,T,3C) bf16 overwritten. Every output element is one GEMM output element or one
+ * row-owned softmax element: no atomics in either branch (the two branches coincide;
+ * dQ is the GEMM dS k, reduced over keys inside one GEMM tile in a fixed order). */
+dt_status dt_cu_attention_bwd(dt_cu_blas *h, bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
+                              const bf16 *att, bf16 *scratch, int B, int T, int C, int NH,
+                              const dt_dropout *drop, uint32_t layer, cudaStream_t s);
+
+/* ---- cross-entropy (crossentropy_cuda.cu), DT_OP_CROSSENTROPY ------------------------ */
+/* One block per row: per-thread online (max, sum) over its vocabulary vectors in column
+ * order, merged in a fixed tree. losses (N) fp32. When dloss != 0 the logits (bf16, N x Vp)
+ * are overwritten with dlogits = (softmax - onehot) * dloss, padded columns 0 (the
+ * backward fused into the forward). The mean loss is dt_cu_reduce over losses. */
+void dt_cu_crossentropy(float *losses, bf16 *logits, const int *targets, float dloss, int N,
+                        int V, int Vp, cudaStream_t s);
+
+/* ---- elementwise (gelu_cuda.cu): deterministic by nature ---------------------------- */
+void dt_cu_gelu_fwd(bf16 *out, const bf16 *inp, size_t n, cudaStream_t s);
+void dt_cu_gelu_bwd(bf16 *dinp, const bf16 *inp, const bf16 *dout, size_t n, cudaStream_t s);
+/* out = bf16(x * dropout factor) (factor 1 when drop is off); x fp32, n elements. */
+void dt_cu_to_bf16_dropout(bf16 *out, const float *x, size_t n, const dt_dropout *drop,
+                           uint32_t purpose, uint32_t layer, cudaStream_t s);
+void dt_cu_f32_to_bf16(bf16 *out, const float *x, size_t n, cudaStream_t s);
+void dt_cu_bf16_to_f32(float *out, const bf16 *x, size_t n, cudaStream_t s);
+
+/* ---- AdamW (optim/adamw_cuda.cu): elementwise, deterministic by nature --------------- */
+typedef struct dt_cu_adamw_args {
+    float lr, beta1, beta2, eps, bc1, bc2, clip_grad;
+    const double *grad_norm;    /* device: the global grad norm before clipping */
+    const float *decay;         /* device: weight decay per tensor */
+    const dt_cu_chunk *chunks;  /* device: dt_cu_adamw_chunks of the parameter slab */
+    int nchunks;
+} dt_cu_adamw_args;
+/* One fused launch over every parameter tensor (one block per chunk): the CPU update of
+ * optim/adamw.c per element, then param16 = bf16(param). */
+void dt_cu_adamw(float *param, bf16 *param16, const float *grad, float *m, float *v,
+                 const dt_cu_adamw_args *a, cudaStream_t s);
+
+#endif

@@ -1,0 +1,314 @@
+/* The training loop and the bench on one CUDA GPU (see train_cuda.h). The loop follows
+ * trainer.c step for step: the same data order, micro-batch RNG keys, schedule, metrics and
+ * console lines; model, statistics and optimizer run on the device. */
+#include "ops/ops_cuda.h"
+
+#include "model/gpt_cuda.h"
+#include "train/train_cuda.h"
+extern "C" {
+#include "core/fingerprint.h"
+#include "data/dataset.h"
+#include "metrics/metrics.h"
+}
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+typedef struct gtrainer {
+    const dt_train_config *cfg;
+    dt_dataset *data;
+    dt_gpt *host;       /* initial parameters only */
+    dt_gpt_cuda *model;
+    dt_metrics *metrics;
+    int *inputs, *targets;
+    int accum;
+    int fingerprinted;
+} gtrainer;
+
+static void gfree(gtrainer *t) {
+    dt_dataset_free(t->data);
+    dt_gpt_cuda_free(t->model);
+    dt_gpt_free(t->host);
+    free(t->inputs);
+    free(t->targets);
+}
+
+static dt_status unsupported(const dt_train_config *cfg) {
+    if (cfg->save_dir || cfg->load_dir)
+        return dt_fail(DT_EUNSUPPORTED, "--save/--load with --device cuda: GPU checkpoints are not "
+                       "built yet; train on the CPU for checkpointed runs");
+    if (cfg->init_from_hf)
+        return dt_fail(DT_EUNSUPPORTED, "--init-from-hf with --device cuda is not built yet");
+    if (cfg->trace.level != 0)
+        return dt_fail(DT_EUNSUPPORTED, "--trace-level with --device cuda is not built yet; trace "
+                       "on the CPU");
+    return DT_OK;
+}
+
+static dt_status gsetup(gtrainer *t, const dt_train_config *cfg) {
+    memset(t, 0, sizeof *t);
+    t->cfg = cfg;
+    dt_status st = unsupported(cfg);
+    if (st != DT_OK) return st;
+    int B = cfg->micro_batch, T = cfg->seq_length;
+    if (cfg->global_batch % B)
+        return dt_fail(DT_EINVAL, "--global-batch-size %d is not a multiple of --micro-batch-size %d",
+                       cfg->global_batch, B);
+    t->accum = cfg->global_batch / B;
+    if (cfg->log_dir && mkdir(cfg->log_dir, 0755) != 0) {
+        struct stat sb;
+        if (stat(cfg->log_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            return dt_fail(DT_EIO, "--log-dir %s: cannot create the directory", cfg->log_dir);
+    }
+    st = dt_dataset_open(&t->data, cfg->data_path, cfg->gpt.vocab_size, cfg->seed, cfg->val_fraction, B, T);
+    if (st != DT_OK) return dt_fail_context(st, "--data-path");
+    if (cfg->eval_interval > 0 && dt_dataset_val_windows(t->data) == 0)
+        return dt_fail(DT_EINVAL, "--eval-interval %d needs a validation split; set "
+                       "--val-fraction > 0 or --eval-interval 0", cfg->eval_interval);
+    if ((st = dt_gpt_create(&t->host, &cfg->gpt, B, T, cfg->seed)) != DT_OK) return st;
+    t->host->hidden_dropout = cfg->hidden_dropout;
+    t->host->attn_dropout = cfg->attn_dropout;
+    if ((st = dt_gpt_cuda_create(&t->model, t->host)) != DT_OK) return st;
+    t->inputs = (int *)malloc(sizeof(int) * (size_t)B * T);
+    t->targets = (int *)malloc(sizeof(int) * (size_t)B * T);
+    if (!t->inputs || !t->targets) return dt_fail(DT_ENOMEM, "out of memory for the batch");
+    if (cfg->log_dir) {
+        dt_metrics_opts mo = {0, 1};
+        if ((st = dt_metrics_open(&t->metrics, cfg->log_dir, &mo)) != DT_OK) return st;
+    }
+    return DT_OK;
+}
+
+static dt_status gevaluate(gtrainer *t, double *out) {
+    dt_dataset_val_reset(t->data);
+    dt_gpt_cuda_set_mode(t->model, 0, 0);
+    double sum = 0.0;
+    for (int i = 0; i < t->cfg->eval_iters; i++) {
+        double l = 0.0;
+        dt_status st = dt_dataset_next_val(t->data, t->inputs, t->targets);
+        if (st == DT_OK) st = dt_gpt_cuda_forward(t->model, t->inputs, t->targets, 0.0f);
+        if (st == DT_OK) st = dt_gpt_cuda_loss(t->model, &l);
+        if (st != DT_OK) return st;
+        sum += l;
+    }
+    *out = sum / t->cfg->eval_iters;
+    return DT_OK;
+}
+
+static dt_status gstep(gtrainer *t, int64_t step, dt_step_metrics *sm) {
+    const dt_train_config *cfg = t->cfg;
+    double t0 = now_ms(), loss_sum = 0.0;
+    dt_gpt_cuda_zero_grad(t->model);
+    for (int micro = 0; micro < t->accum; micro++) {
+        double l = 0.0;
+        dt_gpt_cuda_set_mode(t->model, 1, (uint32_t)((step - 1) * t->accum + micro));
+        dt_status st = dt_dataset_next_train(t->data, t->inputs, t->targets);
+        if (st == DT_OK) st = dt_gpt_cuda_forward(t->model, t->inputs, t->targets, 1.0f / (float)t->accum);
+        if (st == DT_OK) st = dt_gpt_cuda_backward(t->model);
+        if (st == DT_OK) st = dt_gpt_cuda_loss(t->model, &l);
+        if (st != DT_OK) return st;
+        loss_sum += l; /* micro-batches in order */
+    }
+    dt_lr_schedule sched = {cfg->lr, cfg->min_lr, cfg->warmup_iters, cfg->decay_iters};
+    float lr = dt_lr_at(&sched, step);
+    dt_adamw_config ac = {cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, cfg->clip_grad};
+    dt_grad_stats gs;
+    dt_status st = dt_gpt_cuda_step(t->model, &ac, lr, step, &gs);
+    if (st != DT_OK) return st;
+    memset(sm, 0, sizeof *sm);
+    sm->step = step;
+    sm->loss = loss_sum / t->accum;
+    sm->grad_norm = gs.grad_norm;
+    sm->param_norm = gs.param_norm;
+    sm->num_zeros = gs.num_zeros;
+    sm->lr = lr;
+    sm->consumed_samples = step * (int64_t)cfg->global_batch;
+    sm->consumed_tokens = sm->consumed_samples * cfg->seq_length;
+    if (cfg->eval_interval > 0 && (step % cfg->eval_interval == 0 || step == cfg->train_iters)) {
+        if ((st = gevaluate(t, &sm->eval_loss)) != DT_OK) return st;
+        sm->has_eval = 1;
+    }
+    sm->step_ms = now_ms() - t0;
+    sm->tok_per_s = (double)cfg->global_batch * cfg->seq_length / (sm->step_ms / 1e3);
+    return DT_OK;
+}
+
+dt_status dt_train_run_cuda(const dt_train_config *cfg) {
+    gtrainer t;
+    dt_status st = gsetup(&t, cfg);
+    if (st == DT_OK && !cfg->quiet)
+        printf("detrain: %s | %zu parameters | %s mode | cuda | data: %s\n", cfg->model,
+               t.host->num_params, cfg->deterministic ? "deterministic" : "default",
+               dt_dataset_describe(t.data));
+    double elapsed = 0.0;
+    for (int64_t step = 1; st == DT_OK && step <= cfg->train_iters; step++) {
+        dt_step_metrics sm;
+        if ((st = gstep(&t, step, &sm)) != DT_OK) break;
+        /* env.json once the GEMM algorithms of every shape are pinned (after step 1) */
+        if (cfg->log_dir && !t.fingerprinted) {
+            if ((st = dt_fingerprint_write(cfg->log_dir, dt_gpt_cuda_describe(t.model))) != DT_OK) break;
+            t.fingerprinted = 1;
+        }
+        if (step > 1) elapsed += sm.step_ms;
+        if (t.metrics && (st = dt_metrics_log(t.metrics, &sm)) != DT_OK) break;
+        if (!cfg->quiet && (step % cfg->log_interval == 0 || step == cfg->train_iters || sm.has_eval)) {
+            char line[512];
+            dt_metrics_console_line(line, sizeof line, &sm, cfg->train_iters,
+                                    step > 1 ? elapsed / (double)(step - 1) : sm.step_ms);
+            printf("%s\n", line);
+            fflush(stdout);
+        }
+    }
+    if (t.metrics) {
+        dt_status cst = dt_metrics_close(t.metrics);
+        if (st == DT_OK) st = cst;
+    }
+    gfree(&t);
+    return st;
+}
+
+/* ---- bench ------------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The bf16 matrix peak: an 8192^3 product through cuBLASLt (bf16 in, fp32 accumulate, bf16
+ * out) on random data, median of 10 after 3 warm-ups. */
+static dt_status measure_peak(double *tflops) {
+    const int n = 8192;
+    dt_cu_blas *h = NULL;
+    bf16 *a = NULL, *b = NULL, *c = NULL;
+    float *tmp = NULL;
+    dt_status st = dt_cu_blas_create(&h);
+    size_t nn = (size_t)n * n;
+    if (st == DT_OK) st = dt_cu_check(cudaMalloc(&a, nn * 2), "peak");
+    if (st == DT_OK) st = dt_cu_check(cudaMalloc(&b, nn * 2), "peak");
+    if (st == DT_OK) st = dt_cu_check(cudaMalloc(&c, nn * 2), "peak");
+    if (st == DT_OK) st = dt_cu_check(cudaMalloc(&tmp, nn * 4), "peak");
+    float *hbuf = (float *)malloc(nn * 4);
+    if (st == DT_OK && !hbuf) st = dt_fail(DT_ENOMEM, "peak: host buffer");
+    for (int which = 0; which < 2 && st == DT_OK; which++) {
+        for (size_t i = 0; i < nn; i++)
+            hbuf[i] = dt_rng_uniform(99, 200, (uint32_t)which, 0, i) - 0.5f;
+        st = dt_cu_check(cudaMemcpy(tmp, hbuf, nn * 4, cudaMemcpyHostToDevice), "peak");
+        dt_cu_f32_to_bf16(which ? b : a, tmp, nn, 0);
+    }
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    double t[10];
+    for (int i = 0; i < 13 && st == DT_OK; i++) {
+        dt_cu_gemm_args g = {0, 1, n, n, n, a, n, 0, b, n, 0, c, n, 0, 0, 1.0f, 0.0f, 1, NULL};
+        cudaEventRecord(e0, 0);
+        st = dt_cu_gemm(h, &g, 0);
+        cudaEventRecord(e1, 0);
+        cudaEventSynchronize(e1);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (i >= 3) t[i - 3] = ms;
+    }
+    if (st == DT_OK) *tflops = 2.0 * n * (double)n * n / (median(t, 10) * 1e-3) / 1e12;
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    free(hbuf);
+    cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(tmp);
+    dt_cu_blas_free(h);
+    return st;
+}
+
+dt_status dt_bench_cuda(const dt_bench_opts *o, dt_bench_result *r) {
+    memset(r, 0, sizeof *r);
+    dt_gpt_config cfg;
+    dt_status st = dt_gpt_preset(o->model, &cfg);
+    if (st == DT_OK) st = dt_gpt_config_finish(&cfg);
+    if (st != DT_OK) return st;
+    if ((st = measure_peak(&r->peak_tflops)) != DT_OK) return st;
+    dt_gpt *host = NULL;
+    dt_gpt_cuda *m = NULL;
+    if ((st = dt_gpt_create(&host, &cfg, o->B, o->T, o->seed)) != DT_OK) return st;
+    st = dt_gpt_cuda_create(&m, host);
+    size_t BT = (size_t)o->B * o->T;
+    int *in = (int *)malloc(sizeof(int) * (BT + 1));
+    if (st == DT_OK && !in) st = dt_fail(DT_ENOMEM, "bench batch");
+    /* a fixed random token stream, one window a step */
+    int nsteps = o->warmup + o->steps + o->profile_steps;
+    double *ms = (double *)calloc((size_t)nsteps + 1, sizeof(double));
+    double *rms = (double *)calloc((size_t)DT_R_COUNT * (o->profile_steps + 1), sizeof(double));
+    dt_adamw_config ac = {0.9f, 0.95f, 1e-8f, 0.1f, 1.0f};
+    for (int step = 1; step <= nsteps && st == DT_OK; step++) {
+        for (size_t i = 0; i <= BT; i++)
+            in[i] = (int)(dt_rng_u32(o->seed, 201, (uint32_t)step, 0, i) % (uint32_t)cfg.vocab_size);
+        int prof = step > o->warmup + o->steps;
+        dt_gpt_cuda_profile(m, prof);
+        dt_gpt_cuda_set_mode(m, 1, (uint32_t)step);
+        /* host clock: forward starts by waiting for the device and the step ends with the
+         * statistics read back, so the interval is the whole step, host gaps included */
+        double t0 = now_ms();
+        dt_gpt_cuda_zero_grad(m);
+        st = dt_gpt_cuda_forward(m, in, in + 1, 1.0f);
+        if (st == DT_OK) st = dt_gpt_cuda_backward(m);
+        dt_grad_stats gs;
+        if (st == DT_OK) st = dt_gpt_cuda_step(m, &ac, 3e-4f, step, &gs);
+        double loss = 0.0;
+        if (st == DT_OK) st = dt_gpt_cuda_loss(m, &loss);
+        ms[step - 1] = now_ms() - t0;
+        if (step == 1) r->loss_first = loss;
+        r->loss_last = loss;
+        if (prof && st == DT_OK) {
+            double acc[DT_R_COUNT] = {0};
+            st = dt_gpt_cuda_range_ms(m, acc);
+            int k = step - o->warmup - o->steps - 1;
+            for (int i = 0; i < DT_R_COUNT; i++) rms[(size_t)i * o->profile_steps + k] = acc[i];
+        }
+    }
+    if (st == DT_OK) {
+        double *timed = ms + o->warmup;
+        r->step_ms_min = 1e30;
+        for (int i = 0; i < o->steps; i++) {
+            if (timed[i] < r->step_ms_min) r->step_ms_min = timed[i];
+            if (timed[i] > r->step_ms_max) r->step_ms_max = timed[i];
+        }
+        r->step_ms_median = median(timed, o->steps);
+        r->tok_per_s = (double)BT / (r->step_ms_median * 1e-3);
+        /* model FLOPs per step: 6 N per token for the parameter GEMMs (N counts the tied
+         * embedding once, as the output head) + 12 L C T per token for attention scores and
+         * values, forward and backward, without discounting the causal mask */
+        double N = (double)host->num_params - (double)cfg.max_seq_len * cfg.channels;
+        r->model_flops = 6.0 * N * (double)BT + 12.0 * cfg.num_layers * (double)cfg.channels * o->T * (double)BT;
+        r->mfu = r->model_flops / (r->step_ms_median * 1e-3) / (r->peak_tflops * 1e12);
+        size_t freeb = 0, totalb = 0;
+        cudaMemGetInfo(&freeb, &totalb);
+        r->peak_mem_gib = (double)(totalb - freeb) / (1 << 30);
+        r->model_mem_gib = (double)dt_gpt_cuda_bytes(m) / (1 << 30);
+        r->nranges = DT_R_COUNT;
+        for (int i = 0; i < DT_R_COUNT; i++) {
+            r->range_name[i] = dt_gpt_cuda_range_name(i);
+            r->range_ms[i] = o->profile_steps > 0 ? median(rms + (size_t)i * o->profile_steps, o->profile_steps) : 0.0;
+        }
+        cudaDeviceProp p;
+        cudaGetDeviceProperties(&p, 0);
+        snprintf(r->device, sizeof r->device, "%s (%d SMs)", p.name, p.multiProcessorCount);
+    }
+    free(ms);
+    free(rms);
+    free(in);
+    dt_gpt_cuda_free(m);
+    dt_gpt_free(host);
+    return st;
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# CI check that every CUDA source compiles (`make cuda-objs`: nvcc, sm_90, the project's
+# flags) on a machine with nvcc and no GPU, and that `make cuda` refuses clearly, instead of
+# building a CPU-only binary, when nvcc is missing. The GPU tests themselves run on a GPU
+# machine (bench/gpu.sh).
+set -u
+cd "$(dirname "$0")/../.."
+fails=0
+if ! command -v "${NVCC:-nvcc}" >/dev/null 2>&1; then
+  echo "FAIL: nvcc not found; CI must have the CUDA toolkit to compile the .cu files"
+  exit 1
+fi
+n=$(ls src/*/*.cu | wc -l)
+if [ "$n" -lt 5 ]; then echo "FAIL: only $n .cu files found"; fails=$((fails+1)); fi
+if ! make -j2 cuda-objs; then echo "FAIL: make cuda-objs"; fails=$((fails+1)); fi
+for f in src/*/*.cu; do
+  o="build/cuda/obj/${f%.cu}.cu.o"
+  [ -s "$o" ] || { echo "FAIL: $f did not produce $o"; fails=$((fails+1)); }
+done
+# no nvcc: a clear error and a non-zero exit, never a silent CPU build
+out=$(make NVCC=/nonexistent/nvcc cuda-objs 2>&1); rc=$?
+if [ $rc -eq 0 ]; then echo "FAIL: make cuda-objs succeeded without nvcc"; fails=$((fails+1)); fi
+echo "$out" | grep -q "not found: the CUDA build needs the CUDA toolkit" || {
+  echo "FAIL: missing-nvcc message not shown: $out"; fails=$((fails+1)); }
+[ $fails -eq 0 ] && echo "cuda compile: $n files OK"
+exit $fails

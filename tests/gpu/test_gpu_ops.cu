@@ -1,0 +1,512 @@
+/* GPU op tests (run on the GPU machine by tests/gpu/run_gpu_tests.sh):
+ *  1. accuracy: every CUDA op against the CPU fp32 op on the same bf16-rounded inputs, by
+ *     ||gpu - cpu|| / ||cpu|| (the CPU ops are checked against fp64 in tests/kernels).
+ *     Tolerances: bf16 outputs 1e-2 (one bf16 rounding is 2^-9 = 2e-3 relative, plus
+ *     accumulation order); fp32 outputs of fp32 reductions 1e-4; fp64 sums 1e-9;
+ *  2. bit-exact replays of every det path (3 replays; large inputs with many blocks per
+ *     output; a side stream running large GEMMs during each replay): bytes must match;
+ *  3. negative controls: the atomic fast paths must differ across replays;
+ *  4. the whole model against the CPU model on the same weights (loss, every gradient).
+ * Sources covered: gemm_cuda.cu, encoder_cuda.cu, layernorm_cuda.cu, reduce_cuda.cu,
+ * attention_cuda.cu, crossentropy_cuda.cu, gelu_cuda.cu, adamw_cuda.cu, cuda_common.cuh,
+ * gpt_cuda.cu. */
+#include "ops/ops_cuda.h"
+
+#include "model/gpt_cuda.h"
+extern "C" {
+#include "core/philox.h"
+#include "ops/attention.h"
+#include "ops/crossentropy.h"
+#include "ops/encoder.h"
+#include "ops/gelu.h"
+#include "ops/gemm.h"
+#include "ops/layernorm.h"
+#include "ops/reduce.h"
+#include "dt_test.h"
+}
+
+#include <vector>
+
+typedef std::vector<float> vf;
+
+static uint32_t g_draw = 1;
+/* Fresh random values in [-scale, scale), rounded to bf16 (so CPU and GPU read the same). */
+static vf rnd(size_t n, float scale = 1.0f) {
+    vf v(n);
+    uint32_t d = g_draw++;
+    for (size_t i = 0; i < n; i++)
+        v[i] = __bfloat162float(__float2bfloat16((dt_rng_uniform(7, 250, d, 0, i) * 2.0f - 1.0f) * scale));
+    return v;
+}
+template <typename T> static T *dev(size_t n) {
+    T *p = NULL;
+    if (cudaMalloc(&p, sizeof(T) * (n ? n : 1)) != cudaSuccess) { fprintf(stderr, "cudaMalloc\n"); exit(2); }
+    cudaMemset(p, 0, sizeof(T) * (n ? n : 1));
+    return p;
+}
+static bf16 *up16(const vf &v) {
+    std::vector<bf16> h(v.size());
+    for (size_t i = 0; i < v.size(); i++) h[i] = __float2bfloat16(v[i]);
+    bf16 *d = dev<bf16>(v.size());
+    cudaMemcpy(d, h.data(), sizeof(bf16) * v.size(), cudaMemcpyHostToDevice);
+    return d;
+}
+static float *up32(const vf &v) {
+    float *d = dev<float>(v.size());
+    cudaMemcpy(d, v.data(), sizeof(float) * v.size(), cudaMemcpyHostToDevice);
+    return d;
+}
+static int *upi(const std::vector<int> &v) {
+    int *d = dev<int>(v.size());
+    cudaMemcpy(d, v.data(), sizeof(int) * v.size(), cudaMemcpyHostToDevice);
+    return d;
+}
+static vf down16(const bf16 *d, size_t n) {
+    std::vector<bf16> h(n);
+    cudaDeviceSynchronize();
+    cudaMemcpy(h.data(), d, sizeof(bf16) * n, cudaMemcpyDeviceToHost);
+    vf v(n);
+    for (size_t i = 0; i < n; i++) v[i] = __bfloat162float(h[i]);
+    return v;
+}
+static vf down32(const float *d, size_t n) {
+    vf v(n);
+    cudaDeviceSynchronize();
+    cudaMemcpy(v.data(), d, sizeof(float) * n, cudaMemcpyDeviceToHost);
+    return v;
+}
+static double relerr(const vf &a, const vf &ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        if (a[i] != a[i]) return 1e30; /* NaN never passes */
+        double d = (double)a[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1e-300));
+}
+#define CHECK_REL(a, ref, tol, what) do { double e_ = relerr(a, ref); \
+    CHECKF(e_ < (tol), "%s: rel err %.3g >= %.3g", what, e_, (double)(tol)); \
+    fprintf(stderr, "  %-36s rel err %.3g (tol %.0e)\n", what, e_, (double)(tol)); } while (0)
+
+static void variant(const char *spec) {
+    if (dt_op_override(spec) != DT_OK) { fprintf(stderr, "override %s: %s\n", spec, dt_errmsg()); exit(2); }
+}
+
+static dt_cu_blas *g_blas;
+
+/* ---- 1. accuracy ---------------------------------------------------------------------- */
+
+static void test_gemm_accuracy(void) {
+    const int M = 300, N = 200, K = 136;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int f32 = 0; f32 < 2; f32++) {
+                vf A = rnd((size_t)M * K), B = rnd((size_t)K * N), bias = rnd(N), C((size_t)M * N, 0.0f);
+                int lda = ta ? M : K, ldb = tb ? K : N;
+                dt_gemm_det(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
+                int with_bias = !f32;
+                if (with_bias)
+                    for (int i = 0; i < M; i++)
+                        for (int j = 0; j < N; j++) C[(size_t)i * N + j] += bias[j];
+                bf16 *dA = up16(A), *dB = up16(B), *db = up16(bias);
+                void *dC = f32 ? (void *)dev<float>((size_t)M * N) : (void *)dev<bf16>((size_t)M * N);
+                dt_cu_gemm_args a = {ta, tb, M, N, K, dA, lda, 0, dB, ldb, 0, dC, N, 0, f32, 1.0f, 0.0f, 1,
+                                     with_bias ? db : NULL};
+                CHECK_OK(dt_cu_gemm(g_blas, &a, 0));
+                vf got = f32 ? down32((float *)dC, (size_t)M * N) : down16((bf16 *)dC, (size_t)M * N);
+                char what[64];
+                snprintf(what, sizeof what, "gemm %s%s %s", ta ? "T" : "N", tb ? "T" : "N", f32 ? "f32" : "bf16+bias");
+                CHECK_REL(got, C, f32 ? 1e-4 : 1e-2, what);
+                cudaFree(dA); cudaFree(dB); cudaFree(db); cudaFree(dC);
+            }
+}
+
+static void test_encoder_accuracy(void) {
+    const int B = 4, T = 64, C = 64, Vp = 128, BT = B * T;
+    std::vector<int> inp(BT);
+    for (int i = 0; i < BT; i++) inp[i] = (int)(dt_rng_u32(3, 250, 1, 0, i) % 40); /* repeats */
+    vf wte = rnd((size_t)Vp * C), wpe = rnd((size_t)T * C), dout = rnd((size_t)BT * C);
+    vf out((size_t)BT * C);
+    dt_encoder_fwd(out.data(), inp.data(), wte.data(), wpe.data(), B, T, C);
+    int *din = upi(inp);
+    float *dwte_ = up32(wte), *dwpe_ = up32(wpe), *ddout = up32(dout);
+    bf16 *dout16 = dev<bf16>((size_t)BT * C);
+    dt_cu_encoder_fwd(dout16, din, dwte_, dwpe_, B, T, C, NULL, 0, 0, 0);
+    CHECK_REL(down16(dout16, (size_t)BT * C), out, 1e-2, "encoder fwd");
+    vf gte((size_t)Vp * C, 0.0f), gpe((size_t)T * C, 0.0f);
+    dt_encoder_bwd_det(gte.data(), gpe.data(), dout.data(), inp.data(), B, T, C, Vp);
+    std::vector<int> cnt(Vp), order(BT), tok(BT), start(BT + 1);
+    int nseg = dt_cu_encoder_buckets(inp.data(), BT, Vp, cnt.data(), order.data(), tok.data(), start.data());
+    int *dorder = upi(order), *dtok = upi(tok), *dstart = upi(start);
+    for (int br = 0; br < 2; br++) {
+        variant(br ? "encoder_bwd=fast" : "encoder_bwd=det");
+        float *g1 = dev<float>((size_t)Vp * C), *g2 = dev<float>((size_t)T * C);
+        dt_cu_encoder_bwd(g1, g2, ddout, din, dorder, dtok, dstart, nseg, B, T, C, NULL, 0, 0, 0);
+        CHECK_REL(down32(g1, (size_t)Vp * C), gte, 1e-5, br ? "encoder bwd dwte fast" : "encoder bwd dwte det");
+        CHECK_REL(down32(g2, (size_t)T * C), gpe, 1e-5, br ? "encoder bwd dwpe fast" : "encoder bwd dwpe det");
+        cudaFree(g1); cudaFree(g2);
+    }
+    dt_op_clear_overrides();
+    cudaFree(din); cudaFree(dwte_); cudaFree(dwpe_); cudaFree(ddout); cudaFree(dout16);
+    cudaFree(dorder); cudaFree(dtok); cudaFree(dstart);
+}
+
+static void test_layernorm_accuracy(void) {
+    const int N = 1000, C = 768;
+    vf a = rnd((size_t)N * C, 2.0f), b = rnd((size_t)N * C), w = rnd(C), bias = rnd(C), dout = rnd((size_t)N * C);
+    /* fused residual: x = bf16(a + b) */
+    vf x((size_t)N * C);
+    for (size_t i = 0; i < x.size(); i++) x[i] = __bfloat162float(__float2bfloat16(a[i] + b[i]));
+    vf out((size_t)N * C), mean(N), rstd(N);
+    dt_layernorm_fwd(out.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), N, C);
+    bf16 *da = up16(a), *db = up16(b), *dres = dev<bf16>((size_t)N * C), *dout16 = dev<bf16>((size_t)N * C);
+    float *dw = up32(w), *dbias = up32(bias), *dmean = dev<float>(N), *drstd = dev<float>(N);
+    dt_cu_layernorm_fwd(dout16, dmean, drstd, dres, da, db, dw, dbias, N, C, NULL, 0, 0, 0);
+    CHECK_REL(down16(dres, (size_t)N * C), x, 1e-7, "residual add (bf16 rounding)");
+    CHECK_REL(down16(dout16, (size_t)N * C), out, 1e-2, "layernorm fwd");
+    CHECK_REL(down32(drstd, N), rstd, 1e-4, "layernorm rstd");
+    vf dinp((size_t)N * C, 0.0f), gw(C, 0.0f), gb(C, 0.0f);
+    dt_layernorm_bwd_det(dinp.data(), gw.data(), gb.data(), dout.data(), x.data(), w.data(), mean.data(),
+                         rstd.data(), N, C);
+    bf16 *dg = up16(dout);
+    for (int br = 0; br < 2; br++) {
+        variant(br ? "layernorm_bwd=fast" : "layernorm_bwd=det");
+        float *ddinp = dev<float>((size_t)N * C), *dgw = dev<float>(C), *dgb = dev<float>(C);
+        float *part = dev<float>((size_t)2 * dt_cu_colsum_parts(N) * C);
+        bf16 *ddinp16 = dev<bf16>((size_t)N * C);
+        dt_cu_layernorm_bwd(ddinp, ddinp16, dgw, dgb, part, dg, dres, dw, dmean, drstd, N, C, 0);
+        CHECK_REL(down32(ddinp, (size_t)N * C), dinp, 1e-3, br ? "layernorm bwd dinp fast" : "layernorm bwd dinp det");
+        CHECK_REL(down32(dgw, C), gw, 1e-3, br ? "layernorm bwd dweight fast" : "layernorm bwd dweight det");
+        CHECK_REL(down32(dgb, C), gb, 1e-5, br ? "layernorm bwd dbias fast" : "layernorm bwd dbias det");
+        cudaFree(ddinp); cudaFree(dgw); cudaFree(dgb); cudaFree(part); cudaFree(ddinp16);
+    }
+    dt_op_clear_overrides();
+    cudaFree(da); cudaFree(db); cudaFree(dres); cudaFree(dout16); cudaFree(dw); cudaFree(dbias);
+    cudaFree(dmean); cudaFree(drstd); cudaFree(dg);
+}
+
+static void test_reduce_accuracy(void) {
+    const int rows = 5000, cols = 2304;
+    vf x = rnd((size_t)rows * cols), ref(cols, 0.0f);
+    dt_colsum_det(x.data(), rows, cols, ref.data());
+    bf16 *dx = up16(x);
+    float *part = dev<float>((size_t)dt_cu_colsum_parts(rows) * cols);
+    for (int br = 0; br < 2; br++) {
+        variant(br ? "bias_bwd=fast" : "bias_bwd=det");
+        float *acc = dev<float>(cols);
+        dt_cu_colsum(acc, part, dx, rows, cols, 0);
+        CHECK_REL(down32(acc, cols), ref, 1e-5, br ? "colsum fast" : "colsum det");
+        cudaFree(acc);
+    }
+    dt_op_clear_overrides();
+    size_t n = 10000003;
+    vf y = rnd(n);
+    for (size_t i = 0; i < n; i += 97) y[i] = 0.0f;
+    double ref2 = dt_sumsq_det(y.data(), n);
+    int64_t z = dt_count_zeros(y.data(), n);
+    float *dy = up32(y);
+    double *out = dev<double>(1), *rp = dev<double>(2 * DT_CU_RED_MAX_BLOCKS);
+    long long *dz = dev<long long>(1);
+    for (int det = 0; det < 2; det++) {
+        dt_cu_reduce(out, dz, rp, dy, n, 1, det, 0);
+        double got = 0;
+        long long gz = 0;
+        cudaMemcpy(&got, out, sizeof got, cudaMemcpyDeviceToHost);
+        cudaMemcpy(&gz, dz, sizeof gz, cudaMemcpyDeviceToHost);
+        CHECKF(fabs(got - ref2) / ref2 < 1e-9, "sumsq %s: %.17g vs %.17g", det ? "det" : "fast", got, ref2);
+        CHECKF(gz == z, "zeros %s: %lld vs %lld", det ? "det" : "fast", gz, (long long)z);
+    }
+    cudaFree(dx); cudaFree(part); cudaFree(dy); cudaFree(out); cudaFree(rp); cudaFree(dz);
+}
+
+static void test_attention_accuracy(void) {
+    const int B = 2, T = 128, C = 128, NH = 4, BT = B * T;
+    for (int dropping = 0; dropping < 2; dropping++) {
+        dt_dropout drop = {dropping ? 0.1f : 0.0f, 77, 5};
+        vf qkv = rnd((size_t)BT * 3 * C), dout = rnd((size_t)BT * C);
+        vf out((size_t)BT * C), att((size_t)B * NH * T * T), dqkv((size_t)BT * 3 * C);
+        dt_attention_fwd(out.data(), att.data(), qkv.data(), B, T, C, NH, &drop, 3);
+        dt_attention_bwd_det(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH, &drop, 3);
+        bf16 *dqkv_in = up16(qkv), *dout16 = dev<bf16>((size_t)BT * C), *datt = dev<bf16>(att.size());
+        bf16 *scr = dev<bf16>(dt_cu_attention_scratch(B, T, C, NH, dropping));
+        bf16 *dg = up16(dout), *dq = dev<bf16>((size_t)BT * 3 * C);
+        CHECK_OK(dt_cu_attention_fwd(g_blas, dout16, datt, dqkv_in, scr, B, T, C, NH, &drop, 3, 0));
+        CHECK_REL(down16(datt, att.size()), att, 1e-2, dropping ? "attention probs (dropout)" : "attention probs");
+        CHECK_REL(down16(dout16, (size_t)BT * C), out, 2e-2, dropping ? "attention fwd (dropout)" : "attention fwd");
+        CHECK_OK(dt_cu_attention_bwd(g_blas, dq, dg, dqkv_in, datt, scr, B, T, C, NH, &drop, 3, 0));
+        CHECK_REL(down16(dq, (size_t)BT * 3 * C), dqkv, 3e-2, dropping ? "attention bwd (dropout)" : "attention bwd");
+        cudaFree(dqkv_in); cudaFree(dout16); cudaFree(datt); cudaFree(scr); cudaFree(dg); cudaFree(dq);
+    }
+}
+
+static void test_crossentropy_accuracy(void) {
+    const int N = 64, V = 1000, Vp = 1024;
+    vf logits = rnd((size_t)N * Vp, 4.0f);
+    std::vector<int> tg(N);
+    for (int i = 0; i < N; i++) tg[i] = (int)(dt_rng_u32(5, 250, 2, 0, i) % V);
+    vf losses(N), lse(N);
+    dt_crossentropy_fwd(losses.data(), lse.data(), logits.data(), tg.data(), N, V, Vp);
+    vf dl = logits;
+    dt_crossentropy_bwd(dl.data(), lse.data(), tg.data(), 0.5f, N, V, Vp);
+    bf16 *dlog = up16(logits);
+    int *dtg = upi(tg);
+    float *dloss = dev<float>(N);
+    dt_cu_crossentropy(dloss, dlog, dtg, 0.5f, N, V, Vp, 0);
+    CHECK_REL(down32(dloss, N), losses, 1e-5, "crossentropy losses");
+    CHECK_REL(down16(dlog, (size_t)N * Vp), dl, 1e-2, "crossentropy dlogits");
+    cudaFree(dlog); cudaFree(dtg); cudaFree(dloss);
+}
+
+static void test_elementwise(void) {
+    size_t n = 1 << 20;
+    vf x = rnd(n, 4.0f), g = rnd(n), y(n), dx(n);
+    dt_gelu_fwd(y.data(), x.data(), n);
+    dt_gelu_bwd(dx.data(), x.data(), g.data(), n);
+    bf16 *dxx = up16(x), *dg = up16(g), *dy = dev<bf16>(n), *ddx = dev<bf16>(n);
+    dt_cu_gelu_fwd(dy, dxx, n, 0);
+    dt_cu_gelu_bwd(ddx, dxx, dg, n, 0);
+    CHECK_REL(down16(dy, n), y, 1e-2, "gelu fwd");
+    CHECK_REL(down16(ddx, n), dx, 1e-2, "gelu bwd");
+    /* dropout masks: the same kept/dropped pattern and factor as the CPU, element by element */
+    dt_dropout d = {0.25f, 1234, 17};
+    vf ones(n, 1.0f);
+    float *d1 = up32(ones);
+    dt_cu_to_bf16_dropout(dy, d1, n, &d, DT_RNG_DROPOUT_HIDDEN, 9, 0);
+    vf got = down16(dy, n);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float f = dt_dropout_factor(&d, DT_RNG_DROPOUT_HIDDEN, 9, i);
+        bad += got[i] != __bfloat162float(__float2bfloat16(f));
+    }
+    CHECKF(bad == 0, "%zu dropout factors differ from the CPU masks", bad);
+    cudaFree(dxx); cudaFree(dg); cudaFree(dy); cudaFree(ddx); cudaFree(d1);
+}
+
+/* ---- 2/3. bit-exact replays and negative controls ---------------------------------------- */
+
+/* Side-stream contention: a stream of large GEMMs competing for the SMs while a replay runs. */
+static cudaStream_t g_side;
+static dt_cu_blas *g_side_blas;
+static bf16 *g_ca, *g_cb, *g_cc;
+static void contend(void) {
+    const int n = 4096;
+    for (int i = 0; i < 4; i++) {
+        dt_cu_gemm_args a = {0, 1, n, n, n, g_ca, n, 0, g_cb, n, 0, g_cc, n, 0, 0, 1.0f, 0.0f, 1, NULL};
+        dt_cu_gemm(g_side_blas, &a, g_side);
+    }
+}
+
+typedef void (*replay_fn)(void *ctx, std::vector<unsigned char> *out);
+/* Runs fn `reps` times with contention, returns 1 when every replay matched the first. */
+static int replays_equal(replay_fn fn, void *ctx, int reps) {
+    std::vector<unsigned char> first, cur;
+    int same = 1;
+    for (int r = 0; r < reps; r++) {
+        contend();
+        fn(ctx, r ? &cur : &first);
+        if (r && (cur.size() != first.size() || memcmp(cur.data(), first.data(), cur.size()))) same = 0;
+    }
+    cudaDeviceSynchronize();
+    return same;
+}
+template <typename T> static void grab(std::vector<unsigned char> *out, const T *d, size_t n) {
+    size_t o = out->size();
+    out->resize(o + sizeof(T) * n);
+    cudaStreamSynchronize(0);
+    cudaMemcpy(out->data() + o, d, sizeof(T) * n, cudaMemcpyDeviceToHost);
+}
+
+struct big {
+    int B, T, C, Vp, N, nseg;
+    int *inp, *order, *tok, *start;
+    float *dout32, *gte, *gpe, *w, *mean, *rstd, *part, *dinp, *gw, *gb, *acc, *x32;
+    bf16 *dout16, *x16, *dinp16;
+    double *out, *rp;
+    long long *z;
+};
+
+static void r_encoder(void *c, std::vector<unsigned char> *o) {
+    big *b = (big *)c;
+    cudaMemset(b->gte, 0, sizeof(float) * (size_t)b->Vp * b->C);
+    cudaMemset(b->gpe, 0, sizeof(float) * (size_t)b->T * b->C);
+    dt_cu_encoder_bwd(b->gte, b->gpe, b->dout32, b->inp, b->order, b->tok, b->start, b->nseg, b->B, b->T,
+                      b->C, NULL, 0, 0, 0);
+    grab(o, b->gte, (size_t)b->Vp * b->C);
+    grab(o, b->gpe, (size_t)b->T * b->C);
+}
+static void r_layernorm(void *c, std::vector<unsigned char> *o) {
+    big *b = (big *)c;
+    cudaMemset(b->dinp, 0, sizeof(float) * (size_t)b->N * b->C);
+    cudaMemset(b->gw, 0, sizeof(float) * b->C);
+    cudaMemset(b->gb, 0, sizeof(float) * b->C);
+    dt_cu_layernorm_bwd(b->dinp, b->dinp16, b->gw, b->gb, b->part, b->dout16, b->x16, b->w, b->mean, b->rstd,
+                        b->N, b->C, 0);
+    grab(o, b->gw, b->C);
+    grab(o, b->gb, b->C);
+    grab(o, b->dinp16, (size_t)b->N * b->C);
+}
+static void r_colsum(void *c, std::vector<unsigned char> *o) {
+    big *b = (big *)c;
+    cudaMemset(b->acc, 0, sizeof(float) * 4 * b->C);
+    dt_cu_colsum(b->acc, b->part, b->dinp16, b->N, 4 * b->C, 0);
+    grab(o, b->acc, 4 * b->C);
+}
+static int g_red_det;
+static void r_reduce(void *c, std::vector<unsigned char> *o) {
+    big *b = (big *)c;
+    dt_cu_reduce(b->out, b->z, b->rp, b->x32, (size_t)b->N * b->C * 8, 1, g_red_det, 0);
+    grab(o, b->out, 1);
+    grab(o, b->z, 1);
+}
+static void r_gemm(void *c, std::vector<unsigned char> *o) {
+    big *b = (big *)c;
+    /* a weight-gradient shape: K = N rows (split-K bait) into fp32 with beta = 1 */
+    cudaMemset(b->acc, 0, sizeof(float) * (size_t)b->C * b->C);
+    dt_cu_gemm_args a = {1, 0, b->C, b->C, b->N, b->dout16, b->C, 0, b->x16, b->C, 0, b->acc, b->C, 0, 1,
+                         1.0f, 1.0f, 1, NULL};
+    dt_cu_gemm(g_blas, &a, 0);
+    grab(o, b->acc, (size_t)b->C * b->C);
+}
+
+static void test_replays(void) {
+    big b;
+    memset(&b, 0, sizeof b);
+    b.B = 16; b.T = 1024; b.C = 768; b.Vp = 50304; b.N = b.B * b.T;
+    size_t sc = (size_t)b.N * b.C;
+    /* few distinct tokens: hundreds of positions per table row */
+    std::vector<int> inp(b.N);
+    for (int i = 0; i < b.N; i++) inp[i] = (int)(dt_rng_u32(11, 250, 3, 0, i) % 50);
+    std::vector<int> cnt(b.Vp), order(b.N), tok(b.N), start(b.N + 1);
+    b.nseg = dt_cu_encoder_buckets(inp.data(), b.N, b.Vp, cnt.data(), order.data(), tok.data(), start.data());
+    b.inp = upi(inp); b.order = upi(order); b.tok = upi(tok); b.start = upi(start);
+    vf g = rnd(sc), x = rnd(sc, 2.0f), w = rnd(b.C), mean(b.N, 0.01f), rstd(b.N, 1.3f);
+    b.dout32 = up32(g); b.dout16 = up16(g); b.x16 = up16(x); b.w = up32(w);
+    b.mean = up32(mean); b.rstd = up32(rstd);
+    b.gte = dev<float>((size_t)b.Vp * b.C); b.gpe = dev<float>((size_t)b.T * b.C);
+    b.part = dev<float>((size_t)dt_cu_colsum_parts(b.N) * 4 * b.C);
+    b.dinp = dev<float>(sc); b.dinp16 = dev<bf16>(sc); b.gw = dev<float>(b.C); b.gb = dev<float>(b.C);
+    b.acc = dev<float>((size_t)b.C * b.C);
+    vf big8 = rnd(sc * 8);
+    b.x32 = up32(big8);
+    b.out = dev<double>(1); b.rp = dev<double>(2 * DT_CU_RED_MAX_BLOCKS); b.z = dev<long long>(1);
+    struct { const char *name, *det, *fast; replay_fn fn; } cases[] = {
+        {"encoder_bwd", "encoder_bwd=det", "encoder_bwd=fast", r_encoder},
+        {"layernorm_bwd", "layernorm_bwd=det", "layernorm_bwd=fast", r_layernorm},
+        {"bias_bwd", "bias_bwd=det", "bias_bwd=fast", r_colsum},
+        {"gemm (weight grad, K=16384)", "gemm=det", NULL, r_gemm},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        variant(cases[k].det);
+        int eq = replays_equal(cases[k].fn, &b, 3);
+        CHECKF(eq, "%s det: replays differ", cases[k].name);
+        fprintf(stderr, "  replay %-28s det : %s\n", cases[k].name, eq ? "bit-exact x3" : "DIFFER");
+        if (cases[k].fast) {
+            variant(cases[k].fast);
+            int eqf = replays_equal(cases[k].fn, &b, 5);
+            CHECKF(!eqf, "%s fast: the negative control saw no difference in 5 replays", cases[k].name);
+            fprintf(stderr, "  replay %-28s fast: %s\n", cases[k].name, eqf ? "identical (control FAILED)" : "differs (control ok)");
+        }
+        dt_op_clear_overrides();
+    }
+    g_red_det = 1;
+    int eq = replays_equal(r_reduce, &b, 3);
+    CHECKF(eq, "norm det: replays differ");
+    fprintf(stderr, "  replay %-28s det : %s\n", "grad norm (100M)", eq ? "bit-exact x3" : "DIFFER");
+    g_red_det = 0;
+    eq = replays_equal(r_reduce, &b, 5);
+    CHECKF(!eq, "norm fast: the negative control saw no difference in 5 replays");
+    fprintf(stderr, "  replay %-28s fast: %s\n", "grad norm (100M)", eq ? "identical (control FAILED)" : "differs (control ok)");
+    void *bufs[] = {b.inp, b.order, b.tok, b.start, b.dout32, b.dout16, b.x16, b.w, b.mean, b.rstd, b.gte,
+                    b.gpe, b.part, b.dinp, b.dinp16, b.gw, b.gb, b.acc, b.x32, b.out, b.rp, b.z};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
+}
+
+/* ---- 4. the model ------------------------------------------------------------------------ */
+
+static void model_grads(dt_gpt_cuda *g, const int *in, const int *tg, vf *grads, double *loss) {
+    dt_gpt_cuda_zero_grad(g);
+    dt_gpt_cuda_set_mode(g, 1, 3);
+    CHECK_OK(dt_gpt_cuda_forward(g, in, tg, 1.0f));
+    CHECK_OK(dt_gpt_cuda_backward(g));
+    CHECK_OK(dt_gpt_cuda_loss(g, loss));
+    CHECK_OK(dt_gpt_cuda_get_grads(g, grads->data()));
+}
+
+static void test_model(void) {
+    dt_gpt_config cfg = {128, 512, 0, 2, 4, 128};
+    CHECK_OK(dt_gpt_config_finish(&cfg));
+    const int B = 4, T = 128, BT = B * T;
+    dt_gpt *h = NULL;
+    CHECK_OK(dt_gpt_create(&h, &cfg, B, T, 42));
+    if (!h) return;
+    /* bf16-representable weights so both models start from the same numbers */
+    for (size_t i = 0; i < h->num_params; i++)
+        h->param_mem[i] = __bfloat162float(__float2bfloat16(h->param_mem[i]));
+    std::vector<int> in(BT), tg(BT);
+    for (int i = 0; i < BT; i++) {
+        in[i] = (int)(dt_rng_u32(9, 250, 4, 0, i) % cfg.vocab_size);
+        tg[i] = (int)(dt_rng_u32(9, 250, 5, 0, i) % cfg.vocab_size);
+    }
+    double lcpu = 0;
+    h->training = 1;
+    h->rng_step = 3;
+    dt_gpt_zero_grad(h);
+    CHECK_OK(dt_gpt_forward(h, in.data(), tg.data(), &lcpu));
+    dt_gpt_backward(h, 1.0f);
+    dt_gpt_cuda *g = NULL;
+    CHECK_OK(dt_gpt_cuda_create(&g, h));
+    if (!g) { dt_gpt_free(h); return; }
+    vf grads(h->num_params);
+    double lgpu = 0;
+    model_grads(g, in.data(), tg.data(), &grads, &lgpu);
+    CHECKF(fabs(lgpu - lcpu) / lcpu < 5e-3, "model loss gpu %.6f cpu %.6f", lgpu, lcpu);
+    fprintf(stderr, "  model loss: gpu %.6f cpu %.6f\n", lgpu, lcpu);
+    for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++) {
+        const dt_param_desc *d = &h->params[i];
+        vf a(grads.begin() + d->offset, grads.begin() + d->offset + d->numel);
+        vf r(h->grad_mem + d->offset, h->grad_mem + d->offset + d->numel);
+        char what[64];
+        snprintf(what, sizeof what, "model grad %s", d->name);
+        CHECK_REL(a, r, 5e-2, what);
+    }
+    /* det: two fwd+bwd replays of the whole model, byte-identical; fast must differ */
+    dt_op_clear_overrides();
+    const char *all_det[] = {"gemm=det", "encoder_bwd=det", "layernorm_bwd=det", "bias_bwd=det",
+                             "attention_bwd=det", "crossentropy=det", "norm=det"};
+    for (int k = 0; k < 7; k++) variant(all_det[k]);
+    vf g1(h->num_params), g2(h->num_params);
+    double l1, l2;
+    model_grads(g, in.data(), tg.data(), &g1, &l1);
+    contend();
+    model_grads(g, in.data(), tg.data(), &g2, &l2);
+    CHECKF(!memcmp(g1.data(), g2.data(), sizeof(float) * g1.size()) && l1 == l2, "model det replays differ");
+    dt_op_clear_overrides();
+    dt_gpt_cuda_free(g);
+    dt_gpt_free(h);
+}
+
+int main(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+        fprintf(stderr, "test_gpu_ops: no CUDA device\n");
+        return 1;
+    }
+    CHECK_OK(dt_cu_blas_create(&g_blas));
+    CHECK_OK(dt_cu_blas_create(&g_side_blas));
+    cudaStreamCreateWithFlags(&g_side, cudaStreamNonBlocking);
+    vf big = rnd((size_t)4096 * 4096);
+    g_ca = up16(big); g_cb = up16(big); g_cc = dev<bf16>((size_t)4096 * 4096);
+    RUN(test_gemm_accuracy);
+    RUN(test_encoder_accuracy);
+    RUN(test_layernorm_accuracy);
+    RUN(test_reduce_accuracy);
+    RUN(test_attention_accuracy);
+    RUN(test_crossentropy_accuracy);
+    RUN(test_elementwise);
+    RUN(test_replays);
+    RUN(test_model);
+    cudaError_t e = cudaDeviceSynchronize();
+    CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));
+    return dt_test_report();
+}

@@ -1,0 +1,83 @@
+/* The CUDA kernels' host-side plans (src/ops/cuda_plan.c, cuda_plan.h): partial counts and
+ * grids depend on sizes only; the token buckets are a stable sort; the AdamW chunks cover
+ * every parameter exactly once without crossing a tensor; the det GEMM policy never picks a
+ * split-K candidate (the policy gemm_cuda.cu applies). Runs on the CPU (CI). */
+#include "ops/cuda_plan.h"
+
+#include "dt_test.h"
+
+static void test_parts_and_grid(void) {
+    CHECK(dt_cu_colsum_parts(1) == 1);
+    CHECK(dt_cu_colsum_parts(DT_CU_COLSUM_ROWS) == 1);
+    CHECK(dt_cu_colsum_parts(DT_CU_COLSUM_ROWS + 1) == 2);
+    CHECK(dt_cu_colsum_parts(16384) == 16384 / DT_CU_COLSUM_ROWS);
+    CHECK(dt_cu_reduce_blocks(0) == 1);
+    CHECK(dt_cu_reduce_blocks(1) == 1);
+    CHECK(dt_cu_reduce_blocks((size_t)DT_CU_RED_THREADS * 8 + 1) == 2);
+    CHECK(dt_cu_reduce_blocks((size_t)1 << 30) == DT_CU_RED_MAX_BLOCKS);
+    CHECK(dt_cu_ce_vectors_per_thread(50304, 256) == 25);
+    CHECK(dt_cu_ce_vectors_per_thread(2048, 256) == 1);
+}
+
+static void test_buckets(void) {
+    enum { BT = 4000, Vp = 384 };
+    static int inp[BT], count[Vp], order[BT], tok[BT], start[BT + 1];
+    for (int i = 0; i < BT; i++) inp[i] = (int)((i * 7919u + (unsigned)(i / 13)) % 97u) * 3; /* repeats */
+    int nseg = dt_cu_encoder_buckets(inp, BT, Vp, count, order, tok, start);
+    CHECK(nseg > 0 && nseg <= 97);
+    CHECK(start[0] == 0 && start[nseg] == BT);
+    int seen[BT] = {0}, bad = 0;
+    for (int s = 0; s < nseg; s++) {
+        if (s > 0 && tok[s] <= tok[s - 1]) bad++;                   /* ids increase */
+        if (start[s + 1] <= start[s]) bad++;                         /* non-empty runs */
+        for (int j = start[s]; j < start[s + 1]; j++) {
+            if (inp[order[j]] != tok[s]) bad++;                      /* right bucket */
+            if (j > start[s] && order[j] <= order[j - 1]) bad++;     /* stable: position order */
+            seen[order[j]]++;
+        }
+    }
+    for (int i = 0; i < BT; i++) bad += seen[i] != 1;
+    CHECKF(bad == 0, "%d bucket violations", bad);
+    inp[5] = Vp; /* out of range */
+    CHECK(dt_cu_encoder_buckets(inp, BT, Vp, count, order, tok, start) == -1);
+}
+
+static void test_adamw_chunks(void) {
+    size_t numel[4] = {10, 1, 0, 25}, offs[4] = {0, 10, 11, 11};
+    size_t n = dt_cu_adamw_chunks(offs, numel, 4, 8, NULL, 0);
+    CHECK(n == 2 + 1 + 0 + 4);
+    dt_cu_chunk ch[16];
+    CHECK(dt_cu_adamw_chunks(offs, numel, 4, 8, ch, 16) == n);
+    int cover[36] = {0}, bad = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (ch[k].len == 0 || ch[k].len > 8) bad++;
+        size_t t = ch[k].tensor;
+        if (ch[k].start < offs[t] || ch[k].start + ch[k].len > offs[t] + numel[t]) bad++;
+        for (uint32_t j = 0; j < ch[k].len; j++) cover[ch[k].start + j]++;
+    }
+    for (int i = 0; i < 36; i++) bad += cover[i] != 1;
+    CHECKF(bad == 0, "%d chunk violations", bad);
+}
+
+static void test_gemm_policy(void) {
+    dt_cu_gemm_cand c[4] = {
+        {10, 4, 2, 1 << 20, 1},  /* split-K with a reduction: fast only */
+        {11, 1, 0, 1u << 30, 1}, /* too much workspace */
+        {12, 1, 0, 0, 0},        /* heuristic failed */
+        {13, 1, 0, 4096, 1},     /* usable everywhere */
+    };
+    CHECK(dt_cu_gemm_pick(c, 4, 0, 32u << 20) == 0);
+    CHECK(dt_cu_gemm_pick(c, 4, 1, 32u << 20) == 3);
+    CHECK(dt_cu_gemm_pick(c, 3, 1, 32u << 20) == -1);
+    dt_cu_gemm_cand inplace = {14, 2, 0, 0, 1}; /* split without a named scheme: not det */
+    CHECK(dt_cu_gemm_pick(&inplace, 1, 1, 32u << 20) == -1);
+    CHECK(dt_cu_gemm_pick(&inplace, 1, 0, 32u << 20) == 0);
+}
+
+int main(void) {
+    RUN(test_parts_and_grid);
+    RUN(test_buckets);
+    RUN(test_adamw_chunks);
+    RUN(test_gemm_policy);
+    return dt_test_report();
+}
