@@ -204,6 +204,7 @@ static dt_status measure_peak(double *tflops) {
     float *hbuf = (float *)malloc(nn * 4);
     if (st == DT_OK && !hbuf) st = dt_fail(DT_ENOMEM, "peak: host buffer");
     for (int which = 0; which < 2 && st == DT_OK; which++) {
+#pragma omp parallel for schedule(static)
         for (size_t i = 0; i < nn; i++)
             hbuf[i] = dt_rng_uniform(99, 200, (uint32_t)which, 0, i) - 0.5f;
         st = dt_cu_check(cudaMemcpy(tmp, hbuf, nn * 4, cudaMemcpyHostToDevice), "peak");

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One device call: build (or use carried binaries), run every GPU test, run `detrain bench`
+# (default vs deterministic) and the PyTorch peers, writing logs and results under $OUT.
+#   OUT       results folder (default /tmp/detrain-gpu)
+#   PEERS=0   skip the PyTorch peers;   STEPS=N   bench steps (default 20)
+#   CARRY=dir prebuilt build/detrain-cuda and build/gpu-tests/* to use if the build fails
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/detrain-gpu}
+mkdir -p "$OUT"
+LOG="$OUT/log.txt"
+exec > >(tee -a "$LOG") 2>&1
+t0=$(date +%s)
+stamp() { echo "== [$(( $(date +%s) - t0 ))s] $*"; }
+stamp "device"; nvidia-smi -L; nvidia-smi --query-gpu=driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
+stamp "build"
+runs() { "$1" --help >/dev/null 2>&1; [ $? -lt 126 ]; }  # 126/127: cannot execute / missing library
+if [ -n "${CARRY:-}" ] && [ -x "$CARRY/detrain-cuda" ] && runs "$CARRY/detrain-cuda"; then
+  mkdir -p build/gpu-tests; cp "$CARRY/detrain-cuda" build/; cp "$CARRY"/test_* build/gpu-tests/; echo "using carried binaries"
+elif ! make -j16 cuda > "$OUT/build.log" 2>&1; then
+  echo "build failed:"; tail -30 "$OUT/build.log"; exit 1
+fi
+export DETRAIN_CUDA=build/detrain-cuda
+rc=0
+stamp "gpu op tests"
+build/gpu-tests/test_gpu_ops || rc=1
+stamp "gpu e2e"
+bash tests/gpu/gpu_e2e.sh "$OUT/e2e" || rc=1
+rm -rf "$OUT/e2e"
+stamp "bench"
+build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --json "$OUT/bench.json" | tee "$OUT/bench.txt" || rc=1
+if [ "${PEERS:-1}" != 0 ]; then
+  stamp "torch peers"
+  PYTHONUNBUFFERED=1 timeout "${PEER_TIMEOUT:-300}" python3 bench/torch_peer.py --steps 10 --warmup 3 --json "$OUT/peers.json" || rc=1
+fi
+stamp "done rc=$rc (commit $(git rev-parse --short HEAD 2>/dev/null))"
+exit $rc
