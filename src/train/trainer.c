@@ -3,9 +3,11 @@
 #include "train/train_cuda.h"
 
 #include "ckpt/ckpt.h"
+#include "ckpt/durable.h"
 #include "ckpt/hf_gpt2.h"
 #include "core/fingerprint.h"
 #include "data/dataset.h"
+#include "metrics/compare.h"
 #include "metrics/metrics.h"
 #include "optim/optim.h"
 #include "ops/op.h"
@@ -99,6 +101,20 @@ static dt_status start_state(trainer *t) {
     return DT_OK;
 }
 
+/* A resumed run in another environment (build, BLAS, CPU, contract variables) is outside
+ * the determinism contract: say so, as `detrain compare` does. Needs this run's env.json. */
+static void warn_environment(const char *load_dir, const char *log_dir) {
+    char it[4096], a[4200], b[4200], keys[1024];
+    int ndiff = 0;
+    if (dt_ckpt_resolve(load_dir, it, sizeof it) != DT_OK) return;
+    snprintf(a, sizeof a, "%s/%s", it, DT_CKPT_ENV_NAME);
+    snprintf(b, sizeof b, "%s/env.json", log_dir);
+    if (dt_compare_fingerprints(a, b, keys, sizeof keys, &ndiff) == DT_OK && ndiff)
+        fprintf(stderr, "detrain: warning: the checkpoint was saved in another environment (contract "
+                "fields differ: %s); a resumed run is bitwise identical only in the same environment\n",
+                keys);
+}
+
 /* Saves the state after `step` steps under --save. */
 static dt_status save(trainer *t, int64_t step) {
     const dt_train_config *cfg = t->cfg;
@@ -144,7 +160,11 @@ static dt_status setup(trainer *t, const dt_train_config *cfg) {
                 return dt_fail(DT_EIO, "--log-dir %s: cannot create the directory", cfg->log_dir);
         }
         if ((st = dt_fingerprint_write(cfg->log_dir, NULL)) != DT_OK) return st;
+        if (cfg->load_dir) warn_environment(cfg->load_dir, cfg->log_dir);
     }
+    /* fail before training, not at the first save */
+    if (cfg->save_dir && (st = dt_durable_mkdir(cfg->save_dir)) != DT_OK)
+        return dt_fail_context(st, "--save %s (its parent directory must exist)", cfg->save_dir);
     t->inputs = malloc(sizeof(int) * (size_t)B * T);
     t->targets = malloc(sizeof(int) * (size_t)B * T);
     if (!t->inputs || !t->targets) return dt_fail(DT_ENOMEM, "out of memory for the batch");

@@ -15,7 +15,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 base="$d/base/iter_0000010"
 "$DETRAIN" ckpt verify "$d/base" >/dev/null || fail "pristine checkpoint does not verify"
 
-forge() { # forge DIR KIND: rewrite model.safetensors' header and re-digest everything
+forge() { # forge DIR KIND: rewrite model.safetensors' header (or env.json), re-digest all
 python3 - "$1" "$2" <<'PY'
 import hashlib, json, struct, sys
 d, kind = sys.argv[1], sys.argv[2]
@@ -27,9 +27,14 @@ if kind == "shape":   # same bytes, transposed shape
     s = hdr["transformer.wpe.weight"]["shape"]; s.reverse()
 elif kind == "dtype": # same size, another dtype
     hdr["transformer.ln_f.bias"]["dtype"] = "I32"
-text = json.dumps(hdr, separators=(",", ":")).encode()
-text += b" " * (-(8 + len(text)) % 8)
-open(p, "wb").write(struct.pack("<Q", len(text)) + text + data)
+if kind == "env":     # another environment: a contract field of env.json
+    e = open(d + "/env.json").read()
+    assert '"cpu_model":"' in e
+    open(d + "/env.json", "w").write(e.replace('"cpu_model":"', '"cpu_model":"other '))
+else:
+    text = json.dumps(hdr, separators=(",", ":")).encode()
+    text += b" " * (-(8 + len(text)) % 8)
+    open(p, "wb").write(struct.pack("<Q", len(text)) + text + data)
 st = json.load(open(d + "/state.json"))
 for name in st["files"]:
     b = open(d + "/" + name, "rb").read()
@@ -116,6 +121,13 @@ case_ hf_and_load "--load and --init-from-hf both set" : --init-from-hf "$base"
 
 # the pristine checkpoint was never touched
 "$DETRAIN" ckpt verify "$d/base" >/dev/null || fail "base checkpoint changed"
+# a checkpoint from another environment resumes, with a warning naming the field
+cp -r "$d/base" "$d/c_env"; forge "$d/c_env/iter_0000010" env
+"$DETRAIN" train "${common[@]}" --train-iters 12 --load "$d/c_env" --log-dir "$d/l_env" 2>"$d/err_env" \
+  || fail "env: resume refused: $(cat "$d/err_env")"
+grep -q "saved in another environment (contract fields differ: cpu_model)" "$d/err_env" \
+  || fail "env: no warning: $(cat "$d/err_env")"
+
 # deterministic mode is part of the trajectory
 nodet=(); for a in "${common[@]}"; do [ "$a" = --deterministic-mode ] || nodet+=("$a"); done
 set +e; "$DETRAIN" train "${nodet[@]}" --train-iters 12 --load "$d/base" 2>"$d/err_mode"; rc=$?; set -e

@@ -5,7 +5,9 @@
 #      every metric of steps 26-50 and every tensor of the final checkpoints identical;
 #   2. a chain of resumes (10 steps at a time, each resumed from the previous save, the
 #      same log directory reused): all 50 steps and the final checkpoint identical;
-#   3. negative control: a run with another seed must be reported as different.
+#   3. a run killed mid-save, resumed into the same log directory: identical to the
+#      uninterrupted run on all 50 steps;
+#   4. negative controls: another seed, and no dropout, must be reported as different.
 set -euo pipefail
 : "${DETRAIN:?}"
 d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
@@ -49,7 +51,25 @@ for k in 10 20 30 40; do
   "$DETRAIN" ckpt verify "$d/chain/iter_00000$k" >/dev/null || fail "chain iter $k does not verify"
 done
 
-# 3. negative control: the comparison must be able to fail
+# 3. a run killed while saving step 40 (it logged steps up to 40, its last complete
+#    checkpoint is step 20), resumed into the same log directory: the log reads as the
+#    uninterrupted run (the resumed segment replaces steps 21-40)
+set +e
+DT_CRASH_AT=after-open:model.safetensors@2 "$DETRAIN" train "${common[@]}" --train-iters 50 --save "$d/kill" \
+  --save-interval 20 --log-dir "$d/lkill" 2>/dev/null
+rc=$?
+set -e
+[ $rc -eq 77 ] || fail "crash run: exit $rc, expected 77"
+[ "$(cat "$d/kill/latest_checkpointed_iteration.txt")" = 20 ] || fail "crash run: tracker should name 20"
+"$DETRAIN" train "${common[@]}" --train-iters 50 --load "$d/kill" --save "$d/kill" --save-interval 20 \
+  --log-dir "$d/lkill"
+[ "$(grep -c '^{"step":40,' "$d/lkill/metrics.jsonl")" = 2 ] || fail "the crashed run should have logged step 40"
+out=$("$DETRAIN" compare "$d/lfull" "$d/lkill")
+echo "$out"
+grep -q "bitwise identical: 50 steps (steps 1-50)" <<<"$out" || fail "crash + resume into the same log differs"
+"$DETRAIN" compare "$d/full" "$d/kill" >/dev/null || fail "crash + resume: final checkpoint differs"
+
+# 4. negative control: the comparison must be able to fail
 "$DETRAIN" train "${common[@]}" --train-iters 50 --seed 99 --save "$d/other" --log-dir "$d/lother"
 set +e
 "$DETRAIN" compare "$d/full" "$d/other" >"$d/cmp_other"; rc=$?
