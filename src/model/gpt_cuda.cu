@@ -157,7 +157,10 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     DMALLOC(m->lnf_rstd, BT, "statistics");
     DMALLOC(m->losses, BT, "losses");
     DMALLOC(m->dres, sc, "scratch");
-    DMALLOC(m->part, (size_t)dt_cu_colsum_parts((int)BT) * 4 * C, "scratch");
+    {
+        size_t pc = (size_t)dt_cu_colsum_parts((int)BT) * 4 * C, pl = (size_t)dt_cu_ln_parts((int)BT) * 2 * C;
+        DMALLOC(m->part, pc > pl ? pc : pl, "scratch");
+    }
     DMALLOC(m->dres16, sc, "scratch");
     DMALLOC(m->dproj16, sc, "scratch");
     DMALLOC(m->dc1, sc, "scratch");

@@ -5,6 +5,8 @@
 
 int dt_cu_colsum_parts(int rows) { return (rows + DT_CU_COLSUM_ROWS - 1) / DT_CU_COLSUM_ROWS; }
 
+int dt_cu_ln_parts(int rows) { return (rows + DT_CU_LN_ROWS - 1) / DT_CU_LN_ROWS; }
+
 int dt_cu_reduce_blocks(size_t n) {
     size_t per_block = (size_t)DT_CU_RED_THREADS * 8;
     size_t b = (n + per_block - 1) / per_block;
@@ -57,7 +59,10 @@ size_t dt_cu_adamw_chunks(const size_t *offsets, const size_t *numel, int ntenso
 int dt_cu_gemm_pick(const dt_cu_gemm_cand *c, int n, int det, size_t ws_limit) {
     for (int i = 0; i < n; i++) {
         if (!c[i].ok || c[i].workspace > ws_limit) continue;
-        if (det && (c[i].split_k > 1 || c[i].reduction_scheme != 0)) continue;
+        /* det: no in-place split-K reduction (partials added into the output buffer) and
+         * no split without a named scheme; workspace schemes reduce in a separate fixed step */
+        if (det && (c[i].reduction_scheme & DT_CU_SCHEME_INPLACE)) continue;
+        if (det && c[i].split_k > 1 && !(c[i].reduction_scheme & DT_CU_SCHEMES_DET)) continue;
         return i;
     }
     return -1;

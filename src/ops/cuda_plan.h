@@ -17,8 +17,9 @@ extern "C" {
 #include <stddef.h>
 #include <stdint.h>
 
-/* Rows per partial of the column sums (bias, LayerNorm dweight/dbias) on the GPU. */
+/* Rows per partial of the column sums (bias gradients) and of LayerNorm dweight/dbias. */
 #define DT_CU_COLSUM_ROWS 128
+#define DT_CU_LN_ROWS 32
 /* Elements one thread of the det whole-buffer reduction handles per grid pass. */
 #define DT_CU_RED_THREADS 256
 #define DT_CU_RED_MAX_BLOCKS 1024
@@ -27,6 +28,8 @@ extern "C" {
 
 /* Number of row partials for a column sum over `rows` rows: ceil(rows / DT_CU_COLSUM_ROWS). */
 int dt_cu_colsum_parts(int rows);
+/* Number of LayerNorm backward partials: ceil(rows / DT_CU_LN_ROWS). */
+int dt_cu_ln_parts(int rows);
 
 /* Blocks of the whole-buffer reduction of n elements: enough for one pass of
  * DT_CU_RED_THREADS-thread blocks with 8 elements per thread, at most DT_CU_RED_MAX_BLOCKS,
@@ -62,9 +65,15 @@ typedef struct dt_cu_gemm_cand {
     size_t workspace;       /* bytes the algorithm needs */
     int ok;                 /* heuristic state was success */
 } dt_cu_gemm_cand;
-/* The picker's policy. det: the first usable candidate (heuristic order, no timing) with
- * no split-K (split count 1, reduction scheme none), so no partial results are merged by
- * atomics or in an order the library may vary; fast: the first usable candidate.
+/* cuBLASLt reduction schemes (cublasLtReductionScheme_t values): in-place adds split-K
+ * partials into the output buffer; compute-type and output-type schemes store the partials
+ * in the workspace and add them in a separate step, in a fixed order. */
+#define DT_CU_SCHEME_INPLACE 1
+#define DT_CU_SCHEMES_DET 6 /* compute type | output type */
+/* The picker's policy. det: the first usable candidate (heuristic order, no timing) that
+ * does not split K, or splits K with a workspace reduction scheme (DT_CU_SCHEMES_DET) —
+ * never the in-place scheme — so partial results are never merged in an order the
+ * library may vary; fast: the first usable candidate.
  * A candidate is usable when ok and workspace <= ws_limit. Returns its index, or -1. */
 int dt_cu_gemm_pick(const dt_cu_gemm_cand *c, int n, int det, size_t ws_limit);
 

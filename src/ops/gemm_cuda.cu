@@ -3,8 +3,10 @@
  *
  * Why det is deterministic: for a fixed shape the algorithm is chosen once, from the
  * heuristic list alone (no timing), restricted by CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK
- * to algorithms without split-K reduction, and reused for every call; with a fixed
- * workspace and algorithm cuBLASLt computes each output element in a fixed order. */
+ * to algorithms without split-K or with a workspace split-K reduction (partials stored,
+ * then added in a separate fixed step; never the in-place scheme), and reused for every
+ * call; with a fixed workspace and algorithm cuBLASLt computes each output element in a
+ * fixed order. The replay tests (tests/gpu) check this on weight-gradient shapes. */
 #include "ops/ops_cuda.h"
 
 extern "C" {
@@ -142,7 +144,7 @@ static dt_status make_plan(dt_cu_blas *h, plan *p, const dt_cu_gemm_args *a, int
     uint64_t wsb = DT_CU_GEMM_WORKSPACE;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
     if (det) {
-        uint32_t mask = CUBLASLT_REDUCTION_SCHEME_NONE;
+        uint32_t mask = DT_CU_SCHEMES_DET; /* no split-K, or a workspace reduction */
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask,
                                              sizeof mask);
     }

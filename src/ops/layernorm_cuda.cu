@@ -60,12 +60,13 @@ __global__ void layernorm_fwd_kernel(bf16 *out, float *mean, float *rstd, bf16 *
     }
 }
 
-#define LN_BWD_WARPS 4
+#define LN_BWD_WARPS 8
 
-/* Backward. Block k owns rows [k*R, (k+1)*R) (R = DT_CU_COLSUM_ROWS); warp w takes rows
- * w, w+4, ... of them in order and accumulates dweight/dbias for its channels in its own
- * shared-memory row; the four warp rows are then added in warp order. det writes the block
- * partial; fast adds it into dweight/dbias with atomics. */
+/* Backward. Block k owns rows [k*R, (k+1)*R) (R = DT_CU_LN_ROWS); warp w takes rows
+ * w, w+8, ... of them in order and accumulates dweight/dbias for its channels in its own
+ * shared-memory row; the eight warp rows are then added in warp order. det writes the
+ * block partial (summed by dt_cu_parts_finish); fast adds it into dweight/dbias with
+ * atomics. */
 __global__ void layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias,
                                      float *part, const bf16 *dout, const bf16 *inp, const float *w,
                                      const float *mean, const float *rstd, int N, int C, int det) {
@@ -74,7 +75,7 @@ __global__ void layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, 
     float *dw = sh + (size_t)warp * 2 * C, *db = dw + C;
     for (int c = lane; c < C; c += 32) dw[c] = db[c] = 0.0f;
     __syncwarp();
-    int r0 = blockIdx.x * DT_CU_COLSUM_ROWS, r1 = min(r0 + DT_CU_COLSUM_ROWS, N);
+    int r0 = blockIdx.x * DT_CU_LN_ROWS, r1 = min(r0 + DT_CU_LN_ROWS, N);
     for (int row = r0 + warp; row < r1; row += LN_BWD_WARPS) {
         size_t base = (size_t)row * C;
         float m = mean[row], r = rstd[row], sdn = 0.0f, sdnn = 0.0f;
@@ -123,15 +124,6 @@ __global__ void layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, 
     }
 }
 
-/* det: acc[c] += sum of the partials part[k*C + c] in k order (one owner per channel). */
-__global__ void sum_parts_kernel(float *acc, const float *part, int nparts, int C) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    float s = 0.0f;
-    for (int k = 0; k < nparts; k++) s += part[(size_t)k * C + c];
-    acc[c] += s;
-}
-
 void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const bf16 *a,
                          const bf16 *b, const float *weight, const float *bias, int N, int C,
                          const dt_dropout *drop, uint32_t purpose, uint32_t layer,
@@ -143,7 +135,7 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
 void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *part,
                          const bf16 *dout, const bf16 *inp, const float *weight,
                          const float *mean, const float *rstd, int N, int C, cudaStream_t s) {
-    int det = dt_op_variant(DT_OP_LAYERNORM_BWD) == DT_VARIANT_DET, nparts = dt_cu_colsum_parts(N);
+    int det = dt_op_variant(DT_OP_LAYERNORM_BWD) == DT_VARIANT_DET, nparts = dt_cu_ln_parts(N);
     size_t shm = sizeof(float) * 2 * LN_BWD_WARPS * (size_t)C;
     static int attr_set;
     if (!attr_set) {
@@ -153,9 +145,5 @@ void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias
     }
     layernorm_bwd_kernel<<<nparts, 32 * LN_BWD_WARPS, shm, s>>>(dinp, dinp16, dweight, dbias, part,
                                                                dout, inp, weight, mean, rstd, N, C, det);
-    if (det) {
-        sum_parts_kernel<<<dt_cu_div((size_t)C, 128), 128, 0, s>>>(dweight, part, nparts, C);
-        sum_parts_kernel<<<dt_cu_div((size_t)C, 128), 128, 0, s>>>(dbias, part + (size_t)nparts * C,
-                                                                   nparts, C);
-    }
+    if (det) dt_cu_parts_finish(dweight, dbias, part, nparts, C, s);
 }

@@ -23,9 +23,10 @@ extern "C" {
 
 /* ---- GEMM (gemm_cuda.cu), DT_OP_GEMM ------------------------------------------------- */
 /* One cuBLASLt handle with a fixed workspace and a cache of per-shape plans. det: the
- * algorithm is the first heuristic result restricted to no split-K reduction
- * (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = none; dt_cu_gemm_pick), chosen once per shape
- * without timing and pinned; fast: the first heuristic result of any scheme. */
+ * algorithm is the first heuristic result without in-place split-K reduction
+ * (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK; dt_cu_gemm_pick), chosen once per shape
+ * without timing and pinned (split-K allowed only with a workspace reduction scheme);
+ * fast: the first heuristic result of any scheme. */
 typedef struct dt_cu_blas dt_cu_blas;
 #define DT_CU_GEMM_WORKSPACE (32u << 20)
 dt_status dt_cu_blas_create(dt_cu_blas **out);
@@ -72,9 +73,9 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
                          const dt_dropout *drop, uint32_t purpose, uint32_t layer,
                          cudaStream_t s);
 /* dinp (fp32, N x C) += input gradient, dinp16 = bf16(dinp) after the update;
- * dweight/dbias (fp32, C) += their gradients. part: 2 * dt_cu_colsum_parts(N) * C floats.
- * det: each block owns DT_CU_COLSUM_ROWS rows and writes its partials; a second kernel
- *      adds the partials in block order. fast: each block atomically adds its partials. */
+ * dweight/dbias (fp32, C) += their gradients. part: 2 * dt_cu_ln_parts(N) * C floats.
+ * det: each block owns DT_CU_LN_ROWS rows and writes its partials; dt_cu_parts_finish adds
+ *      them in a fixed order. fast: each block atomically adds its partials. */
 void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *part,
                          const bf16 *dout, const bf16 *inp, const float *weight,
                          const float *mean, const float *rstd, int N, int C, cudaStream_t s);
@@ -83,6 +84,13 @@ void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias
 /* acc (fp32, cols) += column sums of x (bf16, rows x cols). part: dt_cu_colsum_parts(rows)
  * * cols floats. det: row-chunk partials, then a fixed-order sum; fast: atomic partials. */
 void dt_cu_colsum(float *acc, float *part, const bf16 *x, int rows, int cols, cudaStream_t s);
+
+/* det finish of block partials: acc[c] += sum over k of part[k*cols + c] (and acc2 from the
+ * second half part[(nparts + k)*cols + c] when acc2 is not NULL). Per column, thread ty of
+ * 8 adds partials ty, ty+8, ... in order, then the 8 sums are added in ty order: the order
+ * is fixed by the indices. */
+void dt_cu_parts_finish(float *acc, float *acc2, const float *part, int nparts, int cols,
+                        cudaStream_t s);
 
 /* ---- whole-buffer reductions (reduce_cuda.cu), DT_OP_NORM / DT_OP_CROSSENTROPY ------- */
 /* out[0] = sum of x[i] (square = 0) or x[i]^2 (square = 1) in fp64; zeros (if not NULL)

@@ -16,20 +16,35 @@ __global__ void colsum_part_kernel(float *acc, float *part, const bf16 *x, int r
     else atomicAdd(&acc[c], s); /* fast: partials land in arrival order */
 }
 
-/* det: acc[c] += partials in chunk order, one owner per column. */
-__global__ void colsum_finish_kernel(float *acc, const float *part, int nparts, int cols) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols) return;
+/* det finish (see dt_cu_parts_finish): block (32, 8), blockIdx.y picks acc or acc2. */
+__global__ void parts_finish_kernel(float *acc, float *acc2, const float *part, int nparts, int cols) {
+    __shared__ float sh[8][33];
+    int tx = threadIdx.x, ty = threadIdx.y, c = blockIdx.x * 32 + tx;
+    const float *p = part + (size_t)blockIdx.y * nparts * cols;
     float s = 0.0f;
-    for (int k = 0; k < nparts; k++) s += part[(size_t)k * cols + c];
-    acc[c] += s;
+    if (c < cols)
+        for (int k = ty; k < nparts; k += 8) s += p[(size_t)k * cols + c];
+    sh[ty][tx] = s;
+    __syncthreads();
+    if (ty == 0 && c < cols) {
+        float t = 0.0f;
+        for (int k = 0; k < 8; k++) t += sh[k][tx];
+        float *a = blockIdx.y ? acc2 : acc;
+        a[c] += t;
+    }
+}
+
+void dt_cu_parts_finish(float *acc, float *acc2, const float *part, int nparts, int cols,
+                        cudaStream_t s) {
+    dim3 g(dt_cu_div((size_t)cols, 32), acc2 ? 2 : 1), b(32, 8);
+    parts_finish_kernel<<<g, b, 0, s>>>(acc, acc2, part, nparts, cols);
 }
 
 void dt_cu_colsum(float *acc, float *part, const bf16 *x, int rows, int cols, cudaStream_t s) {
     int det = dt_op_variant(DT_OP_BIAS_BWD) == DT_VARIANT_DET, nparts = dt_cu_colsum_parts(rows);
     dim3 g(dt_cu_div((size_t)cols, 256), (unsigned)nparts);
     colsum_part_kernel<<<g, 256, 0, s>>>(acc, part, x, rows, cols, det);
-    if (det) colsum_finish_kernel<<<dt_cu_div((size_t)cols, 128), 128, 0, s>>>(acc, part, nparts, cols);
+    if (det) dt_cu_parts_finish(acc, NULL, part, nparts, cols, s);
 }
 
 /* Each thread visits elements g, g + stride, ... in order (g its global index), in fp64;

@@ -173,7 +173,7 @@ static void test_layernorm_accuracy(void) {
     for (int br = 0; br < 2; br++) {
         variant(br ? "layernorm_bwd=fast" : "layernorm_bwd=det");
         float *ddinp = dev<float>((size_t)N * C), *dgw = dev<float>(C), *dgb = dev<float>(C);
-        float *part = dev<float>((size_t)2 * dt_cu_colsum_parts(N) * C);
+        float *part = dev<float>((size_t)2 * dt_cu_ln_parts(N) * C);
         bf16 *ddinp16 = dev<bf16>((size_t)N * C);
         dt_cu_layernorm_bwd(ddinp, ddinp16, dgw, dgb, part, dg, dres, dw, dmean, drstd, N, C, 0);
         CHECK_REL(down32(ddinp, (size_t)N * C), dinp, 1e-3, br ? "layernorm bwd dinp fast" : "layernorm bwd dinp det");
@@ -304,6 +304,7 @@ static int replays_equal(replay_fn fn, void *ctx, int reps) {
     int same = 1;
     for (int r = 0; r < reps; r++) {
         contend();
+        cur.clear();
         fn(ctx, r ? &cur : &first);
         if (r && (cur.size() != first.size() || memcmp(cur.data(), first.data(), cur.size()))) same = 0;
     }
@@ -349,7 +350,7 @@ static void r_layernorm(void *c, std::vector<unsigned char> *o) {
 static void r_colsum(void *c, std::vector<unsigned char> *o) {
     big *b = (big *)c;
     cudaMemset(b->acc, 0, sizeof(float) * 4 * b->C);
-    dt_cu_colsum(b->acc, b->part, b->dinp16, b->N, 4 * b->C, 0);
+    dt_cu_colsum(b->acc, b->part, b->dout16, b->N / 4, 4 * b->C, 0); /* (N/4, 4C) view */
     grab(o, b->acc, 4 * b->C);
 }
 static int g_red_det;
@@ -384,7 +385,7 @@ static void test_replays(void) {
     b.dout32 = up32(g); b.dout16 = up16(g); b.x16 = up16(x); b.w = up32(w);
     b.mean = up32(mean); b.rstd = up32(rstd);
     b.gte = dev<float>((size_t)b.Vp * b.C); b.gpe = dev<float>((size_t)b.T * b.C);
-    b.part = dev<float>((size_t)dt_cu_colsum_parts(b.N) * 4 * b.C);
+    b.part = dev<float>((size_t)dt_cu_ln_parts(b.N) * 4 * b.C);
     b.dinp = dev<float>(sc); b.dinp16 = dev<bf16>(sc); b.gw = dev<float>(b.C); b.gb = dev<float>(b.C);
     b.acc = dev<float>((size_t)b.C * b.C);
     vf big8 = rnd(sc * 8);

@@ -1,7 +1,7 @@
 /* The CUDA kernels' host-side plans (src/ops/cuda_plan.c, cuda_plan.h): partial counts and
  * grids depend on sizes only; the token buckets are a stable sort; the AdamW chunks cover
- * every parameter exactly once without crossing a tensor; the det GEMM policy never picks a
- * split-K candidate (the policy gemm_cuda.cu applies). Runs on the CPU (CI). */
+ * every parameter exactly once without crossing a tensor; the det GEMM policy never picks an
+ * in-place split-K candidate (the policy gemm_cuda.cu applies). Runs on the CPU (CI). */
 #include "ops/cuda_plan.h"
 
 #include "dt_test.h"
@@ -11,6 +11,7 @@ static void test_parts_and_grid(void) {
     CHECK(dt_cu_colsum_parts(DT_CU_COLSUM_ROWS) == 1);
     CHECK(dt_cu_colsum_parts(DT_CU_COLSUM_ROWS + 1) == 2);
     CHECK(dt_cu_colsum_parts(16384) == 16384 / DT_CU_COLSUM_ROWS);
+    CHECK(dt_cu_ln_parts(16384) == 16384 / DT_CU_LN_ROWS && dt_cu_ln_parts(33) == 2);
     CHECK(dt_cu_reduce_blocks(0) == 1);
     CHECK(dt_cu_reduce_blocks(1) == 1);
     CHECK(dt_cu_reduce_blocks((size_t)DT_CU_RED_THREADS * 8 + 1) == 2);
@@ -61,7 +62,7 @@ static void test_adamw_chunks(void) {
 
 static void test_gemm_policy(void) {
     dt_cu_gemm_cand c[4] = {
-        {10, 4, 2, 1 << 20, 1},  /* split-K with a reduction: fast only */
+        {10, 4, 1, 1 << 20, 1},  /* split-K reduced in place: fast only */
         {11, 1, 0, 1u << 30, 1}, /* too much workspace */
         {12, 1, 0, 0, 0},        /* heuristic failed */
         {13, 1, 0, 4096, 1},     /* usable everywhere */
@@ -69,9 +70,12 @@ static void test_gemm_policy(void) {
     CHECK(dt_cu_gemm_pick(c, 4, 0, 32u << 20) == 0);
     CHECK(dt_cu_gemm_pick(c, 4, 1, 32u << 20) == 3);
     CHECK(dt_cu_gemm_pick(c, 3, 1, 32u << 20) == -1);
-    dt_cu_gemm_cand inplace = {14, 2, 0, 0, 1}; /* split without a named scheme: not det */
-    CHECK(dt_cu_gemm_pick(&inplace, 1, 1, 32u << 20) == -1);
-    CHECK(dt_cu_gemm_pick(&inplace, 1, 0, 32u << 20) == 0);
+    dt_cu_gemm_cand unnamed = {14, 2, 0, 0, 1}; /* split without a named scheme: not det */
+    CHECK(dt_cu_gemm_pick(&unnamed, 1, 1, 32u << 20) == -1);
+    CHECK(dt_cu_gemm_pick(&unnamed, 1, 0, 32u << 20) == 0);
+    dt_cu_gemm_cand ws[2] = {{15, 8, 2, 1 << 20, 1}, {16, 8, 4, 1 << 20, 1}}; /* workspace schemes */
+    CHECK(dt_cu_gemm_pick(ws, 2, 1, 32u << 20) == 0);
+    CHECK(dt_cu_gemm_pick(ws + 1, 1, 1, 32u << 20) == 0);
 }
 
 int main(void) {
