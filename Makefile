@@ -2,14 +2,17 @@
 # missing (scripts/install-deps.sh), build, and then run.
 #
 # Build flags are part of the numerics: no -ffast-math, no -march=native, no FMA
-# contraction. They are recorded in the environment fingerprint (DT_BUILD_FLAGS).
+# contraction, no reassociation. They are recorded in the environment fingerprint
+# (DT_BUILD_FLAGS). Vectorisation is on: without reassociation it only packs elementwise
+# IEEE operations, which round exactly as their scalar forms; -fno-trapping-math lets
+# branch-free selects vectorise and changes no result (only exception-flag semantics).
 
 CC      ?= gcc
 BUILD   ?= build
-OPT     ?= -O2
+OPT     ?= -O2 -ftree-vectorize -fvect-cost-model=dynamic
 WARN    := -Wall -Wextra -Wshadow -Wpointer-arith -Wstrict-prototypes -Wmissing-prototypes \
            -Wformat=2 -Wundef -Wcast-qual -Wwrite-strings -Werror
-NUMERIC := -ffp-contract=off -fno-fast-math -fno-unsafe-math-optimizations
+NUMERIC := -ffp-contract=off -fno-fast-math -fno-unsafe-math-optimizations -fno-trapping-math
 BLAS_INC := -I/usr/include/x86_64-linux-gnu/openblas-openmp
 CFLAGS_ALL := -std=c11 $(OPT) -g -fopenmp $(NUMERIC) $(WARN) -D_GNU_SOURCE \
               -Iinclude -Isrc $(BLAS_INC) $(EXTRA_CFLAGS)
