@@ -134,7 +134,13 @@ void dt_trace_set_step(int64_t step, int micro);
 extern int dt_trace_level_now_;
 /* 1 if events of `level` are captured now. Inline and branch-cheap: tracing off costs one
  * load and compare per hook site. */
+#ifdef DT_BENCH_NO_TRACE
+/* Benchmark-only build (bench/trace_overhead.sh): every hook site compiles away, the
+ * baseline against which "tracing off costs nothing" is measured. */
+static inline int dt_trace_on(int level) { (void)level; return 0; }
+#else
 static inline int dt_trace_on(int level) { return level <= dt_trace_level_now_; }
+#endif
 
 /* Module path: push("h.3") then push("attn") gives scope "h.3.attn". Cheap no-ops when no
  * session is open; they must balance. */
