@@ -29,6 +29,10 @@ bash tests/gpu/gpu_e2e.sh "$OUT/e2e" || rc=1
 rm -rf "$OUT/e2e"
 stamp "bench"
 build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --json "$OUT/bench.json" | tee "$OUT/bench.txt" || rc=1
+if [ "${GEMM_ATTN:-0}" != 0 ]; then
+  stamp "bench, GEMM attention (DT_ATTENTION=gemm)"
+  DT_ATTENTION=gemm build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --json "$OUT/bench_gemm_attn.json" | tee "$OUT/bench_gemm_attn.txt" || rc=1
+fi
 if [ "${PEERS:-1}" != 0 ]; then
   stamp "torch peers"
   PYTHONUNBUFFERED=1 timeout "${PEER_TIMEOUT:-300}" python3 bench/torch_peer.py --steps 10 --warmup 3 --json "$OUT/peers.json" || rc=1

@@ -29,6 +29,7 @@ struct dt_gpt_cuda {
     uint64_t seed;
     uint32_t rng_step;
     int training;
+    int flash;          /* attention through attention_flash_cuda.cu */
     cudaStream_t s;
     dt_cu_blas *blas;
     /* parameters, gradients, optimizer state */
@@ -41,6 +42,7 @@ struct dt_gpt_cuda {
     bf16 *encoded, *ln1, *qkv, *atty, *att, *attproj, *res2, *ln2, *fch, *fchg, *fcproj, *res3, *lnf,
         *logits;
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *losses;
+    float *att_lse, *att_D, *att_dq; /* flash: (L,B,NH,T) lse; backward scratch */
     /* backward scratch */
     float *dres, *part;
     bf16 *dres16, *dproj16, *dc1, *dqkv, *dfch, *dfchg, *att_scratch;
@@ -130,6 +132,11 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     if ((st = dt_cu_blas_create(&m->blas)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
     size_t n = m->num_params, BT = (size_t)B * T, sc = BT * C, Vp = (size_t)c->padded_vocab;
     size_t att = (size_t)L * B * NH * T * T;
+    /* flash attention unless the shape needs the GEMM formulation (or DT_ATTENTION=gemm asks
+     * for it; the choice is recorded in env.json) */
+    dt_dropout ad = {host->attn_dropout, 0, 0};
+    const char *force = getenv("DT_ATTENTION");
+    m->flash = dt_cu_flash_supported(C, NH, T, &ad) && !(force && !strcmp(force, "gemm"));
     DMALLOC(m->param, n, "parameters");
     DMALLOC(m->grad, n, "gradients");
     DMALLOC(m->adam_m, n, "AdamW m");
@@ -139,7 +146,14 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     DMALLOC(m->ln1, L * sc, "activations");
     DMALLOC(m->qkv, 3 * L * sc, "activations");
     DMALLOC(m->atty, L * sc, "activations");
-    DMALLOC(m->att, att, "attention probabilities");
+    if (m->flash) {
+        DMALLOC(m->att_lse, (size_t)L * B * NH * T, "attention statistics");
+        DMALLOC(m->att_D, (size_t)B * NH * T, "scratch");
+        DMALLOC(m->att_dq, sc, "scratch");
+    } else {
+        DMALLOC(m->att, att, "attention probabilities");
+        DMALLOC(m->att_scratch, dt_cu_attention_scratch(B, T, C, NH, host->attn_dropout > 0.0f), "scratch");
+    }
     DMALLOC(m->attproj, L * sc, "activations");
     DMALLOC(m->res2, L * sc, "activations");
     DMALLOC(m->ln2, L * sc, "activations");
@@ -167,7 +181,6 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     DMALLOC(m->dqkv, 3 * sc, "scratch");
     DMALLOC(m->dfch, 4 * sc, "scratch");
     DMALLOC(m->dfchg, 4 * sc, "scratch");
-    DMALLOC(m->att_scratch, dt_cu_attention_scratch(B, T, C, NH, host->attn_dropout > 0.0f), "scratch");
     DMALLOC(m->red_part, 2 * DT_CU_RED_MAX_BLOCKS, "scratch");
     DMALLOC(m->stats, 8, "scratch");
     DMALLOC(m->zeros, 1, "scratch");
@@ -226,7 +239,7 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
                     m->lnf_mean, m->lnf_rstd, m->losses, m->dres, m->part, m->dres16, m->dproj16,
                     m->dc1, m->dqkv, m->dfch, m->dfchg, m->att_scratch, m->red_part, m->stats,
                     m->zeros, m->d_in, m->d_tg, m->d_order, m->d_segtok, m->d_segstart, m->chunks,
-                    m->decay};
+                    m->decay, m->att_lse, m->att_D, m->att_dq};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
     for (int i = 0; i < MAX_EVENTS; i++)
         if (m->ev[i]) cudaEventDestroy(m->ev[i]);
@@ -326,7 +339,7 @@ dt_status dt_gpt_cuda_forward(dt_gpt_cuda *m, const int *inputs, const int *targ
     for (int l = 0; l < L; l++) {
         const bf16 *res = l == 0 ? m->encoded : m->res3 + (size_t)(l - 1) * sc;
         bf16 *ln1 = m->ln1 + l * sc, *qkv = m->qkv + l * sc * 3, *atty = m->atty + l * sc;
-        bf16 *att = m->att + (size_t)l * B * NH * TT, *attproj = m->attproj + l * sc;
+        bf16 *att = m->att ? m->att + (size_t)l * B * NH * TT : NULL, *attproj = m->attproj + l * sc;
         bf16 *res2 = m->res2 + l * sc, *ln2 = m->ln2 + l * sc, *fch = m->fch + l * sc * 4;
         bf16 *fchg = m->fchg + l * sc * 4, *fcproj = m->fcproj + l * sc, *res3 = m->res3 + l * sc;
         size_t lC = (size_t)l * C;
@@ -334,7 +347,10 @@ dt_status dt_gpt_cuda_forward(dt_gpt_cuda *m, const int *inputs, const int *targ
         TRY(linear_fwd(m, qkv, ln1, P16(DT_P_QKVW) + lC * 3 * C, P16(DT_P_QKVB) + lC * 3, BT, C, 3 * C));
         rend(m, DT_R_MATMUL_FWD);
         rbegin(m, DT_R_ATTN_FWD);
-        TRY(dt_cu_attention_fwd(m->blas, atty, att, qkv, m->att_scratch, B, T, C, NH, &ad, (uint32_t)l, s));
+        if (m->flash)
+            dt_cu_flash_fwd(atty, m->att_lse + (size_t)l * B * NH * T, qkv, B, T, C, NH, s);
+        else
+            TRY(dt_cu_attention_fwd(m->blas, atty, att, qkv, m->att_scratch, B, T, C, NH, &ad, (uint32_t)l, s));
         rend(m, DT_R_ATTN_FWD);
         rbegin(m, DT_R_MATMUL_FWD);
         TRY(linear_fwd(m, attproj, atty, P16(DT_P_ATTPROJW) + lC * C, P16(DT_P_ATTPROJB) + lC, BT, C, C));
@@ -436,9 +452,13 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
                        m->atty + l * sc, P16(DT_P_ATTPROJW) + lC * C, BT, C, C));
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_ATTN_BWD);
-        TRY(dt_cu_attention_bwd(m->blas, m->dqkv, m->dc1, m->qkv + l * sc * 3,
-                                m->att + (size_t)l * B * NH * TT, m->att_scratch, B, T, C, NH, &ad,
-                                (uint32_t)l, s));
+        if (m->flash)
+            dt_cu_flash_bwd(m->dqkv, m->att_dq, m->att_D, m->dc1, m->qkv + l * sc * 3, m->atty + l * sc,
+                            m->att_lse + (size_t)l * B * NH * T, B, T, C, NH, s);
+        else
+            TRY(dt_cu_attention_bwd(m->blas, m->dqkv, m->dc1, m->qkv + l * sc * 3,
+                                    m->att + (size_t)l * B * NH * TT, m->att_scratch, B, T, C, NH, &ad,
+                                    (uint32_t)l, s));
         rend(m, DT_R_ATTN_BWD);
         rbegin(m, DT_R_MATMUL_BWD);
         TRY(linear_bwd(m, m->dc1, G(DT_P_QKVW) + lC * 3 * C, G(DT_P_QKVB) + lC * 3, m->dqkv,
@@ -529,10 +549,10 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
     char algos[12000];
     dt_cu_blas_describe(m->blas, algos, sizeof algos);
     snprintf(m->desc, sizeof m->desc,
-             "{\"device\":\"cuda\",\"gpu\":\"%s\",\"sm\":\"%d.%d\",\"sms\":%d,\"driver\":%d,"
+             "{\"device\":\"cuda\",\"attention\":\"%s\",\"gpu\":\"%s\",\"sm\":\"%d.%d\",\"sms\":%d,\"driver\":%d,"
              "\"runtime\":%d,\"cublaslt\":%zu,\"nvcc_flags\":\"%s\",\"gemm_workspace\":%u,"
              "\"gemm_algos\":%s}",
-             p.name, p.major, p.minor, p.multiProcessorCount, drv, rt, cublasLtGetVersion(),
+             m->flash ? "flash" : "gemm", p.name, p.major, p.minor, p.multiProcessorCount, drv, rt, cublasLtGetVersion(),
              DT_NVCC_FLAGS, DT_CU_GEMM_WORKSPACE, algos);
     return m->desc;
 }

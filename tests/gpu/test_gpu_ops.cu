@@ -8,7 +8,7 @@
  *  3. negative controls: the atomic fast paths must differ across replays;
  *  4. the whole model against the CPU model on the same weights (loss, every gradient).
  * Sources covered: gemm_cuda.cu, encoder_cuda.cu, layernorm_cuda.cu, reduce_cuda.cu,
- * attention_cuda.cu, crossentropy_cuda.cu, gelu_cuda.cu, adamw_cuda.cu, cuda_common.cuh,
+ * attention_cuda.cu, attention_flash_cuda.cu, crossentropy_cuda.cu, gelu_cuda.cu, adamw_cuda.cu, cuda_common.cuh,
  * gpt_cuda.cu. */
 #include "ops/ops_cuda.h"
 
@@ -240,6 +240,43 @@ static void test_attention_accuracy(void) {
     }
 }
 
+static void test_flash_accuracy(void) {
+    const int B = 2, T = 256, C = 128, NH = 2, BT = B * T;
+    CHECK(dt_cu_flash_supported(C, NH, T, NULL));
+    vf qkv = rnd((size_t)BT * 3 * C, 2.0f), dout = rnd((size_t)BT * C);
+    vf out((size_t)BT * C), att((size_t)B * NH * T * T), dqkv((size_t)BT * 3 * C);
+    dt_attention_fwd(out.data(), att.data(), qkv.data(), B, T, C, NH, NULL, 0);
+    bf16 *dq_in = up16(qkv), *dout16 = dev<bf16>((size_t)BT * C), *dg = up16(dout);
+    float *lse = dev<float>((size_t)B * NH * T), *D = dev<float>((size_t)B * NH * T), *dqf = dev<float>((size_t)BT * C);
+    dt_cu_flash_fwd(dout16, lse, dq_in, B, T, C, NH, 0);
+    vf gout = down16(dout16, (size_t)BT * C);
+    CHECK_REL(gout, out, 1e-2, "flash attention fwd");
+    /* backward from the GPU's own forward output (rounded as the model stores it) */
+    dt_attention_bwd_det(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH, NULL, 0);
+    for (int br = 0; br < 2; br++) {
+        variant(br ? "attention_bwd=fast" : "attention_bwd=det");
+        bf16 *dq = dev<bf16>((size_t)BT * 3 * C);
+        dt_cu_flash_bwd(dq, dqf, D, dg, dq_in, dout16, lse, B, T, C, NH, 0);
+        vf got = down16(dq, (size_t)BT * 3 * C);
+        CHECK_REL(got, dqkv, 3e-2, br ? "flash attention bwd fast" : "flash attention bwd det");
+        /* dQ, dK, dV each within tolerance, not only the whole */
+        for (int part = 0; part < 3; part++) {
+            vf a, r;
+            for (int t = 0; t < BT; t++)
+                for (int c = 0; c < C; c++) {
+                    a.push_back(got[(size_t)t * 3 * C + part * C + c]);
+                    r.push_back(dqkv[(size_t)t * 3 * C + part * C + c]);
+                }
+            char what[64];
+            snprintf(what, sizeof what, "flash bwd %s %s", part == 0 ? "dQ" : part == 1 ? "dK" : "dV", br ? "fast" : "det");
+            CHECK_REL(a, r, 3e-2, what);
+        }
+        cudaFree(dq);
+    }
+    dt_op_clear_overrides();
+    cudaFree(dq_in); cudaFree(dout16); cudaFree(dg); cudaFree(lse); cudaFree(D); cudaFree(dqf);
+}
+
 static void test_crossentropy_accuracy(void) {
     const int N = 64, V = 1000, Vp = 1024;
     vf logits = rnd((size_t)N * Vp, 4.0f);
@@ -360,6 +397,15 @@ static void r_reduce(void *c, std::vector<unsigned char> *o) {
     grab(o, b->out, 1);
     grab(o, b->z, 1);
 }
+struct flashctx { int B, T, C, NH; bf16 *qkv, *out, *dout, *dqkv; float *lse, *D, *dq; };
+static void r_flash(void *c, std::vector<unsigned char> *o) {
+    flashctx *f = (flashctx *)c;
+    dt_cu_flash_fwd(f->out, f->lse, f->qkv, f->B, f->T, f->C, f->NH, 0);
+    dt_cu_flash_bwd(f->dqkv, f->dq, f->D, f->dout, f->qkv, f->out, f->lse, f->B, f->T, f->C, f->NH, 0);
+    grab(o, f->out, (size_t)f->B * f->T * f->C);
+    grab(o, f->dqkv, (size_t)f->B * f->T * 3 * f->C);
+}
+
 static void r_gemm(void *c, std::vector<unsigned char> *o) {
     big *b = (big *)c;
     /* a weight-gradient shape: K = N rows (split-K bait) into fp32 with beta = 1 */
@@ -410,6 +456,20 @@ static void test_replays(void) {
         }
         dt_op_clear_overrides();
     }
+    flashctx f = {16, 1024, 768, 12, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    vf fq = rnd(sc * 3, 2.0f);
+    f.qkv = up16(fq); f.out = dev<bf16>(sc); f.dout = b.dout16; f.dqkv = dev<bf16>(sc * 3);
+    f.lse = dev<float>((size_t)16 * 12 * 1024); f.D = dev<float>((size_t)16 * 12 * 1024); f.dq = dev<float>(sc);
+    variant("attention_bwd=det");
+    int feq = replays_equal(r_flash, &f, 3);
+    CHECKF(feq, "flash attention det: replays differ");
+    fprintf(stderr, "  replay %-28s det : %s\n", "flash attention fwd+bwd", feq ? "bit-exact x3" : "DIFFER");
+    variant("attention_bwd=fast");
+    feq = replays_equal(r_flash, &f, 5);
+    CHECKF(!feq, "flash attention fast: the negative control saw no difference in 5 replays");
+    fprintf(stderr, "  replay %-28s fast: %s\n", "flash attention fwd+bwd", feq ? "identical (control FAILED)" : "differs (control ok)");
+    dt_op_clear_overrides();
+    cudaFree(f.qkv); cudaFree(f.out); cudaFree(f.dqkv); cudaFree(f.lse); cudaFree(f.D); cudaFree(f.dq);
     g_red_det = 1;
     int eq = replays_equal(r_reduce, &b, 3);
     CHECKF(eq, "norm det: replays differ");
@@ -434,8 +494,10 @@ static void model_grads(dt_gpt_cuda *g, const int *in, const int *tg, vf *grads,
     CHECK_OK(dt_gpt_cuda_get_grads(g, grads->data()));
 }
 
-static void test_model(void) {
-    dt_gpt_config cfg = {128, 512, 0, 2, 4, 128};
+/* nh 4: head size 32, GEMM attention; nh 2: head size 64, flash attention. */
+static void test_model_nh(int nh) {
+    dt_gpt_config cfg = {128, 512, 0, 2, nh, 128};
+    fprintf(stderr, "  model with %d heads (%s attention)\n", nh, nh == 2 ? "flash" : "GEMM");
     CHECK_OK(dt_gpt_config_finish(&cfg));
     const int B = 4, T = 128, BT = B * T;
     dt_gpt *h = NULL;
@@ -487,6 +549,11 @@ static void test_model(void) {
     dt_gpt_free(h);
 }
 
+static void test_model(void) {
+    test_model_nh(4);
+    test_model_nh(2);
+}
+
 int main(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
@@ -503,6 +570,7 @@ int main(void) {
     RUN(test_layernorm_accuracy);
     RUN(test_reduce_accuracy);
     RUN(test_attention_accuracy);
+    RUN(test_flash_accuracy);
     RUN(test_crossentropy_accuracy);
     RUN(test_elementwise);
     RUN(test_replays);
