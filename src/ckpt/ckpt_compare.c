@@ -1,10 +1,11 @@
-/* Tensor-by-tensor comparison of two checkpoints (see ckpt.h). Both are verified first,
- * so a digest difference is a real difference; tensors whose digests match are equal
- * byte for byte, the others are read to find the first differing element. */
+/* Comparison of two checkpoints (see ckpt.h). Both are verified first (so neither is
+ * corrupt); then state fields, binding config, and the tensors of both safetensors files
+ * (dt_st_compare: the first differing tensor and element in hex). */
 #include "ckpt/ckpt.h"
 
 #include "ckpt/ckpt_view.h"
-#include "core/json.h"
+#include "ckpt/hf_gpt2.h"
+#include "ckpt/st_compare.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -52,87 +53,19 @@ static int state_differs(const dt_ckpt_view *a, const dt_ckpt_view *b, FILE *out
     return 0;
 }
 
-static void elem_hex(char *buf, size_t cap, const uint8_t *p, dt_dtype t) {
-    if (t == DT_F32) {
-        uint32_t u;
-        memcpy(&u, p, 4);
-        snprintf(buf, cap, "0x%08" PRIx32 " (%.9g)", u, (double)dt_f32_from_bits(u));
-    } else {
-        size_t n = dt_dtype_size(t);
-        int k = snprintf(buf, cap, "0x");
-        for (size_t i = n; i-- > 0 && k > 0 && (size_t)k < cap;) /* little-endian: high byte first */
-            k += snprintf(buf + k, cap - (size_t)k, "%02x", p[i]);
-    }
-}
-
-/* Reports the first differing element of two same-shaped tensors. */
-static dt_status report_element(const dt_st_file *fa, const dt_st_file *fb, const dt_st_entry *ea,
-                                const dt_st_entry *eb, const char *file, FILE *out) {
-    size_t n = (size_t)(ea->end - ea->begin), es = dt_dtype_size(ea->dtype);
-    uint8_t *a = malloc(n ? n : 1), *b = malloc(n ? n : 1);
-    dt_status st = a && b ? DT_OK : dt_fail(DT_ENOMEM, "out of memory comparing \"%s\"", ea->name);
-    if (st == DT_OK) st = dt_st_read(fa, ea, a, n);
-    if (st == DT_OK) st = dt_st_read(fb, eb, b, n);
-    if (st == DT_OK) {
-        size_t i = 0, ndiff = 0, first = n;
-        for (; i + es <= n; i += es)
-            if (memcmp(a + i, b + i, es) != 0) {
-                if (first == n) first = i;
-                ndiff++;
-            }
-        if (first == n) {
-            st = dt_fail(DT_ECORRUPT, "\"%s\" in %s: digests differ but the bytes are equal", ea->name, file);
-        } else {
-            uint64_t idx = first / es, rem = idx;
-            char pos[160] = "", x[64], y[64];
-            int k = 0;
-            for (int d = ea->ndim - 1; d >= 0; d--) { /* row-major multi-index */
-                uint64_t dim = ea->shape[d] ? (uint64_t)ea->shape[d] : 1;
-                char part[24];
-                snprintf(part, sizeof part, "%" PRIu64, rem % dim);
-                char tmp[160];
-                snprintf(tmp, sizeof tmp, "%s%s%s", part, k ? ", " : "", pos);
-                snprintf(pos, sizeof pos, "%s", tmp);
-                rem /= dim;
-                k++;
-            }
-            elem_hex(x, sizeof x, a + first, ea->dtype);
-            elem_hex(y, sizeof y, b + first, ea->dtype);
-            fprintf(out, "DIFFERENT %s tensor \"%s\" at element %" PRIu64 " [%s] (%zu of %" PRIu64
-                    " elements differ):\n  A: %s\n  B: %s\n", file, ea->name, idx, pos, ndiff, ea->numel, x, y);
-        }
-    }
-    free(a);
-    free(b);
-    return st;
-}
-
-/* Compares the tensors of one file; *differs set on the first difference. */
-static dt_status compare_file(const dt_st_file *fa, const dt_st_file *fb, const char *file, FILE *out,
+/* Compares the tensors of one file of both checkpoints (ckpt/st_compare.h: names, dtypes,
+ * shapes and bytes in constant memory); *differs set and a line written on the first
+ * difference. */
+static dt_status compare_file(const dt_ckpt_view *a, const dt_ckpt_view *b, const char *file, FILE *out,
                               int *differs) {
-    for (int i = 0; i < fa->n || i < fb->n; i++) {
-        if (i >= fa->n || i >= fb->n) {
-            fprintf(out, "DIFFERENT %s: A holds %d tensors, B holds %d\n", file, fa->n, fb->n);
-            *differs = 1;
-            return DT_OK;
-        }
-        const dt_st_entry *ea = &fa->t[i], *eb = &fb->t[i];
-        int same_shape = strcmp(ea->name, eb->name) == 0 && ea->dtype == eb->dtype && ea->ndim == eb->ndim;
-        for (int d = 0; same_shape && d < ea->ndim; d++) same_shape = ea->shape[d] == eb->shape[d];
-        if (!same_shape) {
-            fprintf(out, "DIFFERENT %s tensor %d: A \"%s\" %s, B \"%s\" %s (names, dtypes or shapes differ)\n",
-                    file, i, ea->name, dt_dtype_name(ea->dtype), eb->name, dt_dtype_name(eb->dtype));
-            *differs = 1;
-            return DT_OK;
-        }
-        uint8_t da[DT_SHA256_LEN], db[DT_SHA256_LEN];
-        dt_status st = dt_st_digest(fa, ea, da);
-        if (st == DT_OK) st = dt_st_digest(fb, eb, db);
-        if (st != DT_OK) return st;
-        if (memcmp(da, db, DT_SHA256_LEN) == 0) continue;
-        *differs = 1;
-        return report_element(fa, fb, ea, eb, file, out);
-    }
+    char pa[4200], pb[4200];
+    snprintf(pa, sizeof pa, "%s/%s", a->dir, file);
+    snprintf(pb, sizeof pb, "%s/%s", b->dir, file);
+    dt_st_diff d;
+    dt_status st = dt_st_compare(pa, pb, &d);
+    if (st != DT_OK || d.identical) return st;
+    fprintf(out, "DIFFERENT %s: %s\n", file, d.detail);
+    *differs = 1;
     return DT_OK;
 }
 
@@ -149,8 +82,8 @@ dt_status dt_ckpt_compare(const char *pa, const char *pb, FILE *out, int *identi
     /* a state difference is reported and the tensors are still compared: the first
      * differing element says more about where two runs parted */
     int sdiff = state_differs(&a, &b, out), differs = 0;
-    st = compare_file(&a.model, &b.model, "model.safetensors", out, &differs);
-    if (st == DT_OK && !differs) st = compare_file(&a.optim, &b.optim, "optimizer.safetensors", out, &differs);
+    st = compare_file(&a, &b, DT_HF_WEIGHTS_NAME, out, &differs);
+    if (st == DT_OK && !differs) st = compare_file(&a, &b, DT_CKPT_OPTIM_NAME, out, &differs);
     differs |= sdiff;
     if (st == DT_OK && !differs) {
         /* not compared: where each run wrote and how long it meant to train */

@@ -76,7 +76,7 @@ set +e
 set -e
 cat "$d/cmp_other"
 [ $rc -eq 1 ] || fail "different seeds: compare exit $rc, expected 1"
-grep -q 'DIFFERENT model.safetensors tensor "transformer.wte.weight" at element 0 \[0, 0\]' "$d/cmp_other" \
+grep -q 'DIFFERENT model.safetensors: tensor "transformer.wte.weight": first difference at element 0 \[0, 0\]: 0x' "$d/cmp_other" \
   || fail "no first differing element reported"
 # dropout is really on: the same run without it differs
 nodrop=(); skip=0
