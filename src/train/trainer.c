@@ -84,7 +84,10 @@ static dt_status start_state(trainer *t) {
                        "this run's has %llu: the data changed; resume on the same data",
                        cfg->load_dir, (unsigned long long)s.train_windows,
                        (unsigned long long)dt_dataset_train_windows(t->data));
-    if (s.consumed_samples != s.step * cfg->global_batch || s.micro_steps != s.step * t->accum)
+    int64_t samples, micro;
+    if (__builtin_mul_overflow(s.step, (int64_t)cfg->global_batch, &samples) ||
+        __builtin_mul_overflow(s.step, (int64_t)t->accum, &micro) || s.consumed_samples != samples ||
+        s.micro_steps != micro)
         return dt_fail(DT_ECORRUPT, "--load %s: consumed samples %lld / dropout micro-steps %lld do not "
                        "follow from step %lld", cfg->load_dir, (long long)s.consumed_samples,
                        (long long)s.micro_steps, (long long)s.step);
