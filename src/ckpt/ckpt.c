@@ -9,7 +9,6 @@
 #include "core/fingerprint.h"
 #include "core/json.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -62,7 +61,6 @@ void dt_ckpt_config_free(dt_ckpt_config *c) {
 }
 
 /* ---------------------------------------------------------------- save */
-
 
 /* The HF export drops wte rows V..Vp-1. They are zero by construction (never trained:
  * their gradient, Adam moments and decayed value stay exactly +0), so they are restored
