@@ -3,6 +3,7 @@
 # (default vs deterministic) and the PyTorch peers, writing logs and results under $OUT.
 #   OUT       results folder (default /tmp/detrain-gpu)
 #   PEERS=0   skip the PyTorch peers;   STEPS=N   bench steps (default 20)
+#   FLASH=1   also bench with the flash attention kernels (DT_ATTENTION=flash)
 #   CARRY=dir prebuilt build/detrain-cuda and build/gpu-tests/* to use if the build fails
 set -u
 cd "$(dirname "$0")/.."
@@ -29,9 +30,9 @@ bash tests/gpu/gpu_e2e.sh "$OUT/e2e" || rc=1
 rm -rf "$OUT/e2e"
 stamp "bench"
 build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --json "$OUT/bench.json" | tee "$OUT/bench.txt" || rc=1
-if [ "${GEMM_ATTN:-0}" != 0 ]; then
-  stamp "bench, GEMM attention (DT_ATTENTION=gemm)"
-  DT_ATTENTION=gemm build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --json "$OUT/bench_gemm_attn.json" | tee "$OUT/bench_gemm_attn.txt" || rc=1
+if [ "${FLASH:-0}" != 0 ]; then
+  stamp "bench, flash attention (DT_ATTENTION=flash)"
+  DT_ATTENTION=flash build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --json "$OUT/bench_flash.json" | tee "$OUT/bench_flash.txt" || rc=1
 fi
 if [ "${PEERS:-1}" != 0 ]; then
   stamp "torch peers"

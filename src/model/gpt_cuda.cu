@@ -30,7 +30,8 @@ struct dt_gpt_cuda {
     uint32_t rng_step;
     int training;
     int flash;          /* attention through attention_flash_cuda.cu */
-    cudaStream_t s;
+    cudaStream_t s, fin;  /* main stream; det partial finishes (joined at the end of backward) */
+    cudaEvent_t join;
     dt_cu_blas *blas;
     /* parameters, gradients, optimizer state */
     float *param, *grad, *adam_m, *adam_v;
@@ -45,6 +46,8 @@ struct dt_gpt_cuda {
     float *att_lse, *att_D, *att_dq; /* flash: (L,B,NH,T) lse; backward scratch */
     /* backward scratch */
     float *dres, *part;
+    size_t part_site;  /* floats per partial site; sites used so far in this backward */
+    int nsite, maxsite;
     bf16 *dres16, *dproj16, *dc1, *dqkv, *dfch, *dfchg, *att_scratch;
     double *red_part, *stats; /* stats: [0] loss sum, [1] grad sumsq, [2] param sumsq, [3] grad norm */
     long long *zeros;
@@ -128,15 +131,18 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     m->attn_dropout = host->attn_dropout;
     m->seed = host->seed;
     dt_status st = dt_cu_check(cudaStreamCreateWithFlags(&m->s, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (st == DT_OK) st = dt_cu_check(cudaStreamCreateWithFlags(&m->fin, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->join, cudaEventDisableTiming), "cudaEventCreate");
     if (st != DT_OK) { free(m); return dt_fail_context(st, "--device cuda: no usable GPU"); }
     if ((st = dt_cu_blas_create(&m->blas)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
     size_t n = m->num_params, BT = (size_t)B * T, sc = BT * C, Vp = (size_t)c->padded_vocab;
     size_t att = (size_t)L * B * NH * T * T;
-    /* flash attention unless the shape needs the GEMM formulation (or DT_ATTENTION=gemm asks
-     * for it; the choice is recorded in env.json) */
+    /* GEMM attention by default (faster than the flash kernels as they stand: bench/RESULTS.md);
+     * DT_ATTENTION=flash selects the fused kernels where the shape allows. The choice is
+     * recorded in env.json. */
     dt_dropout ad = {host->attn_dropout, 0, 0};
     const char *force = getenv("DT_ATTENTION");
-    m->flash = dt_cu_flash_supported(C, NH, T, &ad) && !(force && !strcmp(force, "gemm"));
+    m->flash = dt_cu_flash_supported(C, NH, T, &ad) && force && !strcmp(force, "flash");
     DMALLOC(m->param, n, "parameters");
     DMALLOC(m->grad, n, "gradients");
     DMALLOC(m->adam_m, n, "AdamW m");
@@ -171,9 +177,12 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     DMALLOC(m->lnf_rstd, BT, "statistics");
     DMALLOC(m->losses, BT, "losses");
     DMALLOC(m->dres, sc, "scratch");
-    {
+    {   /* one partial region per det reduction site of a backward (6 per layer + lnf), so
+         * each site's finish can run on m->fin while the main stream goes on */
         size_t pc = (size_t)dt_cu_colsum_parts((int)BT) * 4 * C, pl = (size_t)dt_cu_ln_parts((int)BT) * 2 * C;
-        DMALLOC(m->part, pc > pl ? pc : pl, "scratch");
+        m->part_site = pc > pl ? pc : pl;
+        m->maxsite = 6 * L + 1;
+        DMALLOC(m->part, m->part_site * (size_t)m->maxsite, "scratch");
     }
     DMALLOC(m->dres16, sc, "scratch");
     DMALLOC(m->dproj16, sc, "scratch");
@@ -245,6 +254,8 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
         if (m->ev[i]) cudaEventDestroy(m->ev[i]);
     dt_cu_blas_free(m->blas);
     if (m->s) cudaStreamDestroy(m->s);
+    if (m->fin) cudaStreamDestroy(m->fin);
+    if (m->join) cudaEventDestroy(m->join);
     free(m->h_in); free(m->h_tg); free(m->h_count); free(m->h_order); free(m->h_segtok);
     free(m->h_segstart);
     free(m);
@@ -262,6 +273,12 @@ dt_status dt_gpt_cuda_sync(dt_gpt_cuda *m) {
 }
 
 size_t dt_gpt_cuda_bytes(const dt_gpt_cuda *m) { return m->bytes; }
+
+/* The partial region of the next det reduction site of this backward. */
+static float *next_part(dt_gpt_cuda *m) {
+    int k = m->nsite < m->maxsite ? m->nsite++ : m->maxsite - 1;
+    return m->part + (size_t)k * m->part_site;
+}
 
 static dt_dropout hidden_drop(const dt_gpt_cuda *m) {
     dt_dropout d = {m->training ? m->hidden_dropout : 0.0f, m->seed, m->rng_step};
@@ -290,7 +307,7 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
     if (db) {
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_BIAS_BWD);
-        dt_cu_colsum(db, m->part, dout, N, OC, m->s);
+        dt_cu_colsum(db, next_part(m), dout, N, OC, m->s, m->fin);
         rend(m, DT_R_BIAS_BWD);
         rbegin(m, DT_R_MATMUL_BWD);
     }
@@ -418,13 +435,14 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     cudaStream_t s = m->s;
     size_t sc = (size_t)BT * C, TT = (size_t)T * T;
     dt_dropout hd = hidden_drop(m), ad = attn_drop(m);
+    m->nsite = 0;
     rbegin(m, DT_R_HEAD_BWD); /* logits = lnf wte^T; the logits hold dlogits */
     TRY(linear_bwd(m, m->dc1, G(DT_P_WTE), NULL, m->logits, m->lnf, P16(DT_P_WTE), BT, C, Vp));
     rend(m, DT_R_HEAD_BWD);
     rbegin(m, DT_R_LN_BWD);
     TRY(dt_cu_check(cudaMemsetAsync(m->dres, 0, sizeof(float) * sc, s), "cudaMemsetAsync"));
-    dt_cu_layernorm_bwd(m->dres, m->dres16, G(DT_P_LNFW), G(DT_P_LNFB), m->part, m->dc1,
-                        m->res3 + (size_t)(L - 1) * sc, P(DT_P_LNFW), m->lnf_mean, m->lnf_rstd, BT, C, s);
+    dt_cu_layernorm_bwd(m->dres, m->dres16, G(DT_P_LNFW), G(DT_P_LNFB), next_part(m), m->dc1,
+                        m->res3 + (size_t)(L - 1) * sc, P(DT_P_LNFW), m->lnf_mean, m->lnf_rstd, BT, C, s, m->fin);
     rend(m, DT_R_LN_BWD);
     for (int l = L - 1; l >= 0; l--) {
         const bf16 *res = l == 0 ? m->encoded : m->res3 + (size_t)(l - 1) * sc;
@@ -442,9 +460,9 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
                        m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C));
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_LN_BWD);
-        dt_cu_layernorm_bwd(m->dres, m->dres16, G(DT_P_LN2W) + lC, G(DT_P_LN2B) + lC, m->part, m->dc1,
+        dt_cu_layernorm_bwd(m->dres, m->dres16, G(DT_P_LN2W) + lC, G(DT_P_LN2B) + lC, next_part(m), m->dc1,
                             m->res2 + l * sc, P(DT_P_LN2W) + lC, m->ln2_mean + (size_t)l * BT,
-                            m->ln2_rstd + (size_t)l * BT, BT, C, s);
+                            m->ln2_rstd + (size_t)l * BT, BT, C, s, m->fin);
         rend(m, DT_R_LN_BWD);
         dproj = through_dropout(m, &hd, 2u * (uint32_t)l);
         rbegin(m, DT_R_MATMUL_BWD);
@@ -465,9 +483,9 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
                        m->ln1 + l * sc, P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C));
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_LN_BWD);
-        dt_cu_layernorm_bwd(m->dres, m->dres16, G(DT_P_LN1W) + lC, G(DT_P_LN1B) + lC, m->part, m->dc1,
+        dt_cu_layernorm_bwd(m->dres, m->dres16, G(DT_P_LN1W) + lC, G(DT_P_LN1B) + lC, next_part(m), m->dc1,
                             res, P(DT_P_LN1W) + lC, m->ln1_mean + (size_t)l * BT,
-                            m->ln1_rstd + (size_t)l * BT, BT, C, s);
+                            m->ln1_rstd + (size_t)l * BT, BT, C, s, m->fin);
         rend(m, DT_R_LN_BWD);
     }
     rbegin(m, DT_R_EMBED_BWD);
@@ -476,6 +494,10 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     dt_cu_encoder_bwd(G(DT_P_WTE), G(DT_P_WPE), m->dres, m->d_in, m->d_order, m->d_segtok, m->d_segstart,
                       m->nseg, B, T, C, &hd, DT_RNG_DROPOUT_HIDDEN, EMB_SITE, s);
     rend(m, DT_R_EMBED_BWD);
+    /* join: the det partial finishes on m->fin complete before anything reads gradients or
+     * reuses their partial regions */
+    TRY(dt_cu_check(cudaEventRecord(m->join, m->fin), "cudaEventRecord"));
+    TRY(dt_cu_check(cudaStreamWaitEvent(m->s, m->join, 0), "cudaStreamWaitEvent"));
     return dt_cu_check(cudaGetLastError(), "backward launch");
 }
 

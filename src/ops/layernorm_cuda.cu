@@ -134,7 +134,8 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
 
 void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *part,
                          const bf16 *dout, const bf16 *inp, const float *weight,
-                         const float *mean, const float *rstd, int N, int C, cudaStream_t s) {
+                         const float *mean, const float *rstd, int N, int C, cudaStream_t s,
+                         cudaStream_t fs) {
     int det = dt_op_variant(DT_OP_LAYERNORM_BWD) == DT_VARIANT_DET, nparts = dt_cu_ln_parts(N);
     size_t shm = sizeof(float) * 2 * LN_BWD_WARPS * (size_t)C;
     static int attr_set;
@@ -145,5 +146,8 @@ void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias
     }
     layernorm_bwd_kernel<<<nparts, 32 * LN_BWD_WARPS, shm, s>>>(dinp, dinp16, dweight, dbias, part,
                                                                dout, inp, weight, mean, rstd, N, C, det);
-    if (det) dt_cu_parts_finish(dweight, dbias, part, nparts, C, s);
+    if (det) {
+        dt_cu_fork(s, fs);
+        dt_cu_parts_finish(dweight, dbias, part, nparts, C, fs);
+    }
 }

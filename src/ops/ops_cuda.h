@@ -75,15 +75,22 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
 /* dinp (fp32, N x C) += input gradient, dinp16 = bf16(dinp) after the update;
  * dweight/dbias (fp32, C) += their gradients. part: 2 * dt_cu_ln_parts(N) * C floats.
  * det: each block owns DT_CU_LN_ROWS rows and writes its partials; dt_cu_parts_finish adds
- *      them in a fixed order. fast: each block atomically adds its partials. */
+ *      them in a fixed order, on stream fs (forked from s with dt_cu_fork when fs != s, so
+ *      the finish overlaps the next work; `part` must then stay untouched until fs is
+ *      joined). fast: each block atomically adds its partials. */
 void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *part,
                          const bf16 *dout, const bf16 *inp, const float *weight,
-                         const float *mean, const float *rstd, int N, int C, cudaStream_t s);
+                         const float *mean, const float *rstd, int N, int C, cudaStream_t s,
+                         cudaStream_t fs);
 
 /* ---- bias gradient / column sums (reduce_cuda.cu), DT_OP_BIAS_BWD -------------------- */
 /* acc (fp32, cols) += column sums of x (bf16, rows x cols). part: dt_cu_colsum_parts(rows)
- * * cols floats. det: row-chunk partials, then a fixed-order sum; fast: atomic partials. */
-void dt_cu_colsum(float *acc, float *part, const bf16 *x, int rows, int cols, cudaStream_t s);
+ * * cols floats. det: row-chunk partials, then a fixed-order sum (on fs, as in
+ * dt_cu_layernorm_bwd); fast: atomic partials. */
+void dt_cu_colsum(float *acc, float *part, const bf16 *x, int rows, int cols, cudaStream_t s,
+                  cudaStream_t fs);
+/* Makes fs wait for the work enqueued on s so far (no-op when fs == s). */
+void dt_cu_fork(cudaStream_t s, cudaStream_t fs);
 
 /* det finish of block partials: acc[c] += sum over k of part[k*cols + c] (and acc2 from the
  * second half part[(nparts + k)*cols + c] when acc2 is not NULL). Per column, thread ty of

@@ -40,11 +40,23 @@ void dt_cu_parts_finish(float *acc, float *acc2, const float *part, int nparts, 
     parts_finish_kernel<<<g, b, 0, s>>>(acc, acc2, part, nparts, cols);
 }
 
-void dt_cu_colsum(float *acc, float *part, const bf16 *x, int rows, int cols, cudaStream_t s) {
+void dt_cu_fork(cudaStream_t s, cudaStream_t fs) {
+    static cudaEvent_t ev;
+    if (fs == s) return;
+    if (!ev) cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    cudaEventRecord(ev, s);
+    cudaStreamWaitEvent(fs, ev, 0);
+}
+
+void dt_cu_colsum(float *acc, float *part, const bf16 *x, int rows, int cols, cudaStream_t s,
+                  cudaStream_t fs) {
     int det = dt_op_variant(DT_OP_BIAS_BWD) == DT_VARIANT_DET, nparts = dt_cu_colsum_parts(rows);
     dim3 g(dt_cu_div((size_t)cols, 256), (unsigned)nparts);
     colsum_part_kernel<<<g, 256, 0, s>>>(acc, part, x, rows, cols, det);
-    if (det) dt_cu_parts_finish(acc, NULL, part, nparts, cols, s);
+    if (det) {
+        dt_cu_fork(s, fs);
+        dt_cu_parts_finish(acc, NULL, part, nparts, cols, fs);
+    }
 }
 
 /* Each thread visits elements g, g + stride, ... in order (g its global index), in fp64;

@@ -175,7 +175,7 @@ static void test_layernorm_accuracy(void) {
         float *ddinp = dev<float>((size_t)N * C), *dgw = dev<float>(C), *dgb = dev<float>(C);
         float *part = dev<float>((size_t)2 * dt_cu_ln_parts(N) * C);
         bf16 *ddinp16 = dev<bf16>((size_t)N * C);
-        dt_cu_layernorm_bwd(ddinp, ddinp16, dgw, dgb, part, dg, dres, dw, dmean, drstd, N, C, 0);
+        dt_cu_layernorm_bwd(ddinp, ddinp16, dgw, dgb, part, dg, dres, dw, dmean, drstd, N, C, 0, 0);
         CHECK_REL(down32(ddinp, (size_t)N * C), dinp, 1e-3, br ? "layernorm bwd dinp fast" : "layernorm bwd dinp det");
         CHECK_REL(down32(dgw, C), gw, 1e-3, br ? "layernorm bwd dweight fast" : "layernorm bwd dweight det");
         CHECK_REL(down32(dgb, C), gb, 1e-5, br ? "layernorm bwd dbias fast" : "layernorm bwd dbias det");
@@ -195,7 +195,7 @@ static void test_reduce_accuracy(void) {
     for (int br = 0; br < 2; br++) {
         variant(br ? "bias_bwd=fast" : "bias_bwd=det");
         float *acc = dev<float>(cols);
-        dt_cu_colsum(acc, part, dx, rows, cols, 0);
+        dt_cu_colsum(acc, part, dx, rows, cols, 0, 0);
         CHECK_REL(down32(acc, cols), ref, 1e-5, br ? "colsum fast" : "colsum det");
         cudaFree(acc);
     }
@@ -323,7 +323,7 @@ static void test_elementwise(void) {
 /* ---- 2/3. bit-exact replays and negative controls ---------------------------------------- */
 
 /* Side-stream contention: a stream of large GEMMs competing for the SMs while a replay runs. */
-static cudaStream_t g_side;
+static cudaStream_t g_side, g_fin;
 static dt_cu_blas *g_side_blas;
 static bf16 *g_ca, *g_cb, *g_cc;
 static void contend(void) {
@@ -379,7 +379,8 @@ static void r_layernorm(void *c, std::vector<unsigned char> *o) {
     cudaMemset(b->gw, 0, sizeof(float) * b->C);
     cudaMemset(b->gb, 0, sizeof(float) * b->C);
     dt_cu_layernorm_bwd(b->dinp, b->dinp16, b->gw, b->gb, b->part, b->dout16, b->x16, b->w, b->mean, b->rstd,
-                        b->N, b->C, 0);
+                        b->N, b->C, 0, g_fin);
+    cudaStreamSynchronize(g_fin); /* the det finish runs on its own stream, as in the model */
     grab(o, b->gw, b->C);
     grab(o, b->gb, b->C);
     grab(o, b->dinp16, (size_t)b->N * b->C);
@@ -387,7 +388,8 @@ static void r_layernorm(void *c, std::vector<unsigned char> *o) {
 static void r_colsum(void *c, std::vector<unsigned char> *o) {
     big *b = (big *)c;
     cudaMemset(b->acc, 0, sizeof(float) * 4 * b->C);
-    dt_cu_colsum(b->acc, b->part, b->dout16, b->N / 4, 4 * b->C, 0); /* (N/4, 4C) view */
+    dt_cu_colsum(b->acc, b->part, b->dout16, b->N / 4, 4 * b->C, 0, g_fin); /* (N/4, 4C) view */
+    cudaStreamSynchronize(g_fin);
     grab(o, b->acc, 4 * b->C);
 }
 static int g_red_det;
@@ -501,6 +503,8 @@ static void test_model_nh(int nh) {
     CHECK_OK(dt_gpt_config_finish(&cfg));
     const int B = 4, T = 128, BT = B * T;
     dt_gpt *h = NULL;
+    if (nh == 2) setenv("DT_ATTENTION", "flash", 1); /* read by dt_gpt_cuda_create */
+    else unsetenv("DT_ATTENTION");
     CHECK_OK(dt_gpt_create(&h, &cfg, B, T, 42));
     if (!h) return;
     /* bf16-representable weights so both models start from the same numbers */
@@ -519,7 +523,10 @@ static void test_model_nh(int nh) {
     dt_gpt_backward(h, 1.0f);
     dt_gpt_cuda *g = NULL;
     CHECK_OK(dt_gpt_cuda_create(&g, h));
+    unsetenv("DT_ATTENTION");
     if (!g) { dt_gpt_free(h); return; }
+    CHECKF(strstr(dt_gpt_cuda_describe(g), nh == 2 ? "\"attention\":\"flash\"" : "\"attention\":\"gemm\"") != NULL,
+           "attention path: %s", dt_gpt_cuda_describe(g));
     vf grads(h->num_params);
     double lgpu = 0;
     model_grads(g, in.data(), tg.data(), &grads, &lgpu);
@@ -563,6 +570,7 @@ int main(void) {
     CHECK_OK(dt_cu_blas_create(&g_blas));
     CHECK_OK(dt_cu_blas_create(&g_side_blas));
     cudaStreamCreateWithFlags(&g_side, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&g_fin, cudaStreamNonBlocking);
     vf big = rnd((size_t)4096 * 4096);
     g_ca = up16(big); g_cb = up16(big); g_cc = dev<bf16>((size_t)4096 * 4096);
     RUN(test_gemm_accuracy);
