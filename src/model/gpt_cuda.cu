@@ -39,6 +39,8 @@ struct dt_gpt_cuda {
     dt_cu_chunk *chunks;
     int nchunks;
     float *decay;
+    int decay_set;
+    float decay_value;
     /* activations (bf16 unless noted) */
     bf16 *encoded, *ln1, *qkv, *atty, *att, *attproj, *res2, *ln2, *fch, *fchg, *fcproj, *res3, *lnf,
         *logits;
@@ -208,12 +210,13 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     }
     size_t nch = dt_cu_adamw_chunks(offs, nums, DT_NUM_PARAM_TENSORS, DT_CU_ADAMW_CHUNK, NULL, 0);
     dt_cu_chunk *hch = (dt_cu_chunk *)malloc(sizeof *hch * nch);
-    m->h_in = (int *)malloc(sizeof(int) * BT);
-    m->h_tg = (int *)malloc(sizeof(int) * BT);
+    /* pinned, so the uploads are asynchronous (the buckets are built while the GPU runs) */
     m->h_count = (int *)malloc(sizeof(int) * Vp);
-    m->h_order = (int *)malloc(sizeof(int) * BT);
-    m->h_segtok = (int *)malloc(sizeof(int) * BT);
-    m->h_segstart = (int *)malloc(sizeof(int) * (BT + 1));
+    if (cudaMallocHost((void **)&m->h_in, sizeof(int) * BT) != cudaSuccess) m->h_in = NULL;
+    if (cudaMallocHost((void **)&m->h_tg, sizeof(int) * BT) != cudaSuccess) m->h_tg = NULL;
+    if (cudaMallocHost((void **)&m->h_order, sizeof(int) * BT) != cudaSuccess) m->h_order = NULL;
+    if (cudaMallocHost((void **)&m->h_segtok, sizeof(int) * BT) != cudaSuccess) m->h_segtok = NULL;
+    if (cudaMallocHost((void **)&m->h_segstart, sizeof(int) * (BT + 1)) != cudaSuccess) m->h_segstart = NULL;
     if (!hch || !m->h_in || !m->h_tg || !m->h_count || !m->h_order || !m->h_segtok || !m->h_segstart) {
         free(hch);
         dt_gpt_cuda_free(m);
@@ -256,8 +259,9 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
     if (m->s) cudaStreamDestroy(m->s);
     if (m->fin) cudaStreamDestroy(m->fin);
     if (m->join) cudaEventDestroy(m->join);
-    free(m->h_in); free(m->h_tg); free(m->h_count); free(m->h_order); free(m->h_segtok);
-    free(m->h_segstart);
+    cudaFreeHost(m->h_in); cudaFreeHost(m->h_tg); cudaFreeHost(m->h_order); cudaFreeHost(m->h_segtok);
+    cudaFreeHost(m->h_segstart);
+    free(m->h_count);
     free(m);
 }
 
@@ -336,13 +340,7 @@ dt_status dt_gpt_cuda_forward(dt_gpt_cuda *m, const int *inputs, const int *targ
     TRY(dt_cu_check(cudaMemcpyAsync(m->d_in, m->h_in, sizeof(int) * BT, cudaMemcpyHostToDevice, s), "upload"));
     TRY(dt_cu_check(cudaMemcpyAsync(m->d_tg, m->h_tg, sizeof(int) * BT, cudaMemcpyHostToDevice, s), "upload"));
     m->loss_scale = loss_scale;
-    if (loss_scale != 0.0f && dt_op_variant(DT_OP_ENCODER_BWD) == DT_VARIANT_DET) {
-        m->nseg = dt_cu_encoder_buckets(inputs, BT, Vp, m->h_count, m->h_order, m->h_segtok, m->h_segstart);
-        TRY(dt_cu_check(cudaMemcpyAsync(m->d_order, m->h_order, sizeof(int) * BT, cudaMemcpyHostToDevice, s), "upload"));
-        TRY(dt_cu_check(cudaMemcpyAsync(m->d_segtok, m->h_segtok, sizeof(int) * m->nseg, cudaMemcpyHostToDevice, s), "upload"));
-        TRY(dt_cu_check(cudaMemcpyAsync(m->d_segstart, m->h_segstart, sizeof(int) * (m->nseg + 1),
-                                        cudaMemcpyHostToDevice, s), "upload"));
-    }
+    m->nseg = 0; /* the det embedding buckets are built in backward, while the forward runs */
     size_t sc = (size_t)BT * C, TT = (size_t)T * T;
     dt_dropout hd = hidden_drop(m), ad = attn_drop(m);
     rbegin(m, DT_R_EMBED_FWD);
@@ -436,6 +434,14 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     size_t sc = (size_t)BT * C, TT = (size_t)T * T;
     dt_dropout hd = hidden_drop(m), ad = attn_drop(m);
     m->nsite = 0;
+    if (dt_op_variant(DT_OP_ENCODER_BWD) == DT_VARIANT_DET) {
+        m->nseg = dt_cu_encoder_buckets(m->h_in, BT, Vp, m->h_count, m->h_order, m->h_segtok, m->h_segstart);
+        if (m->nseg <= 0) return dt_fail(DT_EINVAL, "encoder backward: token outside [0, %d)", Vp);
+        TRY(dt_cu_check(cudaMemcpyAsync(m->d_order, m->h_order, sizeof(int) * BT, cudaMemcpyHostToDevice, s), "upload"));
+        TRY(dt_cu_check(cudaMemcpyAsync(m->d_segtok, m->h_segtok, sizeof(int) * m->nseg, cudaMemcpyHostToDevice, s), "upload"));
+        TRY(dt_cu_check(cudaMemcpyAsync(m->d_segstart, m->h_segstart, sizeof(int) * (m->nseg + 1),
+                                        cudaMemcpyHostToDevice, s), "upload"));
+    }
     rbegin(m, DT_R_HEAD_BWD); /* logits = lnf wte^T; the logits hold dlogits */
     TRY(linear_bwd(m, m->dc1, G(DT_P_WTE), NULL, m->logits, m->lnf, P16(DT_P_WTE), BT, C, Vp));
     rend(m, DT_R_HEAD_BWD);
@@ -489,8 +495,6 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
         rend(m, DT_R_LN_BWD);
     }
     rbegin(m, DT_R_EMBED_BWD);
-    if (dt_op_variant(DT_OP_ENCODER_BWD) == DT_VARIANT_DET && m->nseg <= 0)
-        return dt_fail(DT_ESTATE, "encoder backward: no token buckets (forward ran in another branch)");
     dt_cu_encoder_bwd(G(DT_P_WTE), G(DT_P_WPE), m->dres, m->d_in, m->d_order, m->d_segtok, m->d_segstart,
                       m->nseg, B, T, C, &hd, DT_RNG_DROPOUT_HIDDEN, EMB_SITE, s);
     rend(m, DT_R_EMBED_BWD);
@@ -528,9 +532,14 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
     a.chunks = m->chunks;
     a.nchunks = m->nchunks;
     /* weight decay per tensor: 0 where the tensor does not decay */
-    float wd[DT_NUM_PARAM_TENSORS];
-    for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++) wd[i] = m->params[i].decay ? c->weight_decay : 0.0f;
-    TRY(dt_cu_check(cudaMemcpyAsync(m->decay, wd, sizeof wd, cudaMemcpyHostToDevice, m->s), "upload"));
+    if (!m->decay_set || m->decay_value != c->weight_decay) { /* a blocking upload, once */
+        float wd[DT_NUM_PARAM_TENSORS];
+        for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++) wd[i] = m->params[i].decay ? c->weight_decay : 0.0f;
+        TRY(dt_cu_check(cudaMemcpyAsync(m->decay, wd, sizeof wd, cudaMemcpyHostToDevice, m->s), "upload"));
+        TRY(dt_cu_check(cudaStreamSynchronize(m->s), "cudaStreamSynchronize"));
+        m->decay_set = 1;
+        m->decay_value = c->weight_decay;
+    }
     a.decay = m->decay;
     rbegin(m, DT_R_ADAMW);
     dt_cu_adamw(m->param, m->param16, m->grad, m->adam_m, m->adam_v, &a, m->s);

@@ -5,6 +5,11 @@
  * holding the scores and, in backward, dS; then, with attention dropout, D (B*NH*T*T) the
  * dropped probabilities.
  *
+ * Causal blocking: the T rows are cut into NCH chunks of h = T/NCH (a function of T only);
+ * row chunk c needs key columns [0, (c+1)h) only, so every T x T product runs per chunk on
+ * that lower staircase (10/16 of the square for 4 chunks) and the softmax kernels write
+ * nothing right of it (those entries are never read).
+ *
  * Why both branches are deterministic: every output element is produced by exactly one
  * GEMM element (pinned algorithm, no split-K in det mode) or one softmax row owned by one
  * warp (butterfly sums). dQ = dS k is a GEMM, so its sum over keys runs inside one tile in
@@ -61,12 +66,16 @@ __global__ void unpermute_kernel(bf16 *out, const bf16 *y, const bf16 *y2, const
     }
 }
 
+/* Row chunks of the causal staircase: 4 when T % 32 == 0 (chunk rows stay 16-byte aligned),
+ * else 1. */
+static int att_chunks(int T) { return T % 32 == 0 ? 4 : 1; }
+
 /* One warp per row (bh, t): causal softmax of the (already scaled) scores, written as
- * probabilities with zeros above the diagonal. */
-__global__ void softmax_fwd_kernel(bf16 *att, const bf16 *S, int rows, int T) {
+ * probabilities with zeros above the diagonal up to the end of the row's chunk (h). */
+__global__ void softmax_fwd_kernel(bf16 *att, const bf16 *S, int rows, int T, int h) {
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= rows) return;
-    int t = row % T;
+    int t = row % T, lim = min(T, (t / h + 1) * h);
     const bf16 *x = S + (size_t)row * T;
     float m = -INFINITY;
     for (int j = lane; j <= t; j += 32) m = fmaxf(m, __bfloat162float(x[j]));
@@ -75,7 +84,7 @@ __global__ void softmax_fwd_kernel(bf16 *att, const bf16 *S, int rows, int T) {
     for (int j = lane; j <= t; j += 32) s += expf(__bfloat162float(x[j]) - m);
     float inv = 1.0f / dt_warp_sum(s);
     bf16 *o = att + (size_t)row * T;
-    for (int j = lane; j < T; j += 32) {
+    for (int j = lane; j < lim; j += 32) {
         float p = j <= t ? expf(__bfloat162float(x[j]) - m) * inv : 0.0f;
         o[j] = __float2bfloat16(p);
     }
@@ -83,11 +92,11 @@ __global__ void softmax_fwd_kernel(bf16 *att, const bf16 *S, int rows, int T) {
 
 /* One warp per row: dS = P * (dP - sum(P * dP)), dP = dD * mask when dropout is on. In place
  * on dS (which holds dD on entry). */
-__global__ void softmax_bwd_kernel(bf16 *dS, const bf16 *att, int rows, int T, dt_dropout d,
+__global__ void softmax_bwd_kernel(bf16 *dS, const bf16 *att, int rows, int T, int h, dt_dropout d,
                                    uint32_t layer) {
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= rows) return;
-    int t = row % T;
+    int t = row % T, lim = min(T, (t / h + 1) * h);
     bf16 *g = dS + (size_t)row * T;
     const bf16 *p = att + (size_t)row * T;
     float dot = 0.0f;
@@ -97,7 +106,7 @@ __global__ void softmax_bwd_kernel(bf16 *dS, const bf16 *att, int rows, int T, d
         dot += __bfloat162float(p[j]) * dp;
     }
     dot = dt_warp_sum(dot);
-    for (int j = lane; j < T; j += 32) {
+    for (int j = lane; j < lim; j += 32) {
         float r = 0.0f;
         if (j <= t) {
             float dp = __bfloat162float(g[j]);
@@ -126,14 +135,21 @@ dt_status dt_cu_attention_fwd(dt_cu_blas *h, bf16 *out, bf16 *att, const bf16 *q
     permute_kernel<<<dt_cu_div(blk / 8, 256), 256, 0, s>>>(q, k, v, qkv, B, T, NH, HS);
     dt_status st;
     float scale = 1.0f / sqrtf((float)HS);
-    if ((st = bgemm(h, 0, 1, T, T, HS, q, HS, (long long)T * HS, k, HS, (long long)T * HS, S, T,
-                    (long long)TT, scale, BH, s)) != DT_OK) return st;
-    softmax_fwd_kernel<<<dt_cu_div((size_t)BH * T, 8), 256, 0, s>>>(att, S, BH * T, T);
+    int nch = att_chunks(T), ch = T / nch;
+    long long sh = (long long)T * HS;
+    /* S[c] (rows of chunk c, keys [0, (c+1)h)) = q[c] k^T */
+    for (int c = 0; c < nch; c++)
+        if ((st = bgemm(h, 0, 1, ch, (c + 1) * ch, HS, q + (size_t)c * ch * HS, HS, sh, k, HS, sh,
+                        S + (size_t)c * ch * T, T, (long long)TT, scale, BH, s)) != DT_OK) return st;
+    softmax_fwd_kernel<<<dt_cu_div((size_t)BH * T, 8), 256, 0, s>>>(att, S, BH * T, T, ch);
     if (D)
         drop_probs_kernel<<<dt_cu_div((size_t)BH * TT, 256), 256, 0, s>>>(D, att, (size_t)BH * TT,
                                                                          dt_cu_drop_arg(drop), layer);
-    if ((st = bgemm(h, 0, 0, T, HS, T, D ? D : att, T, (long long)TT, v, HS, (long long)T * HS, y, HS,
-                    (long long)T * HS, 1.0f, BH, s)) != DT_OK) return st;
+    /* y[c] = P[c, keys [0, (c+1)h)] v[0, (c+1)h) */
+    const bf16 *P = D ? D : att;
+    for (int c = 0; c < nch; c++)
+        if ((st = bgemm(h, 0, 0, ch, HS, (c + 1) * ch, P + (size_t)c * ch * T, T, (long long)TT, v, HS, sh,
+                        y + (size_t)c * ch * HS, HS, sh, 1.0f, BH, s)) != DT_OK) return st;
     unpermute_kernel<<<dt_cu_div(blk / 8, 256), 256, 0, s>>>(out, y, NULL, NULL, B, T, NH, HS);
     return DT_OK;
 }
@@ -155,19 +171,28 @@ dt_status dt_cu_attention_bwd(dt_cu_blas *h, bf16 *dqkv, const bf16 *dout, const
     dt_status st;
     if (D) /* the dropped probabilities again, for dV */
         drop_probs_kernel<<<dt_cu_div((size_t)BH * TT, 256), 256, 0, s>>>(D, att, (size_t)BH * TT, d, layer);
-    /* dD = dy v^T */
-    if ((st = bgemm(h, 0, 1, T, T, HS, dy, HS, sh, v, HS, sh, dS, T, (long long)TT, 1.0f, BH, s)) != DT_OK)
-        return st;
-    /* dV = D^T dy */
-    if ((st = bgemm(h, 1, 0, T, HS, T, D ? D : att, T, (long long)TT, dy, HS, sh, dv, HS, sh, 1.0f, BH,
-                    s)) != DT_OK) return st;
-    softmax_bwd_kernel<<<dt_cu_div((size_t)BH * T, 8), 256, 0, s>>>(dS, att, BH * T, T, d, layer);
+    int nch = att_chunks(T), ch = T / nch;
+    const bf16 *P = D ? D : att;
+    for (int c = 0; c < nch; c++) {
+        size_t r0 = (size_t)c * ch;
+        /* dD[c] = dy[c] v^T over keys [0, (c+1)h) */
+        if ((st = bgemm(h, 0, 1, ch, (c + 1) * ch, HS, dy + r0 * HS, HS, sh, v, HS, sh, dS + r0 * T, T,
+                        (long long)TT, 1.0f, BH, s)) != DT_OK) return st;
+        /* dV[key chunk c] = P[rows [ch*c, T), keys of chunk c]^T dy[rows [ch*c, T)] */
+        if ((st = bgemm(h, 1, 0, ch, HS, T - (int)r0, P + r0 * T + r0, T, (long long)TT, dy + r0 * HS, HS, sh,
+                        dv + r0 * HS, HS, sh, 1.0f, BH, s)) != DT_OK) return st;
+    }
+    softmax_bwd_kernel<<<dt_cu_div((size_t)BH * T, 8), 256, 0, s>>>(dS, att, BH * T, T, ch, d, layer);
     float scale = 1.0f / sqrtf((float)HS);
-    /* dQ = dS k * scale, dK = dS^T q * scale */
-    if ((st = bgemm(h, 0, 0, T, HS, T, dS, T, (long long)TT, k, HS, sh, dq, HS, sh, scale, BH, s)) != DT_OK)
-        return st;
-    if ((st = bgemm(h, 1, 0, T, HS, T, dS, T, (long long)TT, q, HS, sh, dk, HS, sh, scale, BH, s)) != DT_OK)
-        return st;
+    for (int c = 0; c < nch; c++) {
+        size_t r0 = (size_t)c * ch;
+        /* dQ[c] = dS[c, keys [0, (c+1)h)] k * scale */
+        if ((st = bgemm(h, 0, 0, ch, HS, (c + 1) * ch, dS + r0 * T, T, (long long)TT, k, HS, sh,
+                        dq + r0 * HS, HS, sh, scale, BH, s)) != DT_OK) return st;
+        /* dK[key chunk c] = dS[rows [ch*c, T), keys of chunk c]^T q[rows [ch*c, T)] * scale */
+        if ((st = bgemm(h, 1, 0, ch, HS, T - (int)r0, dS + r0 * T + r0, T, (long long)TT, q + r0 * HS, HS, sh,
+                        dk + r0 * HS, HS, sh, scale, BH, s)) != DT_OK) return st;
+    }
     unpermute_kernel<<<dt_cu_div(blk / 8, 256), 256, 0, s>>>(dqkv, dq, dk, dv, B, T, NH, HS);
     return DT_OK;
 }

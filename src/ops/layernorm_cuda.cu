@@ -70,8 +70,10 @@ __global__ void layernorm_fwd_kernel(bf16 *out, float *mean, float *rstd, bf16 *
 __global__ void layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias,
                                      float *part, const bf16 *dout, const bf16 *inp, const float *w,
                                      const float *mean, const float *rstd, int N, int C, int det) {
-    extern __shared__ float sh[]; /* [LN_BWD_WARPS][2][C] */
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nparts = gridDim.x;
+    /* [LN_BWD_WARPS][2][C], channel c = 8v + k stored at k * C/8 + v: consecutive lanes
+     * (consecutive v) hit consecutive banks */
+    extern __shared__ float sh[];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nparts = gridDim.x, C8 = C / 8;
     float *dw = sh + (size_t)warp * 2 * C, *db = dw + C;
     for (int c = lane; c < C; c += 32) dw[c] = db[c] = 0.0f;
     __syncwarp();
@@ -93,26 +95,31 @@ __global__ void layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, 
         sdnn = dt_warp_sum(sdnn) / (float)C;
         for (int v = lane; v < C / 8; v += 32) {
             dt_bf16x8 xv = dt_ld8(inp + base + v * 8), gv = dt_ld8(dout + base + v * 8), o;
+            float4 *dp = reinterpret_cast<float4 *>(dinp + base + v * 8);
+            float4 d0 = dp[0], d1 = dp[1];
+            float di[8] = {d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w};
 #pragma unroll
             for (int k = 0; k < 8; k++) {
                 int c = v * 8 + k;
                 float g = __bfloat162float(gv.v[k]);
                 float n = (__bfloat162float(xv.v[k]) - m) * r, dn = w[c] * g;
-                db[c] += g;
-                dw[c] += n * g;
-                float nd = dinp[base + c] + (dn - sdn - n * sdnn) * r;
-                dinp[base + c] = nd;
-                o.v[k] = __float2bfloat16(nd);
+                db[k * C8 + v] += g;
+                dw[k * C8 + v] += n * g;
+                di[k] += (dn - sdn - n * sdnn) * r;
+                o.v[k] = __float2bfloat16(di[k]);
             }
+            dp[0] = make_float4(di[0], di[1], di[2], di[3]);
+            dp[1] = make_float4(di[4], di[5], di[6], di[7]);
             dt_st8(dinp16 + base + v * 8, o);
         }
     }
     __syncthreads();
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float sw = 0.0f, sb = 0.0f;
+        int at = (c % 8) * C8 + c / 8;
         for (int k = 0; k < LN_BWD_WARPS; k++) { /* warp order */
-            sw += sh[(size_t)k * 2 * C + c];
-            sb += sh[(size_t)k * 2 * C + C + c];
+            sw += sh[(size_t)k * 2 * C + at];
+            sb += sh[(size_t)k * 2 * C + C + at];
         }
         if (det) {
             part[(size_t)blockIdx.x * C + c] = sw;

@@ -84,7 +84,7 @@ void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias
                          cudaStream_t fs);
 
 /* ---- bias gradient / column sums (reduce_cuda.cu), DT_OP_BIAS_BWD -------------------- */
-/* acc (fp32, cols) += column sums of x (bf16, rows x cols). part: dt_cu_colsum_parts(rows)
+/* acc (fp32, cols) += column sums of x (bf16, rows x cols), cols % 8 == 0. part: dt_cu_colsum_parts(rows)
  * * cols floats. det: row-chunk partials, then a fixed-order sum (on fs, as in
  * dt_cu_layernorm_bwd); fast: atomic partials. */
 void dt_cu_colsum(float *acc, float *part, const bf16 *x, int rows, int cols, cudaStream_t s,
