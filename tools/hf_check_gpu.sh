@@ -5,17 +5,30 @@
 #            and runs its forward on the same tokens -> logits/loss match transformers';
 #   forward: detrain exports those weights (dt_hf_gpt2_export) -> from_pretrained loads
 #            them -> transformers' logits/loss match the ones detrain computed.
-# The detrain side is the --forward mode of tests/ckpt/test_hf_gpt2.c, compiled here from
-# the few sources it needs (so no full build is required).
-# usage: tools/hf_check_gpu.sh [WORKDIR]
+# The detrain side is the --forward mode of tests/ckpt/test_hf_gpt2.c. The GPU machine has
+# no OpenBLAS, so that program is linked statically here first:
+#   tools/hf_check_gpu.sh --build        (on the CPU machine: builds build/tools/hf_forward_static)
+#   tools/hf_check_gpu.sh [WORKDIR]      (on the GPU machine, carrying that file)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bin=build/tools/hf_forward_static
+if [ "${1:-}" = --build ]; then
+  make build/libdetrain.a
+  mkdir -p build/tools
+  gcc -std=c11 -O2 -fopenmp -ffp-contract=off -D_GNU_SOURCE -Iinclude -Isrc -Itests \
+      -I/usr/include/x86_64-linux-gnu/openblas-openmp -static -o "$bin" tests/ckpt/test_hf_gpt2.c \
+      build/libdetrain.a /usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.a \
+      -lgfortran -lquadmath -lm -lpthread 2>&1 |
+      grep -v "dlopen.*statically linked\|gomp_target_init\|^/usr/bin/ld: .*libgomp.a" || true
+  [ -x "$bin" ] || { echo "hf_check_gpu: static link failed" >&2; exit 1; }
+  strip "$bin"
+  echo "built $bin"
+  exit 0
+fi
+[ -x "$bin" ] || { echo "hf_check_gpu: $bin missing: run tools/hf_check_gpu.sh --build first" >&2; exit 2; }
 W=${1:-$(mktemp -d)}
 mkdir -p "$W"
-blas=$(ls -d /usr/include/x86_64-linux-gnu/openblas-* 2>/dev/null | head -1)
-gcc -std=c11 -O2 -fopenmp -ffp-contract=off -D_GNU_SOURCE -Iinclude -Isrc -Itests ${blas:+-I$blas} \
-  tests/ckpt/test_hf_gpt2.c src/ckpt/*.c src/core/status.c src/core/json.c src/core/determinism.c src/core/philox.c \
-  src/model/gpt.c src/ops/*.c -lopenblas -lm -o "$W/hf_forward"
+cp "$bin" "$W/hf_forward"
 rc=0
 run() { echo "+ $*"; "$@" || rc=1; }
 for shape in "small:--n-layer 2 --n-head 4 --n-embd 64 --vocab-size 300 --n-positions 64 --batch 2 --seq 32" \

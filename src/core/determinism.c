@@ -42,10 +42,10 @@ static const dt_det_flag_rule flag_rules[] = {
      "chooses GEMM algorithms by timing, which can differ between runs",
      "drop the flag: deterministic mode uses a pinned algorithm"},
     {"--no-load-rng", NULL,
-     "resuming without the RNG state changes dropout masks and the data order",
+     "drops the checkpoint's RNG state, so dropout masks and the data order change",
      "drop the flag so the checkpoint's RNG keys and counters are restored"},
     {"--no-load-optim", NULL,
-     "resuming without optimizer state changes every later update",
+     "drops the checkpoint's optimizer state, so every later update changes",
      "drop the flag so the optimizer state is restored"},
 };
 

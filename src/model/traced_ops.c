@@ -26,10 +26,11 @@ static dt_trace_op *begin(int phase, const char *op, int vid, const dt_tensor_re
     return dt_trace_begin(DT_TRACE_OP, phase, op, variant(vid), in, nin);
 }
 
-/* The injection point, then the event. `out` is the op's primary output. */
+/* The injection point, then the event. `out` is the op's primary output: for backward ops
+ * the input gradient, which every later op of the step consumes. */
 static void end(const dt_gpt *m, dt_trace_op *h, const char *op, float *out, size_t n,
                 const dt_tensor_ref *outs, int nout) {
-    if (dt_inject_should(op, m->step)) dt_inject_flip_lsb(out, n);
+    if (dt_inject_should(op, m->step)) dt_inject_flip_all(out, n);
     if (h) dt_trace_end(h, outs, nout);
 }
 
@@ -77,7 +78,7 @@ void dt_t_layernorm_bwd(const dt_gpt *m, float *dinp, float *dw, float *db, cons
     dt_trace_op *h = begin(DT_PHASE_BWD, "layernorm_bwd", DT_OP_LAYERNORM_BWD, in, COUNT(in));
     dt_layernorm_bwd(dinp, dw, db, dout, inp, w, mean, rstd, (int)BT, CH);
     dt_tensor_ref o[] = {F32("dx", dinp, BT, CH), F32("dw", dw, 1, CH), F32("db", db, 1, CH)};
-    end(m, h, "layernorm_bwd", dw, (size_t)CH, o, COUNT(o));
+    end(m, h, "layernorm_bwd", dinp, (size_t)BT * CH, o, COUNT(o));
 }
 
 void dt_t_matmul_fwd(const dt_gpt *m, float *out, const float *inp, const float *w, const float *b,
@@ -98,7 +99,7 @@ void dt_t_matmul_bwd(const dt_gpt *m, float *dinp, float *dw, float *db, const f
     if (h) dt_trace_kernel_info(h, "gemm %s NN+TN bias=%s", variant(DT_OP_GEMM), db ? variant(DT_OP_BIAS_BWD) : "none");
     dt_matmul_bwd(dinp, dw, db, dout, inp, w, (int)BT, IC, OC);
     dt_tensor_ref o[] = {F32("dx", dinp, BT, IC), F32("dw", dw, OC, IC), F32("db", db ? db : dw, 1, db ? OC : 0)};
-    end(m, h, "matmul_bwd", dw, (size_t)OC * IC, o, db ? 3 : 2);
+    end(m, h, "matmul_bwd", dinp, (size_t)BT * IC, o, db ? 3 : 2);
 }
 
 void dt_t_attention_fwd(const dt_gpt *m, float *out, float *att, const float *qkv,
@@ -172,7 +173,7 @@ double dt_t_crossentropy_mean(const dt_gpt *m, const float *losses) {
     double mean = dt_crossentropy_mean(losses, (int)BT);
     if (dt_inject_should("crossentropy_mean", m->step)) {
         float f = (float)mean;
-        dt_inject_flip_lsb(&f, 1);
+        dt_inject_flip_all(&f, 1);
         mean = f;
     }
     if (h) {

@@ -69,3 +69,12 @@ size_t dt_inject_flip_lsb(float *x, size_t n) {
     memcpy(&x[best], &bits, 4);
     return best;
 }
+
+void dt_inject_flip_all(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &x[i], sizeof b);
+        b ^= 1u;
+        memcpy(&x[i], &b, sizeof b);
+    }
+}

@@ -34,5 +34,9 @@ int dt_inject_fired(void);
  * (a change there is least likely to be absorbed downstream). Returns its index, or
  * (size_t)-1 when n == 0. Deterministic: the same buffer gets the same flip. */
 size_t dt_inject_flip_lsb(float *x, size_t n);
+/* Flips the lowest mantissa bit of every element: the perturbation the trainer injects.
+ * One flipped bit in one gradient element can be absorbed by a later rounding (the fault
+ * then never reaches the metrics); flipping all of them cannot be. */
+void dt_inject_flip_all(float *x, size_t n);
 
 #endif

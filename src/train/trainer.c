@@ -228,7 +228,7 @@ static dt_status train_step(trainer *t, int64_t step, dt_step_metrics *sm) {
         h = dt_trace_begin(DT_TRACE_SEMANTIC, DT_PHASE_OPT, "adamw", NULL, in, 4);
     }
     dt_adamw_step(&t->opt, mdl, lr, gs.grad_norm);
-    if (dt_inject_should("adamw", step)) dt_inject_flip_lsb(mdl->param_mem, mdl->num_params);
+    if (dt_inject_should("adamw", step)) dt_inject_flip_all(mdl->param_mem, mdl->num_params);
     if (h) {
         dt_tensor_ref out[] = {params, mstate, vstate};
         dt_trace_end(h, out, 3);
