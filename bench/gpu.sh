@@ -29,10 +29,22 @@ stamp "gpu e2e"
 bash tests/gpu/gpu_e2e.sh "$OUT/e2e" || rc=1
 rm -rf "$OUT/e2e"
 stamp "bench"
-build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --json "$OUT/bench.json" | tee "$OUT/bench.txt" || rc=1
+build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --max-tax 1 --json "$OUT/bench.json" | tee "$OUT/bench.txt"
+brc=${PIPESTATUS[0]}
+case $brc in 0) echo "tax gate (--max-tax 1): PASS";; 1) echo "tax gate (--max-tax 1): FAIL (tax above 1%)";; *) echo "bench failed ($brc)"; rc=1;; esac
 if [ "${FLASH:-0}" != 0 ]; then
   stamp "bench, flash attention (DT_ATTENTION=flash)"
   DT_ATTENTION=flash build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --json "$OUT/bench_flash.json" | tee "$OUT/bench_flash.txt" || rc=1
+fi
+if [ "${MEMCHECK:-0}" != 0 ] && command -v compute-sanitizer >/dev/null; then
+  stamp "compute-sanitizer memcheck: 2 training steps, GEMM and flash attention"
+  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 build/detrain-cuda train --device cuda --model tiny \
+    --train-iters 2 --eval-interval 0 --deterministic-mode --quiet > "$OUT/memcheck.txt" 2>&1; echo "memcheck gemm attention: rc=$?"
+  DT_ATTENTION=flash timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 build/detrain-cuda train --device cuda \
+    --model tiny --num-attention-heads 2 --train-iters 2 --eval-interval 0 --quiet >> "$OUT/memcheck.txt" 2>&1; echo "memcheck flash attention (fast branch): rc=$?"
+  DT_ATTENTION=flash timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 build/detrain-cuda train --device cuda \
+    --model tiny --num-attention-heads 2 --train-iters 2 --eval-interval 0 --deterministic-mode --quiet >> "$OUT/memcheck.txt" 2>&1; echo "memcheck flash attention (det branch): rc=$?"
+  tail -3 "$OUT/memcheck.txt"
 fi
 if [ "${PEERS:-1}" != 0 ]; then
   stamp "torch peers"
