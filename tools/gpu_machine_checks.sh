@@ -14,7 +14,7 @@ if [ "${1:-}" = --prepare ]; then
   rm -rf runs/gpu-checks; mkdir -p runs/gpu-checks
   set -e
   build/detrain train --deterministic-mode --train-iters 40 --eval-interval 10 --quiet \
-    --save runs/gpu-checks/ckpt --save-interval 20 --log-dir runs/gpu-checks/log
+    --save runs/gpu-checks/ckpt --save-interval 40 --log-dir runs/gpu-checks/log
   echo "prepared runs/gpu-checks"
   exit 0
 fi
