@@ -31,6 +31,8 @@ TOOL_BIN := $(patsubst tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 DEPS_STAMP := $(BUILD)/.deps-ok
 
 .PHONY: all run test deps clean gate bench cuda cuda-objs test-gpu nvcc-check
+# test support objects are shared by every test binary: keep them between builds
+.SECONDARY:
 all: $(BUILD)/detrain $(TEST_BIN) $(TOOL_BIN)
 
 $(DEPS_STAMP): scripts/install-deps.sh

@@ -10,6 +10,7 @@ extern "C" {
 #include "data/dataset.h"
 #include "metrics/metrics.h"
 }
+#include "train/train_common.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -18,11 +19,7 @@ extern "C" {
 #include <sys/stat.h>
 #include <time.h>
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+#define now_ms dt_train_now_ms
 
 typedef struct gtrainer {
     const dt_train_config *cfg;
@@ -61,20 +58,9 @@ static dt_status gsetup(gtrainer *t, const dt_train_config *cfg) {
     dt_status st = unsupported(cfg);
     if (st != DT_OK) return st;
     int B = cfg->micro_batch, T = cfg->seq_length;
-    if (cfg->global_batch % B)
-        return dt_fail(DT_EINVAL, "--global-batch-size %d is not a multiple of --micro-batch-size %d",
-                       cfg->global_batch, B);
-    t->accum = cfg->global_batch / B;
-    if (cfg->log_dir && mkdir(cfg->log_dir, 0755) != 0) {
-        struct stat sb;
-        if (stat(cfg->log_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-            return dt_fail(DT_EIO, "--log-dir %s: cannot create the directory", cfg->log_dir);
-    }
-    st = dt_dataset_open(&t->data, cfg->data_path, cfg->gpt.vocab_size, cfg->seed, cfg->val_fraction, B, T);
-    if (st != DT_OK) return dt_fail_context(st, "--data-path");
-    if (cfg->eval_interval > 0 && dt_dataset_val_windows(t->data) == 0)
-        return dt_fail(DT_EINVAL, "--eval-interval %d needs a validation split; set "
-                       "--val-fraction > 0 or --eval-interval 0", cfg->eval_interval);
+    if ((st = dt_train_accum(cfg, &t->accum)) != DT_OK) return st;
+    if (cfg->log_dir && (st = dt_train_make_log_dir(cfg->log_dir)) != DT_OK) return st;
+    if ((st = dt_train_open_data(cfg, &t->data)) != DT_OK) return st;
     if ((st = dt_gpt_create(&t->host, &cfg->gpt, B, T, cfg->seed)) != DT_OK) return st;
     t->host->hidden_dropout = cfg->hidden_dropout;
     t->host->attn_dropout = cfg->attn_dropout;
@@ -119,27 +105,17 @@ static dt_status gstep(gtrainer *t, int64_t step, dt_step_metrics *sm) {
         if (st != DT_OK) return st;
         loss_sum += l; /* micro-batches in order */
     }
-    dt_lr_schedule sched = {cfg->lr, cfg->min_lr, cfg->warmup_iters, cfg->decay_iters};
-    float lr = dt_lr_at(&sched, step);
+    float lr = dt_train_lr(cfg, step);
     dt_adamw_config ac = {cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, cfg->clip_grad};
     dt_grad_stats gs;
     dt_status st = dt_gpt_cuda_step(t->model, &ac, lr, step, &gs);
     if (st != DT_OK) return st;
-    memset(sm, 0, sizeof *sm);
-    sm->step = step;
-    sm->loss = loss_sum / t->accum;
-    sm->grad_norm = gs.grad_norm;
-    sm->param_norm = gs.param_norm;
-    sm->num_zeros = gs.num_zeros;
-    sm->lr = lr;
-    sm->consumed_samples = step * (int64_t)cfg->global_batch;
-    sm->consumed_tokens = sm->consumed_samples * cfg->seq_length;
-    if (cfg->eval_interval > 0 && (step % cfg->eval_interval == 0 || step == cfg->train_iters)) {
+    dt_train_fill_metrics(sm, cfg, step, loss_sum / t->accum, &gs, lr);
+    if (dt_train_eval_due(cfg, step)) {
         if ((st = gevaluate(t, &sm->eval_loss)) != DT_OK) return st;
         sm->has_eval = 1;
     }
-    sm->step_ms = now_ms() - t0;
-    sm->tok_per_s = (double)cfg->global_batch * cfg->seq_length / (sm->step_ms / 1e3);
+    dt_train_finish_metrics(sm, cfg, t0);
     return DT_OK;
 }
 
@@ -159,15 +135,8 @@ dt_status dt_train_run_cuda(const dt_train_config *cfg) {
             if ((st = dt_fingerprint_write(cfg->log_dir, dt_gpt_cuda_describe(t.model))) != DT_OK) break;
             t.fingerprinted = 1;
         }
-        if (step > 1) elapsed += sm.step_ms;
         if (t.metrics && (st = dt_metrics_log(t.metrics, &sm)) != DT_OK) break;
-        if (!cfg->quiet && (step % cfg->log_interval == 0 || step == cfg->train_iters || sm.has_eval)) {
-            char line[512];
-            dt_metrics_console_line(line, sizeof line, &sm, cfg->train_iters,
-                                    step > 1 ? elapsed / (double)(step - 1) : sm.step_ms);
-            printf("%s\n", line);
-            fflush(stdout);
-        }
+        dt_train_console(cfg, &sm, 1, &elapsed);
     }
     if (t.metrics) {
         dt_status cst = dt_metrics_close(t.metrics);

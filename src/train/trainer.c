@@ -1,5 +1,6 @@
 /* The training loop (see trainer.h). */
 #include "train/trainer.h"
+#include "train/train_common.h"
 #include "train/train_cuda.h"
 
 #include "ckpt/ckpt.h"
@@ -17,14 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 typedef struct trainer {
     const dt_train_config *cfg;
@@ -137,17 +130,10 @@ static dt_status setup(trainer *t, const dt_train_config *cfg) {
     memset(t, 0, sizeof *t);
     t->cfg = cfg;
     int B = cfg->micro_batch, T = cfg->seq_length;
-    if (cfg->global_batch % B)
-        return dt_fail(DT_EINVAL, "--global-batch-size %d is not a multiple of --micro-batch-size %d",
-                       cfg->global_batch, B);
-    t->accum = cfg->global_batch / B;
+    dt_status st = dt_train_accum(cfg, &t->accum);
+    if (st != DT_OK) return st;
     dt_train_ckpt_config(cfg, &t->ck);
-    dt_status st = dt_dataset_open(&t->data, cfg->data_path, cfg->gpt.vocab_size, cfg->seed,
-                                   cfg->val_fraction, B, T);
-    if (st != DT_OK) return dt_fail_context(st, "--data-path");
-    if (cfg->eval_interval > 0 && dt_dataset_val_windows(t->data) == 0)
-        return dt_fail(DT_EINVAL, "--eval-interval %d needs a validation split; set "
-                       "--val-fraction > 0 or --eval-interval 0", cfg->eval_interval);
+    if ((st = dt_train_open_data(cfg, &t->data)) != DT_OK) return st;
     if ((st = dt_gpt_create(&t->model, &cfg->gpt, B, T, cfg->seed)) != DT_OK) return st;
     t->model->hidden_dropout = cfg->hidden_dropout;
     t->model->attn_dropout = cfg->attn_dropout;
@@ -157,11 +143,7 @@ static dt_status setup(trainer *t, const dt_train_config *cfg) {
      * are read before anything is written, so a bad input leaves no files behind. */
     if ((st = start_state(t)) != DT_OK) return st;
     if (cfg->log_dir) {
-        if (mkdir(cfg->log_dir, 0755) != 0) {
-            struct stat sb;
-            if (stat(cfg->log_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-                return dt_fail(DT_EIO, "--log-dir %s: cannot create the directory", cfg->log_dir);
-        }
+        if ((st = dt_train_make_log_dir(cfg->log_dir)) != DT_OK) return st;
         if ((st = dt_fingerprint_write(cfg->log_dir, NULL)) != DT_OK) return st;
         if (cfg->load_dir) warn_environment(cfg->load_dir, cfg->log_dir);
     }
@@ -181,7 +163,7 @@ static dt_status setup(trainer *t, const dt_train_config *cfg) {
 
 static dt_status train_step(trainer *t, int64_t step, dt_step_metrics *sm) {
     const dt_train_config *cfg = t->cfg;
-    double t0 = now_ms(), loss_sum = 0.0;
+    double t0 = dt_train_now_ms(), loss_sum = 0.0;
     dt_gpt_zero_grad(t->model);
     t->model->training = 1;
     for (int micro = 0; micro < t->accum; micro++) {
@@ -216,8 +198,7 @@ static dt_status train_step(trainer *t, int64_t step, dt_step_metrics *sm) {
                                {.name = "num_zeros", .data = &gs.num_zeros, .dtype = DT_DT_I64}};
         dt_trace_end(h, out, 3);
     }
-    dt_lr_schedule sched = {cfg->lr, cfg->min_lr, cfg->warmup_iters, cfg->decay_iters};
-    float lr = dt_lr_at(&sched, step);
+    float lr = dt_train_lr(cfg, step);
     h = NULL;
     dt_tensor_ref mstate = {.name = "adam_m", .data = t->opt.m, .dtype = DT_DT_F32, .ndim = 1,
                             .shape = {(int64_t)mdl->num_params}};
@@ -233,16 +214,8 @@ static dt_status train_step(trainer *t, int64_t step, dt_step_metrics *sm) {
         dt_tensor_ref out[] = {params, mstate, vstate};
         dt_trace_end(h, out, 3);
     }
-    memset(sm, 0, sizeof *sm);
-    sm->step = step;
-    sm->loss = loss_sum / t->accum;
-    sm->grad_norm = gs.grad_norm;
-    sm->param_norm = gs.param_norm;
-    sm->num_zeros = gs.num_zeros;
-    sm->lr = lr;
-    sm->consumed_samples = step * (int64_t)cfg->global_batch;
-    sm->consumed_tokens = sm->consumed_samples * cfg->seq_length;
-    if (cfg->eval_interval > 0 && (step % cfg->eval_interval == 0 || step == cfg->train_iters)) {
+    dt_train_fill_metrics(sm, cfg, step, loss_sum / t->accum, &gs, lr);
+    if (dt_train_eval_due(cfg, step)) {
         dt_status st = evaluate(t, &sm->eval_loss);
         if (st != DT_OK) return st;
         sm->has_eval = 1;
@@ -255,8 +228,7 @@ static dt_status train_step(trainer *t, int64_t step, dt_step_metrics *sm) {
         dt_tensor_ref from[] = {grads, params};
         dt_trace_event(DT_TRACE_METRICS, DT_PHASE_OTHER, "step_metrics", NULL, from, 2, mt, 3);
     }
-    sm->step_ms = now_ms() - t0;
-    sm->tok_per_s = (double)cfg->global_batch * cfg->seq_length / (sm->step_ms / 1e3);
+    dt_train_finish_metrics(sm, cfg, t0);
     return DT_OK;
 }
 
@@ -273,19 +245,11 @@ dt_status dt_train_run(const dt_train_config *cfg) {
     for (int64_t step = t.start_step + 1; st == DT_OK && step <= cfg->train_iters; step++) {
         dt_step_metrics sm;
         if ((st = train_step(&t, step, &sm)) != DT_OK) break;
-        if (step > t.start_step + 1) elapsed += sm.step_ms; /* the first step warms caches */
         if (t.metrics && (st = dt_metrics_log(t.metrics, &sm)) != DT_OK) break;
         if (cfg->save_dir && ((cfg->save_interval > 0 && step % cfg->save_interval == 0) ||
                               step == cfg->train_iters) && (st = save(&t, step)) != DT_OK)
             break;
-        if (!cfg->quiet && (step % cfg->log_interval == 0 || step == cfg->train_iters || sm.has_eval)) {
-            char line[512];
-            dt_metrics_console_line(line, sizeof line, &sm, cfg->train_iters,
-                                    step > t.start_step + 1 ? elapsed / (double)(step - t.start_step - 1)
-                                                            : sm.step_ms);
-            printf("%s\n", line);
-            fflush(stdout);
-        }
+        dt_train_console(cfg, &sm, t.start_step + 1, &elapsed);
     }
     if (t.metrics) {
         dt_status cst = dt_metrics_close(t.metrics);
