@@ -187,47 +187,57 @@ static dt_dropout attn_drop(const dt_gpt *m) {
 #define F32(n, p, r, c) {.name = (n), .data = (p), .dtype = DT_DT_F32, .ndim = 2, \
                          .shape = {(int64_t)(r), (int64_t)(c)}}
 
-/* Module-level trace event of block l: its input (residual stream or its gradient) and
- * every parameter (or parameter gradient) of the layer. */
-static dt_trace_op *block_begin(const dt_gpt *m, int phase, const char *op, int l, const float *x,
-                                float *const *t) {
+/* The per-layer tensors of layer l (parameters, or their gradients when t = m->grad) as
+ * trace refs named `<prefix><tensor>`, after a first ref for the block's input or output
+ * `x` when xname is set. names holds the composed names. Returns the count. */
+#define LAYER_TENSORS (DT_P_FCPROJB - DT_P_LN1W + 1)
+typedef char ref_name[24];
+static int layer_refs(const dt_gpt *m, float *const *t, int l, const char *prefix, const char *xname,
+                      const float *x, dt_tensor_ref *out, ref_name *names) {
+    int64_t BT = (int64_t)m->B * m->T, C = m->cfg.channels;
+    int n = 0;
+    if (xname) {
+        dt_tensor_ref first = F32(xname, x, BT, C);
+        out[n++] = first;
+    }
+    for (int i = DT_P_LN1W; i <= DT_P_FCPROJB; i++) {
+        const dt_param_desc *d = &m->params[i];
+        size_t per_layer = d->numel / (size_t)d->shape[0];
+        int64_t rows = d->ndim == 3 ? d->shape[1] : 1, cols = d->ndim == 3 ? d->shape[2] : d->shape[1];
+        snprintf(names[i - DT_P_LN1W], sizeof names[0], "%s%s", prefix, d->name);
+        dt_tensor_ref r = F32(names[i - DT_P_LN1W], t[i] + (size_t)l * per_layer, rows, cols);
+        out[n++] = r;
+    }
+    return n;
+}
+
+/* Module-level trace event of block l: its input (the residual stream, or its gradient)
+ * and every parameter of the layer; backward events also take the layer's gradients as
+ * they were before the block (they accumulate over micro-batches) and give them out. */
+static dt_trace_op *block_begin(const dt_gpt *m, int phase, const char *op, int l, const float *x) {
     char scope[32];
     snprintf(scope, sizeof scope, "h.%d", l);
     dt_trace_scope_push(scope);
     if (!dt_trace_on(DT_TRACE_MODULE)) return NULL;
-    int64_t BT = (int64_t)m->B * m->T, C = m->cfg.channels;
-    size_t lC = (size_t)l * C;
-    dt_tensor_ref in[] = {
-        F32("x", x, BT, C),
-        F32("ln1w", t[DT_P_LN1W] + lC, 1, C), F32("ln1b", t[DT_P_LN1B] + lC, 1, C),
-        F32("qkvw", t[DT_P_QKVW] + lC * 3 * C, 3 * C, C), F32("qkvb", t[DT_P_QKVB] + lC * 3, 1, 3 * C),
-        F32("attprojw", t[DT_P_ATTPROJW] + lC * C, C, C), F32("attprojb", t[DT_P_ATTPROJB] + lC, 1, C),
-        F32("ln2w", t[DT_P_LN2W] + lC, 1, C), F32("ln2b", t[DT_P_LN2B] + lC, 1, C),
-        F32("fcw", t[DT_P_FCW] + lC * 4 * C, 4 * C, C), F32("fcb", t[DT_P_FCB] + lC * 4, 1, 4 * C),
-        F32("fcprojw", t[DT_P_FCPROJW] + lC * 4 * C, C, 4 * C), F32("fcprojb", t[DT_P_FCPROJB] + lC, 1, C),
-    };
-    return dt_trace_begin(DT_TRACE_MODULE, phase, op, NULL, in, (int)(sizeof in / sizeof in[0]));
+    dt_tensor_ref in[1 + 2 * LAYER_TENSORS];
+    ref_name pnames[LAYER_TENSORS], gnames[LAYER_TENSORS];
+    int n = layer_refs(m, m->param, l, "", "x", x, in, pnames);
+    if (phase == DT_PHASE_BWD) n += layer_refs(m, m->grad, l, "d", NULL, NULL, in + n, gnames);
+    return dt_trace_begin(DT_TRACE_MODULE, phase, op, NULL, in, n);
 }
 
-static void block_end(const dt_gpt *m, dt_trace_op *h, const float *y, float *const *t, int l) {
+static void block_end(const dt_gpt *m, dt_trace_op *h, int phase, const float *y, int l) {
     if (h) {
-        int64_t BT = (int64_t)m->B * m->T, C = m->cfg.channels;
-        size_t lC = (size_t)l * C;
-        if (t) { /* backward: the layer's parameter gradients are outputs too */
-            dt_tensor_ref out[] = {
-                F32("dx", y, BT, C),
-                F32("ln1w", t[DT_P_LN1W] + lC, 1, C), F32("ln1b", t[DT_P_LN1B] + lC, 1, C),
-                F32("qkvw", t[DT_P_QKVW] + lC * 3 * C, 3 * C, C), F32("qkvb", t[DT_P_QKVB] + lC * 3, 1, 3 * C),
-                F32("attprojw", t[DT_P_ATTPROJW] + lC * C, C, C), F32("attprojb", t[DT_P_ATTPROJB] + lC, 1, C),
-                F32("ln2w", t[DT_P_LN2W] + lC, 1, C), F32("ln2b", t[DT_P_LN2B] + lC, 1, C),
-                F32("fcw", t[DT_P_FCW] + lC * 4 * C, 4 * C, C), F32("fcb", t[DT_P_FCB] + lC * 4, 1, 4 * C),
-                F32("fcprojw", t[DT_P_FCPROJW] + lC * 4 * C, C, 4 * C), F32("fcprojb", t[DT_P_FCPROJB] + lC, 1, C),
-            };
-            dt_trace_end(h, out, (int)(sizeof out / sizeof out[0]));
+        dt_tensor_ref out[1 + LAYER_TENSORS];
+        ref_name gnames[LAYER_TENSORS];
+        int n = 1;
+        if (phase == DT_PHASE_BWD) {
+            n = layer_refs(m, m->grad, l, "d", "dx", y, out, gnames);
         } else {
-            dt_tensor_ref out[] = {F32("y", y, BT, C)};
-            dt_trace_end(h, out, 1);
+            dt_tensor_ref r = F32("y", y, (int64_t)m->B * m->T, m->cfg.channels);
+            out[0] = r;
         }
+        dt_trace_end(h, out, n);
     }
     dt_trace_scope_pop();
 }
@@ -260,7 +270,7 @@ dt_status dt_gpt_forward(dt_gpt *m, const int *inputs, const int *targets, doubl
         float *fch = a->fch + l * sc * 4, *fchg = a->fch_gelu + l * sc * 4;
         float *fcproj = a->fcproj + l * sc, *res3 = a->residual3 + l * sc;
         size_t lC = (size_t)l * C;
-        dt_trace_op *blk = block_begin(m, DT_PHASE_FWD, "block_fwd", l, res, w);
+        dt_trace_op *blk = block_begin(m, DT_PHASE_FWD, "block_fwd", l, res);
         dt_t_layernorm_fwd(m, ln1, a->ln1_mean + (size_t)l * BT, a->ln1_rstd + (size_t)l * BT, res,
                            w[DT_P_LN1W] + lC, w[DT_P_LN1B] + lC);
         dt_t_matmul_fwd(m, qkv, ln1, w[DT_P_QKVW] + lC * 3 * C, w[DT_P_QKVB] + lC * 3, C, 3 * C);
@@ -275,7 +285,7 @@ dt_status dt_gpt_forward(dt_gpt *m, const int *inputs, const int *targets, doubl
         dt_t_matmul_fwd(m, fcproj, fchg, w[DT_P_FCPROJW] + lC * 4 * C, w[DT_P_FCPROJB] + lC, 4 * C, C);
         dt_t_dropout(m, "dropout_fwd", fcproj, sc, &hd, DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l + 1u);
         dt_t_residual_fwd(m, res3, res2, fcproj, sc);
-        block_end(m, blk, res3, NULL, l);
+        block_end(m, blk, DT_PHASE_FWD, res3, l);
     }
     const float *last = a->residual3 + (size_t)(L - 1) * sc;
     dt_trace_scope_push("head");
@@ -317,7 +327,7 @@ void dt_gpt_backward(dt_gpt *m, float loss_scale) {
     for (int l = L - 1; l >= 0; l--) {
         const float *res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * sc;
         size_t lC = (size_t)l * C;
-        dt_trace_op *blk = block_begin(m, DT_PHASE_BWD, "block_bwd", l, d->dres, g);
+        dt_trace_op *blk = block_begin(m, DT_PHASE_BWD, "block_bwd", l, d->dres);
         /* residual3 = residual2 + dropout(fcproj): dres is the gradient of both */
         const float *dproj = through_dropout(m, &hd, 2u * (uint32_t)l + 1u);
         dt_t_matmul_bwd(m, d->dfch_gelu, g[DT_P_FCPROJW] + lC * 4 * C, g[DT_P_FCPROJB] + lC, dproj,
@@ -337,7 +347,7 @@ void dt_gpt_backward(dt_gpt *m, float loss_scale) {
                         a->ln1 + l * sc, w[DT_P_QKVW] + lC * 3 * C, C, 3 * C);
         dt_t_layernorm_bwd(m, d->dres, g[DT_P_LN1W] + lC, g[DT_P_LN1B] + lC, d->dc1, res,
                            w[DT_P_LN1W] + lC, a->ln1_mean + (size_t)l * BT, a->ln1_rstd + (size_t)l * BT);
-        block_end(m, blk, d->dres, g, l);
+        block_end(m, blk, DT_PHASE_BWD, d->dres, l);
     }
     dt_trace_scope_push("embed");
     dt_t_dropout(m, "dropout_bwd", d->dres, sc, &hd, DT_RNG_DROPOUT_HIDDEN, EMB_SITE);
