@@ -1,152 +1,233 @@
 /* Fused causal attention on the GPU, flash style (see attention.h, ops_cuda.h): scores
- * never go through device memory. Head size 64, T a multiple of 64, no attention dropout
- * (dt_cu_flash_supported); other shapes use the GEMM formulation (attention_cuda.cu).
- * Tiles of 64 queries x 64 keys in shared memory; each of 4 warps owns 16 rows and runs
- * bf16 tensor-core products (WMMA 16x16x16, fp32 accumulate).
+ * never go through device memory, nor through shared memory. Head size 64, T a multiple
+ * of 64, no attention dropout (dt_cu_flash_supported); other shapes use the GEMM
+ * formulation (attention_cuda.cu).
  *
- * Forward: per query block, keys in block order with an online softmax (running max and
- * sum per row, fp32); writes out (bf16) and lse = max + log(sum) (fp32) per row.
- * Backward: D = rowsum(dO * O); kernel A owns a key block and walks the query blocks in
- * order, accumulating dK and dV in registers (one owner per element: fixed order).
- * dQ (DT_OP_ATTENTION_BWD):
- *   det  — kernel B owns a query block and walks the key blocks in order, recomputing the
- *          probabilities: one owner per dQ element, a fixed order, no atomics;
- *   fast — kernel A adds each key block's dQ contribution into an fp32 buffer with
- *          atomicAdd (order of arrival), converted to bf16 afterwards. */
+ * Tiles of 64 rows (queries or keys) x 64 head channels, bf16 in shared memory with a
+ * 144-byte row stride (ldmatrix rows land on distinct banks), filled by cp.async with the
+ * next tile in flight while the current one is used (double buffering). Each of 4 warps
+ * owns 16 rows of the block's tile; products are bf16 tensor-core mma.sync m16n8k16 with
+ * fp32 accumulators held in registers; the accumulator of one product is repacked in
+ * registers as the A operand of the next (S -> P -> P V), so scores never leave the warp.
+ * Exponentials are exp2f with the scale 1/sqrt(64) * log2(e) folded into one multiply.
+ *
+ * Forward: per query block, key blocks 0..qb in order with an online softmax (running max
+ * and per-thread partial sums, fp32); the diagonal block is masked; writes out (bf16) and
+ * lse = max + log(sum) (natural log, fp32) per row. Heavy (late) query blocks launch first.
+ * Backward: D = rowsum(dO * O); kernel A owns a key block and walks the query blocks
+ * qb = kb.. in order, accumulating dK and dV in registers (one owner per element: fixed
+ * order). dQ (DT_OP_ATTENTION_BWD):
+ *   det  — kernel B owns a query block and walks the key blocks 0..qb in order, recomputing
+ *          the probabilities: one owner per dQ element, a fixed order, no atomics;
+ *   fast — kernel A stages dS of each (key block, query block) pair in shared memory, each
+ *          warp multiplies its 16 query rows by K and adds them into an fp32 buffer with
+ *          atomicAdd (order of arrival), converted to bf16 afterwards.
+ * Every reduction inside a kernel has a fixed order (k-steps in order inside mma; quad
+ * sums by xor butterflies, which give the same bits on every lane). */
 #include "ops/ops_cuda.h"
 
-#include <mma.h>
+#include <stdint.h>
 
-using namespace nvcuda;
-
-#define FD 64        /* head size */
-#define FB 64        /* rows of a query or key tile */
-#define LDH 72       /* bf16 row stride in shared memory (bank spread, 32-byte fragments) */
-#define LDF 68       /* fp32 row stride */
-
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> frag_a;
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major> frag_at;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> frag_b;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> frag_bt;
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
+#define FD 64   /* head size */
+#define FB 64   /* rows of a query or key tile */
+#define LDS 72  /* bf16 row stride in shared memory: 144 bytes */
+#define NT 128  /* threads per block: 4 warps x 16 rows */
+#define TILE (FB * LDS)
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
 
 int dt_cu_flash_supported(int C, int NH, int T, const dt_dropout *drop) {
     return C / NH == FD && T % FB == 0 && !dt_dropout_on(drop);
 }
 
-/* Loads a 64 x 64 bf16 tile (rows r0.., row stride ld elements) into shared memory. */
-static __device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *src, size_t ld) {
-    for (int i = threadIdx.x; i < FB * 8; i += blockDim.x) {
+/* ---- PTX wrappers ------------------------------------------------------------------------ */
+
+static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+static __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
+}
+static __device__ __forceinline__ void cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
+static __device__ __forceinline__ void cp_wait1(void) { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+static __device__ __forceinline__ void cp_wait0(void) { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+static __device__ __forceinline__ void ldm_x4(uint32_t r[4], const bf16 *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+static __device__ __forceinline__ void ldm_x4_t(uint32_t r[4], const bf16 *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+/* c (16x8 fp32) += a (16x16 bf16, row) . b (16x8 bf16, col). */
+static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+/* ---- fragments ---------------------------------------------------------------------------
+ * Accumulator of a 16x8 product, lane = 4g + t: c[0], c[1] at row g, columns 2t, 2t+1;
+ * c[2], c[3] at row g + 8. A 16 x 64 warp tile is acc[8][4] (8 column groups of 8). */
+
+/* Issues cp.async for a 64 x 64 bf16 tile (source rows ld elements apart). */
+static __device__ __forceinline__ void cp_tile(bf16 *dst, const bf16 *src, size_t ld) {
+#pragma unroll
+    for (int i = threadIdx.x; i < FB * 8; i += NT) {
         int r = i >> 3, v = i & 7;
-        *reinterpret_cast<int4 *>(dst + r * LDH + v * 8) =
-            *reinterpret_cast<const int4 *>(src + (size_t)r * ld + v * 8);
+        cp_async16(dst + r * LDS + v * 8, src + (size_t)r * ld + v * 8);
     }
 }
 
-/* out (16 x 64, ld_out) = A (16 x 64) . B^T where B is (64 x 64) row-major: S = Q K^T. */
-static __device__ __forceinline__ void mm_abt(float *out, int ld_out, const bf16 *A, const bf16 *B) {
+/* A operand fragments of a 16 x 64 row-major tile at `t` (row stride LDS): f[k] for
+ * columns 16k..16k+15. */
+static __device__ __forceinline__ void load_a(uint32_t f[4][4], const bf16 *t, int lane) {
 #pragma unroll
-    for (int n = 0; n < 4; n++) {
-        frag_c c;
-        wmma::fill_fragment(c, 0.0f);
+    for (int k = 0; k < 4; k++) ldm_x4(f[k], t + (lane & 15) * LDS + k * 16 + (lane >> 4) * 8);
+}
+
+/* acc (16 x 64) = A (16 x 64, fragments) . Bt^T where Bt is a 64 x 64 row-major tile
+ * (rows = output columns): S = Q K^T with Bt = K. */
+static __device__ __forceinline__ void mm_nt(float acc[8][4], const uint32_t a[4][4], const bf16 *Bt, int lane) {
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            frag_a a;
-            frag_bt b;
-            wmma::load_matrix_sync(a, A + k * 16, LDH);
-            wmma::load_matrix_sync(b, B + n * 16 * LDH + k * 16, LDH);
-            wmma::mma_sync(c, a, b, c);
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[n][i] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            uint32_t b[4];
+            ldm_x4(b, Bt + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LDS + k * 16 + ((lane >> 3) & 1) * 8);
+            mma(acc[2 * np], a[k], b[0], b[1]);
+            mma(acc[2 * np + 1], a[k], b[2], b[3]);
         }
-        wmma::store_matrix_sync(out + n * 16, c, ld_out, wmma::mem_row_major);
-    }
 }
 
-/* acc[n] (16 x 64 in 4 fragments) += A (16 x 64, row-major) . B (64 x 64, row-major). */
-static __device__ __forceinline__ void mm_ab_acc(frag_c acc[4], const bf16 *A, const bf16 *B) {
+/* acc (16 x 64) += P . Bm where P (16 x 64) is given as fp32 accumulators (rounded to bf16
+ * here) and Bm is a 64 x 64 row-major tile (rows = the reduction index): O += P V. */
+static __device__ __forceinline__ void mm_pn(float acc[8][4], const float p[8][4], const bf16 *Bm, int lane) {
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-        frag_a a;
-        wmma::load_matrix_sync(a, A + k * 16, LDH);
+        uint32_t a[4] = {pack(p[2 * k][0], p[2 * k][1]), pack(p[2 * k][2], p[2 * k][3]),
+                         pack(p[2 * k + 1][0], p[2 * k + 1][1]), pack(p[2 * k + 1][2], p[2 * k + 1][3])};
 #pragma unroll
-        for (int n = 0; n < 4; n++) {
-            frag_b b;
-            wmma::load_matrix_sync(b, B + k * 16 * LDH + n * 16, LDH);
-            wmma::mma_sync(acc[n], a, b, acc[n]);
+        for (int np = 0; np < 4; np++) {
+            uint32_t b[4];
+            ldm_x4_t(b, Bm + (k * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + np * 16 + (lane >> 4) * 8);
+            mma(acc[2 * np], a, b[0], b[1]);
+            mma(acc[2 * np + 1], a, b[2], b[3]);
         }
     }
 }
 
-/* ---- forward ---------------------------------------------------------------------------- */
+/* Writes acc * f (16 x 64 at rows row0.., columns col0..) as bf16 pairs to dst (row stride ld). */
+static __device__ __forceinline__ void store_acc(bf16 *dst, size_t ld, const float acc[8][4], float f, int lane) {
+    int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            *reinterpret_cast<__nv_bfloat162 *>(dst + (size_t)(g + 8 * h) * ld + n * 8 + 2 * t) =
+                __floats2bfloat162_rn(acc[n][2 * h] * f, acc[n][2 * h + 1] * f);
+}
 
-#define FWD_SMEM (3 * FB * LDH * 2 + 4 * 16 * LDF * 4 * 2 + 4 * 16 * LDH * 2)
+/* ---- forward ----------------------------------------------------------------------------- */
 
-__global__ void __launch_bounds__(128) flash_fwd_kernel(bf16 *out, float *lse, const bf16 *qkv, int T,
-                                                        int NH, float scale) {
-    extern __shared__ __align__(128) unsigned char smem[];
-    bf16 *Q = (bf16 *)smem, *K = Q + FB * LDH, *V = K + FB * LDH;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    float *S = (float *)(V + FB * LDH) + warp * 16 * LDF;
-    float *O = (float *)(V + FB * LDH) + 4 * 16 * LDF + warp * 16 * LDF;
-    bf16 *P = (bf16 *)((float *)(V + FB * LDH) + 8 * 16 * LDF) + warp * 16 * LDH;
-    int bh = blockIdx.y, b = bh / NH, h = bh % NH, nqb = T / FB, qb = nqb - 1 - blockIdx.x;
+#define FWD_SMEM (5 * TILE * 2) /* Q, K x 2, V x 2 */
+
+__global__ void __launch_bounds__(NT) flash_fwd_kernel(bf16 *out, float *lse, const bf16 *qkv, int T, int NH,
+                                                       float sl2) {
+    __shared__ __align__(128) bf16 sm[5 * TILE];
+    bf16 *Qs = sm, *Ks = sm + TILE, *Vs = sm + 3 * TILE;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int bh = blockIdx.x, b = bh / NH, h = bh % NH, qb = T / FB - 1 - (int)blockIdx.y;
     int C = NH * FD, C3 = 3 * C;
     const bf16 *base = qkv + (size_t)b * T * C3 + h * FD;
-    load_tile(Q, base + (size_t)qb * FB * C3, C3);
-    int r = lane >> 1, half = lane & 1, qt = qb * FB + warp * 16 + r;
-    for (int j = 0; j < 32; j++) O[r * LDF + half * 32 + j] = 0.0f;
-    float m = -INFINITY, l = 0.0f;
+    cp_tile(Qs, base + (size_t)qb * FB * C3, C3);
+    cp_tile(Ks, base + C, C3);
+    cp_tile(Vs, base + 2 * C, C3);
+    cp_commit();
+    uint32_t qf[4][4];
+    float o[8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) o[n][i] = 0.0f;
     for (int kb = 0; kb <= qb; kb++) {
-        __syncthreads(); /* the previous tiles are no longer read */
-        load_tile(K, base + C + (size_t)kb * FB * C3, C3);
-        load_tile(V, base + 2 * C + (size_t)kb * FB * C3, C3);
+        int cur = kb & 1;
+        if (kb < qb) { /* the next tiles: their buffers were last read before the previous barrier */
+            cp_tile(Ks + (cur ^ 1) * TILE, base + C + (size_t)(kb + 1) * FB * C3, C3);
+            cp_tile(Vs + (cur ^ 1) * TILE, base + 2 * C + (size_t)(kb + 1) * FB * C3, C3);
+        }
+        cp_commit();
+        cp_wait1();
         __syncthreads();
-        mm_abt(S, LDF, Q + warp * 16 * LDH, K);
-        __syncwarp();
-        /* online softmax: lanes 2r and 2r+1 own row r, 32 columns each */
-        float *srow = S + r * LDF + half * 32;
-        float mx = -INFINITY;
-        for (int j = 0; j < 32; j++) {
-            int key = kb * FB + half * 32 + j;
-            float s = key <= qt ? srow[j] * scale : -INFINITY;
-            srow[j] = s;
-            mx = fmaxf(mx, s);
+        if (kb == 0) load_a(qf, Qs + warp * 16 * LDS, lane);
+        float s[8][4];
+        mm_nt(s, qf, Ks + cur * TILE, lane);
+        /* scale to log2 units; mask keys after the query on the diagonal block */
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float v = s[n][i] * sl2;
+                if (kb == qb && n * 8 + 2 * t + (i & 1) > warp * 16 + g + 8 * (i >> 1)) v = -INFINITY;
+                s[n][i] = v;
+                mx[i >> 1] = fmaxf(mx[i >> 1], v);
+            }
+        float corr[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            float mn = fmaxf(m[r], mx[r]); /* finite: key 0 is visible to every query */
+            corr[r] = exp2f(m[r] - mn);    /* 0 on the first block (m = -inf) */
+            m[r] = mn;
+            l[r] *= corr[r];
         }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        float mn = fmaxf(m, mx);
-        float corr = m == -INFINITY ? 0.0f : expf(m - mn);
-        float sum = 0.0f;
-        bf16 *prow = P + r * LDH + half * 32;
-        float *orow = O + r * LDF + half * 32;
-        for (int j = 0; j < 32; j++) {
-            float p = srow[j] == -INFINITY ? 0.0f : expf(srow[j] - mn);
-            prow[j] = __float2bfloat16(p);
-            sum += p;
-            orow[j] *= corr;
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float p = exp2f(s[n][i] - m[i >> 1]);
+                s[n][i] = p;
+                l[i >> 1] += p;
+                o[n][i] *= corr[i >> 1];
+            }
+        mm_pn(o, s, Vs + cur * TILE, lane);
+        __syncthreads(); /* this iteration's buffers are free for the loads two steps on */
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) { /* xor butterfly: the same bits on the 4 lanes of a row */
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    }
+    int q0 = qb * FB + warp * 16;
+    bf16 *dst = out + ((size_t)b * T + q0) * C + h * FD;
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float inv = 1.0f / l[r];
+            *reinterpret_cast<__nv_bfloat162 *>(dst + (size_t)(g + 8 * r) * C + n * 8 + 2 * t) =
+                __floats2bfloat162_rn(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
         }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1); /* a + b: the same bits on both lanes */
-        l = l * corr + sum;
-        m = mn;
-        __syncwarp();
-        frag_c acc[4];
+    if (t == 0)
 #pragma unroll
-        for (int n = 0; n < 4; n++) wmma::load_matrix_sync(acc[n], O + n * 16, LDF, wmma::mem_row_major);
-        mm_ab_acc(acc, P, V);
-#pragma unroll
-        for (int n = 0; n < 4; n++) wmma::store_matrix_sync(O + n * 16, acc[n], LDF, wmma::mem_row_major);
-        __syncwarp();
-    }
-    float inv = 1.0f / l;
-    bf16 *o = out + ((size_t)b * T + qt) * C + h * FD + half * 32;
-    for (int j = 0; j < 32; j += 8) {
-        dt_bf16x8 v;
-#pragma unroll
-        for (int k = 0; k < 8; k++) v.v[k] = __float2bfloat16(O[r * LDF + half * 32 + j + k] * inv);
-        dt_st8(o + j, v);
-    }
-    if (!half) lse[(size_t)bh * T + qt] = m + logf(l);
+        for (int r = 0; r < 2; r++) lse[(size_t)bh * T + q0 + g + 8 * r] = (m[r] + log2f(l[r])) * LN2;
 }
 
-/* ---- backward ----------------------------------------------------------------------------- */
+/* ---- backward ---------------------------------------------------------------------------- */
 
 /* D[bh, t] = sum_d dO[t, d] O[t, d] (one warp per row, butterfly sum). */
 __global__ void flash_dot_kernel(float *D, const bf16 *dout, const bf16 *out, int B, int T, int NH) {
@@ -160,143 +241,189 @@ __global__ void flash_dot_kernel(float *D, const bf16 *dout, const bf16 *out, in
     if (lane == 0) D[row] = s;
 }
 
-#define BWDA_SMEM (4 * FB * LDH * 2 + 2 * FB * 4 + 4 * (2 * 16 * LDF * 4 + 2 * 16 * LDH * 2))
+/* Shared memory of kernel A: K, V, Q x 2, dO x 2, dS (fast), then lse and D x 2 (fp32). */
+#define BWDA_SMEM (7 * TILE * 2 + 4 * FB * 4)
 
-/* Kernel A: a key block; dK, dV in registers; fast: atomic dQ into dq (fp32, B,T,C). */
-__global__ void __launch_bounds__(128) flash_bwd_kv_kernel(bf16 *dqkv, float *dq, const bf16 *qkv,
-                                                           const bf16 *dout, const float *lse,
-                                                           const float *D, int T, int NH, float scale) {
-    extern __shared__ __align__(128) unsigned char smem[];
-    bf16 *K = (bf16 *)smem, *V = K + FB * LDH, *Q = V + FB * LDH, *dO = Q + FB * LDH;
-    float *Ls = (float *)(dO + FB * LDH), *Ds = Ls + FB;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    float *wbase = Ds + FB + warp * (2 * 16 * LDF + 16 * LDH); /* per-warp region, in floats */
-    float *ST = wbase, *dPT = ST + 16 * LDF;
-    bf16 *PT = (bf16 *)(dPT + 16 * LDF), *dST = PT + 16 * LDH;
-    int bh = blockIdx.y, b = bh / NH, h = bh % NH, nqb = T / FB, kb = blockIdx.x;
-    int C = NH * FD, C3 = 3 * C;
-    const bf16 *base = qkv + (size_t)b * T * C3 + h * FD;
-    load_tile(K, base + C + (size_t)kb * FB * C3, C3);
-    load_tile(V, base + 2 * C + (size_t)kb * FB * C3, C3);
-    frag_c dk[4], dv[4];
-#pragma unroll
-    for (int n = 0; n < 4; n++) {
-        wmma::fill_fragment(dk[n], 0.0f);
-        wmma::fill_fragment(dv[n], 0.0f);
-    }
-    int r = lane >> 1, half = lane & 1, key = kb * FB + warp * 16 + r;
-    for (int qb = kb; qb < nqb; qb++) {
-        __syncthreads();
-        load_tile(Q, base + (size_t)qb * FB * C3, C3);
-        load_tile(dO, dout + ((size_t)b * T + (size_t)qb * FB) * C + h * FD, C);
-        if (threadIdx.x < FB) {
-            Ls[threadIdx.x] = lse[(size_t)bh * T + qb * FB + threadIdx.x];
-            Ds[threadIdx.x] = D[(size_t)bh * T + qb * FB + threadIdx.x];
-        }
-        __syncthreads();
-        mm_abt(ST, LDF, K + warp * 16 * LDH, Q);   /* S^T: keys x queries */
-        mm_abt(dPT, LDF, V + warp * 16 * LDH, dO); /* dP^T = V dO^T */
-        __syncwarp();
-        for (int j = 0; j < 32; j++) {
-            int c = half * 32 + j, q = qb * FB + c;
-            float p = q >= key ? expf(ST[r * LDF + c] * scale - Ls[c]) : 0.0f;
-            PT[r * LDH + c] = __float2bfloat16(p);
-            dST[r * LDH + c] = __float2bfloat16(p * (dPT[r * LDF + c] - Ds[c]));
-        }
-        __syncwarp();
-        mm_ab_acc(dv, PT, dO);
-        mm_ab_acc(dk, dST, Q);
-        if (dq) { /* fast: this key block's dQ share, dS (queries x 16 keys) . K_w, added atomically */
-            for (int mt = 0; mt < 4; mt++) {
-#pragma unroll
-                for (int n = 0; n < 4; n++) {
-                    frag_c c;
-                    wmma::fill_fragment(c, 0.0f);
-                    frag_at a;
-                    frag_b bb;
-                    wmma::load_matrix_sync(a, dST + mt * 16, LDH);
-                    wmma::load_matrix_sync(bb, K + warp * 16 * LDH + n * 16, LDH);
-                    wmma::mma_sync(c, a, bb, c);
-                    wmma::store_matrix_sync(ST + n * 16, c, LDF, wmma::mem_row_major);
-                }
-                __syncwarp();
-                for (int j = 0; j < 32; j++) {
-                    int c = half * 32 + j, q = qb * FB + mt * 16 + r;
-                    atomicAdd(&dq[((size_t)b * T + q) * C + h * FD + c], ST[r * LDF + c] * scale);
-                }
-                __syncwarp();
-            }
-        }
-    }
-    /* write dK (scaled) and dV through the per-warp fp32 buffer */
-    for (int which = 0; which < 2; which++) {
-#pragma unroll
-        for (int n = 0; n < 4; n++)
-            wmma::store_matrix_sync(ST + n * 16, which ? dv[n] : dk[n], LDF, wmma::mem_row_major);
-        __syncwarp();
-        float f = which ? 1.0f : scale;
-        bf16 *dst = dqkv + ((size_t)b * T + key) * C3 + (which ? 2 * C : C) + h * FD + half * 32;
-        for (int j = 0; j < 32; j += 8) {
-            dt_bf16x8 v;
-#pragma unroll
-            for (int k = 0; k < 8; k++) v.v[k] = __float2bfloat16(ST[r * LDF + half * 32 + j + k] * f);
-            dt_st8(dst + j, v);
-        }
-        __syncwarp();
-    }
+/* Issues cp.async for 64 floats (threads 0..15). */
+static __device__ __forceinline__ void cp_row64(float *dst, const float *src) {
+    if (threadIdx.x < 16) cp_async16(dst + threadIdx.x * 4, src + threadIdx.x * 4);
 }
 
-#define BWDQ_SMEM (4 * FB * LDH * 2 + 2 * FB * 4 + 4 * (2 * 16 * LDF * 4 + 16 * LDH * 2))
+/* Kernel A: a key block; dK, dV in registers; fast: atomic dQ into dq (fp32, B,T,C). */
+__global__ void __launch_bounds__(NT) flash_bwd_kv_kernel(bf16 *dqkv, float *dq, const bf16 *qkv,
+                                                          const bf16 *dout, const float *lse, const float *D,
+                                                          int T, int NH, float scale, int rev) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    bf16 *Ks = (bf16 *)smem, *Vs = Ks + TILE, *Qs = Vs + TILE, *dOs = Qs + 2 * TILE, *dSs = dOs + 2 * TILE;
+    float *Ls = (float *)(dSs + TILE), *Dsm = Ls + 2 * FB;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int bh = blockIdx.x, b = bh / NH, h = bh % NH, nqb = T / FB, kb = blockIdx.y; /* kb 0 (most work) first */
+    int C = NH * FD, C3 = 3 * C;
+    float sl2 = scale * LOG2E;
+    const bf16 *base = qkv + (size_t)b * T * C3 + h * FD;
+    const bf16 *dbase = dout + (size_t)b * T * C + h * FD;
+    cp_tile(Ks, base + C + (size_t)kb * FB * C3, C3);
+    cp_tile(Vs, base + 2 * C + (size_t)kb * FB * C3, C3);
+    int nit = nqb - kb, q0 = rev ? nqb - 1 : kb, qd = rev ? -1 : 1; /* query block i: q0 + i qd */
+    cp_tile(Qs, base + (size_t)q0 * FB * C3, C3);
+    cp_tile(dOs, dbase + (size_t)q0 * FB * C, C);
+    cp_row64(Ls, lse + (size_t)bh * T + q0 * FB);
+    cp_row64(Dsm, D + (size_t)bh * T + q0 * FB);
+    cp_commit();
+    uint32_t kf[4][4], vf[4][4];
+    float dk[8][4], dv[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) dk[n][i] = dv[n][i] = 0.0f;
+    int krow = warp * 16 + g; /* this thread's key rows (local): krow, krow + 8 */
+    for (int it = 0; it < nit; it++) {
+        int cur = it & 1, qb = q0 + it * qd, nx = qb + qd;
+        if (it + 1 < nit) {
+            cp_tile(Qs + (cur ^ 1) * TILE, base + (size_t)nx * FB * C3, C3);
+            cp_tile(dOs + (cur ^ 1) * TILE, dbase + (size_t)nx * FB * C, C);
+            cp_row64(Ls + (cur ^ 1) * FB, lse + (size_t)bh * T + nx * FB);
+            cp_row64(Dsm + (cur ^ 1) * FB, D + (size_t)bh * T + nx * FB);
+        }
+        cp_commit();
+        cp_wait1();
+        __syncthreads();
+        if (it == 0) {
+            load_a(kf, Ks + warp * 16 * LDS, lane);
+            load_a(vf, Vs + warp * 16 * LDS, lane);
+        }
+        const bf16 *Qc = Qs + cur * TILE, *dOc = dOs + cur * TILE;
+        const float *Lc = Ls + cur * FB, *Dc = Dsm + cur * FB;
+        /* P^T (16 keys x 64 queries) = exp(S^T * scale - lse[q]), zero above the diagonal */
+        float p[8][4];
+        mm_nt(p, kf, Qc, lane);
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int qc = n * 8 + 2 * t + (i & 1);
+                float v = exp2f(p[n][i] * sl2 - Lc[qc] * LOG2E);
+                p[n][i] = (qb == kb && qc < krow + 8 * (i >> 1)) ? 0.0f : v;
+            }
+        mm_pn(dv, p, dOc, lane); /* dV += P^T dO */
+        /* dS^T = P^T * (dP^T - D[q]), dP^T = V dO^T */
+        float ds[8][4];
+        mm_nt(ds, vf, dOc, lane);
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) ds[n][i] = p[n][i] * (ds[n][i] - Dc[n * 8 + 2 * t + (i & 1)]);
+        mm_pn(dk, ds, Qc, lane); /* dK += dS^T Q (scaled at the end) */
+        if (dq) { /* fast: dQ[q] += scale * sum over this block's keys dS[q, key] K[key] */
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int r = 0; r < 2; r++)
+                    *reinterpret_cast<uint32_t *>(dSs + (krow + 8 * r) * LDS + j * 8 + 2 * t) =
+                        pack(ds[j][2 * r], ds[j][2 * r + 1]);
+            __syncthreads();
+            float acc[8][4];
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) acc[n][i] = 0.0f;
+#pragma unroll
+            for (int k = 0; k < 4; k++) { /* keys 16k..: A = dS (queries x keys) = (dS^T)^T */
+                uint32_t a[4];
+                ldm_x4_t(a, dSs + (k * 16 + (lane & 7) + (lane >> 4) * 8) * LDS + warp * 16 + ((lane >> 3) & 1) * 8);
+#pragma unroll
+                for (int np = 0; np < 4; np++) {
+                    uint32_t bb[4];
+                    ldm_x4_t(bb, Ks + (k * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + np * 16 + (lane >> 4) * 8);
+                    mma(acc[2 * np], a, bb[0], bb[1]);
+                    mma(acc[2 * np + 1], a, bb[2], bb[3]);
+                }
+            }
+            /* float4 atomics: lane pairs (t even, t + 1) swap halves so that the even lane holds
+             * row g, columns 2t..2t+3 and the odd lane row g + 8, columns 2t-2..2t+1 */
+            int odd = t & 1;
+            float *dst = dq + ((size_t)b * T + qb * FB + warp * 16 + g + 8 * odd) * C + h * FD + 2 * (t - odd);
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+                float s0 = odd ? acc[n][0] : acc[n][2], s1 = odd ? acc[n][1] : acc[n][3];
+                float r0 = __shfl_xor_sync(0xffffffffu, s0, 1), r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+                float4 v = odd ? make_float4(r0, r1, acc[n][2], acc[n][3]) : make_float4(acc[n][0], acc[n][1], r0, r1);
+                v.x *= scale; v.y *= scale; v.z *= scale; v.w *= scale;
+                atomicAdd(reinterpret_cast<float4 *>(dst + n * 8), v);
+            }
+        }
+        __syncthreads(); /* this iteration's buffers (and dS) are free */
+    }
+    cp_wait0();
+    bf16 *dst = dqkv + ((size_t)b * T + kb * FB + warp * 16) * C3 + h * FD;
+    store_acc(dst + C, C3, dk, scale, lane);
+    store_acc(dst + 2 * C, C3, dv, 1.0f, lane);
+}
+
+#define BWDQ_SMEM (6 * TILE * 2) /* Q, dO, K x 2, V x 2 */
 
 /* Kernel B (det): a query block; key blocks in order; dQ in registers. */
-__global__ void __launch_bounds__(128) flash_bwd_q_kernel(bf16 *dqkv, const bf16 *qkv, const bf16 *dout,
-                                                          const float *lse, const float *D, int T, int NH,
-                                                          float scale) {
+__global__ void __launch_bounds__(NT) flash_bwd_q_kernel(bf16 *dqkv, const bf16 *qkv, const bf16 *dout,
+                                                         const float *lse, const float *D, int T, int NH,
+                                                         float scale) {
     extern __shared__ __align__(128) unsigned char smem[];
-    bf16 *Q = (bf16 *)smem, *dO = Q + FB * LDH, *K = dO + FB * LDH, *V = K + FB * LDH;
-    float *Ls = (float *)(V + FB * LDH), *Ds = Ls + FB;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    float *S = Ds + FB + warp * (2 * 16 * LDF + 16 * LDH / 2), *dP = S + 16 * LDF;
-    bf16 *dS = (bf16 *)(dP + 16 * LDF);
-    int bh = blockIdx.y, b = bh / NH, h = bh % NH, nqb = T / FB, qb = nqb - 1 - blockIdx.x;
+    bf16 *Qs = (bf16 *)smem, *dOs = Qs + TILE, *Ks = dOs + TILE, *Vs = Ks + 2 * TILE;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int bh = blockIdx.x, b = bh / NH, h = bh % NH, qb = T / FB - 1 - (int)blockIdx.y;
     int C = NH * FD, C3 = 3 * C;
+    float sl2 = scale * LOG2E;
     const bf16 *base = qkv + (size_t)b * T * C3 + h * FD;
-    load_tile(Q, base + (size_t)qb * FB * C3, C3);
-    load_tile(dO, dout + ((size_t)b * T + (size_t)qb * FB) * C + h * FD, C);
-    if (threadIdx.x < FB) {
-        Ls[threadIdx.x] = lse[(size_t)bh * T + qb * FB + threadIdx.x];
-        Ds[threadIdx.x] = D[(size_t)bh * T + qb * FB + threadIdx.x];
-    }
-    frag_c dq[4];
+    cp_tile(Qs, base + (size_t)qb * FB * C3, C3);
+    cp_tile(dOs, dout + ((size_t)b * T + (size_t)qb * FB) * C + h * FD, C);
+    cp_tile(Ks, base + C, C3);
+    cp_tile(Vs, base + 2 * C, C3);
+    cp_commit();
+    int qrow = warp * 16 + g; /* local query rows qrow, qrow + 8 */
+    float L2[2], Dr[2];
 #pragma unroll
-    for (int n = 0; n < 4; n++) wmma::fill_fragment(dq[n], 0.0f);
-    int r = lane >> 1, half = lane & 1, lr = warp * 16 + r, q = qb * FB + lr;
+    for (int r = 0; r < 2; r++) {
+        L2[r] = lse[(size_t)bh * T + qb * FB + qrow + 8 * r] * LOG2E;
+        Dr[r] = D[(size_t)bh * T + qb * FB + qrow + 8 * r];
+    }
+    uint32_t qf[4][4], of[4][4];
+    float dqa[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) dqa[n][i] = 0.0f;
     for (int kb = 0; kb <= qb; kb++) {
-        __syncthreads();
-        load_tile(K, base + C + (size_t)kb * FB * C3, C3);
-        load_tile(V, base + 2 * C + (size_t)kb * FB * C3, C3);
-        __syncthreads();
-        mm_abt(S, LDF, Q + warp * 16 * LDH, K);
-        mm_abt(dP, LDF, dO + warp * 16 * LDH, V);
-        __syncwarp();
-        for (int j = 0; j < 32; j++) {
-            int c = half * 32 + j, key = kb * FB + c;
-            float p = key <= q ? expf(S[r * LDF + c] * scale - Ls[lr]) : 0.0f;
-            dS[r * LDH + c] = __float2bfloat16(p * (dP[r * LDF + c] - Ds[lr]));
+        int cur = kb & 1;
+        if (kb < qb) {
+            cp_tile(Ks + (cur ^ 1) * TILE, base + C + (size_t)(kb + 1) * FB * C3, C3);
+            cp_tile(Vs + (cur ^ 1) * TILE, base + 2 * C + (size_t)(kb + 1) * FB * C3, C3);
         }
-        __syncwarp();
-        mm_ab_acc(dq, dS, K);
-    }
+        cp_commit();
+        cp_wait1();
+        __syncthreads();
+        if (kb == 0) {
+            load_a(qf, Qs + warp * 16 * LDS, lane);
+            load_a(of, dOs + warp * 16 * LDS, lane);
+        }
+        const bf16 *Kc = Ks + cur * TILE, *Vc = Vs + cur * TILE;
+        float p[8][4], ds[8][4];
+        mm_nt(p, qf, Kc, lane);
 #pragma unroll
-    for (int n = 0; n < 4; n++) wmma::store_matrix_sync(S + n * 16, dq[n], LDF, wmma::mem_row_major);
-    __syncwarp();
-    bf16 *dst = dqkv + ((size_t)b * T + q) * C3 + h * FD + half * 32;
-    for (int j = 0; j < 32; j += 8) {
-        dt_bf16x8 v;
+        for (int n = 0; n < 8; n++)
 #pragma unroll
-        for (int k = 0; k < 8; k++) v.v[k] = __float2bfloat16(S[r * LDF + half * 32 + j + k] * scale);
-        dt_st8(dst + j, v);
+            for (int i = 0; i < 4; i++) {
+                float v = exp2f(p[n][i] * sl2 - L2[i >> 1]);
+                p[n][i] = (kb == qb && n * 8 + 2 * t + (i & 1) > qrow + 8 * (i >> 1)) ? 0.0f : v;
+            }
+        mm_nt(ds, of, Vc, lane); /* dP = dO V^T */
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) ds[n][i] = p[n][i] * (ds[n][i] - Dr[i >> 1]);
+        mm_pn(dqa, ds, Kc, lane); /* dQ += dS K */
+        __syncthreads();
     }
+    cp_wait0();
+    store_acc(dqkv + ((size_t)b * T + qb * FB + warp * 16) * C3 + h * FD, C3, dqa, scale, lane);
 }
 
 /* fast: dqkv's Q part = bf16(dq). */
@@ -310,16 +437,14 @@ __global__ void flash_dq_store_kernel(bf16 *dqkv, const float *dq, int B, int T,
 static int attrs_set;
 static void set_attrs(void) {
     if (attrs_set) return;
-    cudaFuncSetAttribute(flash_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, FWD_SMEM);
     cudaFuncSetAttribute(flash_bwd_kv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, BWDA_SMEM);
     cudaFuncSetAttribute(flash_bwd_q_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, BWDQ_SMEM);
     attrs_set = 1;
 }
 
 void dt_cu_flash_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH, cudaStream_t s) {
-    set_attrs();
-    dim3 g((unsigned)(T / FB), (unsigned)(B * NH));
-    flash_fwd_kernel<<<g, 128, FWD_SMEM, s>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)FD));
+    dim3 g((unsigned)(B * NH), (unsigned)(T / FB));
+    flash_fwd_kernel<<<g, NT, 0, s>>>(out, lse, qkv, T, NH, LOG2E / sqrtf((float)FD));
     (void)C;
 }
 
@@ -329,11 +454,11 @@ void dt_cu_flash_bwd(bf16 *dqkv, float *dq, float *D, const bf16 *dout, const bf
     float scale = 1.0f / sqrtf((float)FD);
     int det = dt_op_variant(DT_OP_ATTENTION_BWD) == DT_VARIANT_DET;
     flash_dot_kernel<<<dt_cu_div((size_t)B * NH * T, 8), 256, 0, s>>>(D, dout, out, B, T, NH);
-    dim3 g((unsigned)(T / FB), (unsigned)(B * NH));
+    dim3 g((unsigned)(B * NH), (unsigned)(T / FB));
     if (!det) cudaMemsetAsync(dq, 0, sizeof(float) * (size_t)B * T * C, s);
-    flash_bwd_kv_kernel<<<g, 128, BWDA_SMEM, s>>>(dqkv, det ? NULL : dq, qkv, dout, lse, D, T, NH, scale);
+    flash_bwd_kv_kernel<<<g, NT, BWDA_SMEM, s>>>(dqkv, det ? NULL : dq, qkv, dout, lse, D, T, NH, scale, !det);
     if (det)
-        flash_bwd_q_kernel<<<g, 128, BWDQ_SMEM, s>>>(dqkv, qkv, dout, lse, D, T, NH, scale);
+        flash_bwd_q_kernel<<<g, NT, BWDQ_SMEM, s>>>(dqkv, qkv, dout, lse, D, T, NH, scale);
     else
         flash_dq_store_kernel<<<dt_cu_div((size_t)B * T * C, 256), 256, 0, s>>>(dqkv, dq, B, T, C);
 }

@@ -1,0 +1,211 @@
+/* Attention benchmark and check on the GPT-2 124M shape (B 16, NH 12, T 1024, head size
+ * 64, bf16), run on the GPU machine (built by `make cuda` into build/gpu-tests/):
+ *  1. correctness: the flash kernels (attention_flash_cuda.cu) against the GEMM
+ *     formulation (attention_cuda.cu) on the same random bf16 inputs, by
+ *     ||flash - gemm|| / ||gemm||. Both are bf16 computations of the same function; the
+ *     tolerances are those of tests/gpu/test_gpu_ops.cu against the CPU: forward output
+ *     1e-2, each of dQ, dK, dV 3e-2 (two bf16 roundings of P and dS in each path). Outputs
+ *     are poisoned (NaN) before each flash call, so an unwritten element fails;
+ *  2. determinism: flash forward + det backward replayed 3 times, out, lse and dqkv
+ *     byte-identical; the fast backward (atomic dQ) must differ in some of 5 replays
+ *     (negative control: the check can fail);
+ *  3. timing: CUDA events, median of 20 runs after 3 warm-ups, per phase; TFLOP/s counts
+ *     the causal half of the products: forward 2 products (4 B NH T^2 D / 2 flops),
+ *     backward 5 products (2.5x forward; the det dQ pass recomputes 2 more, not counted).
+ * Exits non-zero on any failed check; prints a table last. */
+#include "ops/ops_cuda.h"
+
+extern "C" {
+#include "dt_test.h"
+}
+
+#include <algorithm>
+#include <vector>
+
+static const int B = 16, T = 1024, C = 768, NH = 12, BT = B * T;
+
+static void ok(cudaError_t e, const char *what) {
+    if (e != cudaSuccess) { fprintf(stderr, "bench_attention: %s: %s\n", what, cudaGetErrorString(e)); exit(2); }
+}
+template <typename T_> static T_ *dev(size_t n) {
+    T_ *p = NULL;
+    ok(cudaMalloc(&p, sizeof(T_) * n), "cudaMalloc");
+    return p;
+}
+/* Random bf16 in [-a, a) from a fixed integer hash (no zeros-only data). */
+static bf16 *rnd16(size_t n, float a, uint32_t seed) {
+    std::vector<bf16> h(n);
+    uint32_t x = seed * 2654435761u + 12345u;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+        h[i] = __float2bfloat16(((float)(x >> 8) / 16777216.0f * 2.0f - 1.0f) * a);
+    }
+    bf16 *d = dev<bf16>(n);
+    ok(cudaMemcpy(d, h.data(), sizeof(bf16) * n, cudaMemcpyHostToDevice), "upload");
+    return d;
+}
+static std::vector<float> down(const bf16 *d, size_t n) {
+    std::vector<bf16> h(n);
+    ok(cudaDeviceSynchronize(), "sync");
+    ok(cudaMemcpy(h.data(), d, sizeof(bf16) * n, cudaMemcpyDeviceToHost), "download");
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; i++) v[i] = __bfloat162float(h[i]);
+    return v;
+}
+/* ||a - r|| / ||r|| over part p (0 q, 1 k, 2 v) of (BT, parts*C) rows; NaN -> 1e30. */
+static double relerr(const std::vector<float> &a, const std::vector<float> &r, int parts, int p) {
+    double num = 0, den = 0;
+    for (size_t row = 0; row < (size_t)BT; row++)
+        for (int c = 0; c < C; c++) {
+            size_t i = row * parts * C + (size_t)p * C + c;
+            if (a[i] != a[i]) return 1e30;
+            double d = (double)a[i] - r[i];
+            num += d * d;
+            den += (double)r[i] * r[i];
+        }
+    return sqrt(num / (den > 0 ? den : 1e-300));
+}
+static std::vector<unsigned char> bytes(const void *d, size_t n) {
+    std::vector<unsigned char> h(n);
+    ok(cudaDeviceSynchronize(), "sync");
+    ok(cudaMemcpy(h.data(), d, n, cudaMemcpyDeviceToHost), "download");
+    return h;
+}
+
+struct ctx {
+    dt_cu_blas *blas;
+    bf16 *qkv, *dout, *out, *att, *scr, *dqkv;
+    float *lse, *D, *dq;
+    dt_dropout nodrop;
+};
+static void gemm_fwd(ctx *c) {
+    dt_cu_attention_fwd(c->blas, c->out, c->att, c->qkv, c->scr, B, T, C, NH, &c->nodrop, 0, 0);
+}
+static void gemm_bwd(ctx *c) {
+    dt_cu_attention_bwd(c->blas, c->dqkv, c->dout, c->qkv, c->att, c->scr, B, T, C, NH, &c->nodrop, 0, 0);
+}
+static void flash_fwd(ctx *c) { dt_cu_flash_fwd(c->out, c->lse, c->qkv, B, T, C, NH, 0); }
+static void flash_bwd(ctx *c) { dt_cu_flash_bwd(c->dqkv, c->dq, c->D, c->dout, c->qkv, c->out, c->lse, B, T, C, NH, 0); }
+
+/* Median ms of fn over 20 runs (3 warm-ups). */
+static float timeit(void (*fn)(ctx *), ctx *c) {
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    for (int i = 0; i < 3; i++) fn(c);
+    std::vector<float> ms;
+    for (int i = 0; i < 20; i++) {
+        cudaEventRecord(a, 0);
+        fn(c);
+        cudaEventRecord(b, 0);
+        ok(cudaEventSynchronize(b), "timing run");
+        float x;
+        cudaEventElapsedTime(&x, a, b);
+        ms.push_back(x);
+    }
+    std::sort(ms.begin(), ms.end());
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return ms[ms.size() / 2];
+}
+
+int main(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+        fprintf(stderr, "bench_attention: no CUDA device\n");
+        return 1;
+    }
+    ctx c;
+    memset(&c, 0, sizeof c);
+    CHECK_OK(dt_cu_blas_create(&c.blas));
+    CHECK(dt_cu_flash_supported(C, NH, T, NULL));
+    c.qkv = rnd16((size_t)BT * 3 * C, 2.0f, 1);
+    c.dout = rnd16((size_t)BT * C, 1.0f, 2);
+    c.out = dev<bf16>((size_t)BT * C);
+    c.att = dev<bf16>((size_t)B * NH * T * T);
+    c.scr = dev<bf16>(dt_cu_attention_scratch(B, T, C, NH, 0));
+    c.dqkv = dev<bf16>((size_t)BT * 3 * C);
+    c.lse = dev<float>((size_t)B * NH * T);
+    c.D = dev<float>((size_t)B * NH * T);
+    c.dq = dev<float>((size_t)BT * C);
+
+    /* 1. reference: the GEMM formulation */
+    dt_op_override("attention_bwd=det");
+    gemm_fwd(&c);
+    gemm_bwd(&c);
+    std::vector<float> rout = down(c.out, (size_t)BT * C), rdqkv = down(c.dqkv, (size_t)BT * 3 * C);
+    const char *pn[3] = {"dQ", "dK", "dV"};
+    for (int br = 0; br < 2; br++) {
+        dt_op_override(br ? "attention_bwd=fast" : "attention_bwd=det");
+        ok(cudaMemset(c.out, 0xff, sizeof(bf16) * BT * C), "poison");
+        ok(cudaMemset(c.dqkv, 0xff, sizeof(bf16) * BT * 3 * C), "poison");
+        flash_fwd(&c);
+        ok(cudaGetLastError(), "flash fwd launch");
+        std::vector<float> fout = down(c.out, (size_t)BT * C);
+        flash_bwd(&c);
+        ok(cudaGetLastError(), "flash bwd launch");
+        std::vector<float> fd = down(c.dqkv, (size_t)BT * 3 * C);
+        if (!br) {
+            double e = relerr(fout, rout, 1, 0);
+            CHECKF(e < 1e-2, "flash fwd vs gemm: rel err %.3g", e);
+            printf("check flash fwd vs gemm            rel err %.3g (tol 1e-2)\n", e);
+        }
+        for (int p = 0; p < 3; p++) {
+            double e = relerr(fd, rdqkv, 3, p);
+            CHECKF(e < 3e-2, "flash bwd %s %s vs gemm: rel err %.3g", br ? "fast" : "det", pn[p], e);
+            printf("check flash bwd %-4s %s vs gemm      rel err %.3g (tol 3e-2)\n", br ? "fast" : "det", pn[p], e);
+        }
+    }
+
+    /* 2. replays */
+    int same = 1;
+    std::vector<unsigned char> first;
+    dt_op_override("attention_bwd=det");
+    for (int r = 0; r < 3; r++) {
+        flash_fwd(&c);
+        flash_bwd(&c);
+        std::vector<unsigned char> cur = bytes(c.out, sizeof(bf16) * BT * C), l = bytes(c.lse, sizeof(float) * B * NH * T),
+                                   d = bytes(c.dqkv, sizeof(bf16) * BT * 3 * C);
+        cur.insert(cur.end(), l.begin(), l.end());
+        cur.insert(cur.end(), d.begin(), d.end());
+        if (!r) first = cur;
+        else if (cur != first) same = 0;
+    }
+    CHECKF(same, "flash det: replays differ");
+    printf("replay flash fwd + bwd det x3: %s\n", same ? "byte-identical" : "DIFFER");
+    dt_op_override("attention_bwd=fast");
+    same = 1;
+    for (int r = 0; r < 5; r++) {
+        flash_bwd(&c);
+        std::vector<unsigned char> cur = bytes(c.dqkv, sizeof(bf16) * BT * 3 * C);
+        if (!r) first = cur;
+        else if (cur != first) same = 0;
+    }
+    CHECKF(!same, "flash fast: the negative control saw no difference in 5 replays");
+    printf("replay flash bwd fast x5: %s\n", same ? "identical (control FAILED)" : "differs (control ok)");
+
+    /* 3. timing */
+    double fl = 4.0 * B * NH * (double)T * T * 64 / 2;
+    struct row { const char *name; void (*fn)(ctx *); const char *var; double flops; } rows[] = {
+        {"gemm fwd", gemm_fwd, "attention_bwd=det", fl},
+        {"gemm bwd", gemm_bwd, "attention_bwd=det", 2.5 * fl},
+        {"flash fwd", flash_fwd, "attention_bwd=det", fl},
+        {"flash bwd det", flash_bwd, "attention_bwd=det", 2.5 * fl},
+        {"flash bwd fast", flash_bwd, "attention_bwd=fast", 2.5 * fl},
+    };
+    float ms[5];
+    gemm_fwd(&c); /* the GEMM backward reads att */
+    for (int i = 0; i < 5; i++) {
+        dt_op_override(rows[i].var);
+        if (i == 2) flash_fwd(&c);
+        ms[i] = timeit(rows[i].fn, &c);
+        ok(cudaGetLastError(), rows[i].name);
+    }
+    dt_op_clear_overrides();
+    printf("\nattention, B %d NH %d T %d D 64 bf16, one layer (median of 20)\n", B, NH, T);
+    printf("| phase | ms | TFLOP/s |\n|---|---|---|\n");
+    for (int i = 0; i < 5; i++) printf("| %s | %.3f | %.1f |\n", rows[i].name, ms[i], rows[i].flops / (ms[i] * 1e-3) / 1e12);
+    printf("| gemm fwd+bwd | %.3f | |\n| flash fwd+bwd det | %.3f | |\n| flash fwd+bwd fast | %.3f | |\n",
+           ms[0] + ms[1], ms[2] + ms[3], ms[2] + ms[4]);
+    return dt_test_report();
+}
