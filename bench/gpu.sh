@@ -3,7 +3,8 @@
 # (default vs deterministic) and the PyTorch peers, writing logs and results under $OUT.
 #   OUT       results folder (default /tmp/detrain-gpu)
 #   PEERS=0   skip the PyTorch peers;   STEPS=N   bench steps (default 20)
-#   FLASH=1   also bench with the flash attention kernels (DT_ATTENTION=flash)
+#   GEMM_ATTN=1  also bench with the GEMM attention formulation (DT_ATTENTION=gemm; flash
+#             attention is the default where the shape allows)
 #   CARRY=dir prebuilt build/detrain-cuda and build/gpu-tests/* to use if the build fails
 set -u
 cd "$(dirname "$0")/.."
@@ -17,7 +18,7 @@ stamp "device"; nvidia-smi -L; nvidia-smi --query-gpu=driver_version,clocks.sm,c
 stamp "build"
 runs() { "$1" --help >/dev/null 2>&1; [ $? -lt 126 ]; }  # 126/127: cannot execute / missing library
 if [ -n "${CARRY:-}" ] && [ -x "$CARRY/detrain-cuda" ] && runs "$CARRY/detrain-cuda"; then
-  mkdir -p build/gpu-tests; cp "$CARRY/detrain-cuda" build/; cp "$CARRY"/test_* build/gpu-tests/; echo "using carried binaries"
+  mkdir -p build/gpu-tests; cp "$CARRY/detrain-cuda" build/; cp "$CARRY"/test_* "$CARRY"/bench_* build/gpu-tests/ 2>/dev/null; echo "using carried binaries"
 elif ! make -j16 cuda > "$OUT/build.log" 2>&1; then
   echo "build failed:"; tail -30 "$OUT/build.log"; exit 1
 fi
@@ -25,6 +26,10 @@ export DETRAIN_CUDA=build/detrain-cuda
 rc=0
 stamp "gpu op tests"
 build/gpu-tests/test_gpu_ops || rc=1
+if [ -x build/gpu-tests/bench_attention ]; then
+  stamp "attention kernels: flash vs GEMM formulation, one layer of GPT-2 124M"
+  build/gpu-tests/bench_attention | tee "$OUT/bench_attention.txt"; [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+fi
 stamp "gpu e2e"
 bash tests/gpu/gpu_e2e.sh "$OUT/e2e" || rc=1
 rm -rf "$OUT/e2e"
@@ -32,13 +37,13 @@ stamp "bench"
 build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --max-tax 1 --json "$OUT/bench.json" | tee "$OUT/bench.txt"
 brc=${PIPESTATUS[0]}
 case $brc in 0) echo "tax gate (--max-tax 1): PASS";; 1) echo "tax gate (--max-tax 1): FAIL (tax above 1%)";; *) echo "bench failed ($brc)"; rc=1;; esac
-if [ "${FLASH:-0}" != 0 ]; then
-  stamp "bench, flash attention (DT_ATTENTION=flash)"
-  DT_ATTENTION=flash build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --json "$OUT/bench_flash.json" | tee "$OUT/bench_flash.txt" || rc=1
+if [ "${GEMM_ATTN:-0}" != 0 ]; then
+  stamp "bench, GEMM attention (DT_ATTENTION=gemm)"
+  DT_ATTENTION=gemm build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --json "$OUT/bench_gemm_attn.json" | tee "$OUT/bench_gemm_attn.txt" || rc=1
 fi
 if [ "${MEMCHECK:-0}" != 0 ] && command -v compute-sanitizer >/dev/null; then
   stamp "compute-sanitizer memcheck: 2 training steps, GEMM and flash attention"
-  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 build/detrain-cuda train --device cuda --model tiny \
+  DT_ATTENTION=gemm timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 build/detrain-cuda train --device cuda --model tiny \
     --train-iters 2 --eval-interval 0 --deterministic-mode --quiet > "$OUT/memcheck.txt" 2>&1; echo "memcheck gemm attention: rc=$?"
   DT_ATTENTION=flash timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 build/detrain-cuda train --device cuda \
     --model tiny --num-attention-heads 2 --train-iters 2 --eval-interval 0 --quiet >> "$OUT/memcheck.txt" 2>&1; echo "memcheck flash attention (fast branch): rc=$?"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End to end on the GPU (build/detrain-cuda, src/train/train_cuda.cu, src/model/gpt_cuda.cu):
 #  - two deterministic-mode runs are bitwise identical (`detrain compare`, exit 0), with
-#    dropout (GEMM attention) and without (DT_ATTENTION=flash: flash attention);
+#    dropout (GEMM attention) and without (flash attention, the default for that shape);
 #  - a third run with a different seed differs (the comparison can fail);
 #  - GPU and CPU runs of the same config start from the same loss (first step within 2%);
 #  - env.json records the GPU and the pinned GEMM algorithms.
@@ -21,8 +21,8 @@ common="$common --hidden-dropout 0.1 --attention-dropout 0.1"
 "$D" compare "$W/a" "$W/b" || fail "two deterministic GPU runs differ"
 "$D" train $common --deterministic-mode --seed 7 --log-dir "$W/c" >/dev/null || fail "run c"
 if "$D" compare "$W/a" "$W/c" >/dev/null 2>&1; then fail "compare saw no difference with another seed"; fi
-DT_ATTENTION=flash "$D" train $nodrop --deterministic-mode --log-dir "$W/d" >/dev/null || fail "run d"
-DT_ATTENTION=flash "$D" train $nodrop --deterministic-mode --log-dir "$W/e" >/dev/null || fail "run e"
+"$D" train $nodrop --deterministic-mode --log-dir "$W/d" >/dev/null || fail "run d"
+"$D" train $nodrop --deterministic-mode --log-dir "$W/e" >/dev/null || fail "run e"
 "$D" compare "$W/d" "$W/e" || fail "two deterministic GPU runs (flash attention) differ"
 grep -q '"attention":"flash"' "$W/d/env.json" || fail "run d did not use flash attention"
 grep -q '"attention":"gemm"' "$W/a/env.json" || fail "run a (attention dropout) did not use GEMM attention"
