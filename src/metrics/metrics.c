@@ -211,7 +211,7 @@ dt_status dt_metrics_read(const char *path, dt_metrics_series *out) {
             break;
         }
         dt_json_value *v;
-        st = dt_json_parse(line, (size_t)len - 1, &v);
+        st = dt_json_parse(line, (size_t)len - 1, NULL, &v);
         if (st) { dt_fail_context(st, "%s line %zu", path, lineno); break; }
         int64_t step;
         if (v->type != DT_JSON_OBJECT || dt_json_get_i64(v, "step", &step) || step < 1) {

@@ -122,7 +122,7 @@ static int check_json(const uint8_t *b, size_t n) {
     if (st == DT_OK) { int64_t i; double d; dt_sjv_get(&v, "n_embd"); dt_sjv_as_i64(&v, &i); dt_sjv_as_f64(&v, &d); dt_sjv_free(&v); return 0; }
     if (st != DT_ECORRUPT) { fprintf(stderr, "json: unexpected status %s\n", dt_status_name(st)); return 1; }
     dt_json_value *jv = NULL;
-    st = dt_json_parse((const char *)b, n, &jv);
+    st = dt_json_parse((const char *)b, n, "fuzz.json", &jv);
     if (st == DT_OK) {
         int64_t i;
         dt_json_get_i64(jv, "n_embd", &i);
