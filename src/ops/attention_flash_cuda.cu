@@ -21,7 +21,8 @@
  *          the probabilities: one owner per dQ element, a fixed order, no atomics;
  *   fast — kernel A stages dS of each (key block, query block) pair in shared memory, each
  *          warp multiplies its 16 query rows by K and adds them into an fp32 buffer with
- *          atomicAdd (order of arrival), converted to bf16 afterwards.
+ *          float4 atomicAdd (order of arrival), converted to bf16 afterwards; the key blocks
+ *          of a head run side by side and walk the query blocks from the last one.
  * Every reduction inside a kernel has a fixed order (k-steps in order inside mma; quad
  * sums by xor butterflies, which give the same bits on every lane). */
 #include "ops/ops_cuda.h"
@@ -257,7 +258,13 @@ __global__ void __launch_bounds__(NT) flash_bwd_kv_kernel(bf16 *dqkv, float *dq,
     bf16 *Ks = (bf16 *)smem, *Vs = Ks + TILE, *Qs = Vs + TILE, *dOs = Qs + 2 * TILE, *dSs = dOs + 2 * TILE;
     float *Ls = (float *)(dSs + TILE), *Dsm = Ls + 2 * FB;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int bh = blockIdx.x, b = bh / NH, h = bh % NH, nqb = T / FB, kb = blockIdx.y; /* kb 0 (most work) first */
+    /* det: grid (bh, kb), the key blocks with the most work launch first. fast (rev): grid
+     * (kb, bh), the key blocks of one head side by side, walking the query blocks from the
+     * last one, so that they add into the same dQ rows at the same time: the atomics'
+     * order of arrival is not steered by the schedule, and replays show it (the negative
+     * control of the GPU tests). */
+    int bh = rev ? blockIdx.y : blockIdx.x, kb = rev ? blockIdx.x : blockIdx.y;
+    int b = bh / NH, h = bh % NH, nqb = T / FB;
     int C = NH * FD, C3 = 3 * C;
     float sl2 = scale * LOG2E;
     const bf16 *base = qkv + (size_t)b * T * C3 + h * FD;
@@ -456,7 +463,8 @@ void dt_cu_flash_bwd(bf16 *dqkv, float *dq, float *D, const bf16 *dout, const bf
     flash_dot_kernel<<<dt_cu_div((size_t)B * NH * T, 8), 256, 0, s>>>(D, dout, out, B, T, NH);
     dim3 g((unsigned)(B * NH), (unsigned)(T / FB));
     if (!det) cudaMemsetAsync(dq, 0, sizeof(float) * (size_t)B * T * C, s);
-    flash_bwd_kv_kernel<<<g, NT, BWDA_SMEM, s>>>(dqkv, det ? NULL : dq, qkv, dout, lse, D, T, NH, scale, !det);
+    dim3 gk = det ? g : dim3((unsigned)(T / FB), (unsigned)(B * NH));
+    flash_bwd_kv_kernel<<<gk, NT, BWDA_SMEM, s>>>(dqkv, det ? NULL : dq, qkv, dout, lse, D, T, NH, scale, !det);
     if (det)
         flash_bwd_q_kernel<<<g, NT, BWDQ_SMEM, s>>>(dqkv, qkv, dout, lse, D, T, NH, scale);
     else
