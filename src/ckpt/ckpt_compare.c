@@ -19,17 +19,17 @@ static const struct { const char *obj, *key; } STATE_FIELDS[] = {
     {"optimizer", "type"}, {"optimizer", "t"},
 };
 
-static const dt_sjv *field(const dt_ckpt_view *v, const char *obj, const char *key) {
-    const dt_sjv *o = obj ? dt_sjv_get(&v->root, obj) : &v->root;
-    return o ? dt_sjv_get(o, key) : NULL;
+static const dt_json_value *field(const dt_ckpt_view *v, const char *obj, const char *key) {
+    const dt_json_value *o = obj ? dt_json_get(v->root, obj) : v->root;
+    return o ? dt_json_get(o, key) : NULL;
 }
 
 /* 1 and a report when a state field or binding config item differs. */
 static int state_differs(const dt_ckpt_view *a, const dt_ckpt_view *b, FILE *out) {
     char x[256], y[256];
     for (size_t i = 0; i < sizeof STATE_FIELDS / sizeof STATE_FIELDS[0]; i++) {
-        const dt_sjv *fa = field(a, STATE_FIELDS[i].obj, STATE_FIELDS[i].key);
-        const dt_sjv *fb = field(b, STATE_FIELDS[i].obj, STATE_FIELDS[i].key);
+        const dt_json_value *fa = field(a, STATE_FIELDS[i].obj, STATE_FIELDS[i].key);
+        const dt_json_value *fb = field(b, STATE_FIELDS[i].obj, STATE_FIELDS[i].key);
         if (dt_ckpt_json_equal(fa, fb)) continue; /* both verified: present in both */
         dt_ckpt_json_text(fa, x, sizeof x);
         dt_ckpt_json_text(fb, y, sizeof y);
@@ -37,11 +37,11 @@ static int state_differs(const dt_ckpt_view *a, const dt_ckpt_view *b, FILE *out
                 STATE_FIELDS[i].obj ? "." : "", STATE_FIELDS[i].key, x, y);
         return 1;
     }
-    const dt_sjv *ca = a->config, *cb = b->config;
+    const dt_json_value *ca = a->config, *cb = b->config;
     for (int pass = 0; pass < 2; pass++) {
-        const dt_sjv *p = pass ? cb : ca, *q = pass ? ca : cb;
+        const dt_json_value *p = pass ? cb : ca, *q = pass ? ca : cb;
         for (size_t k = 0; k < p->n; k++) {
-            const dt_sjv *other = dt_sjv_get(q, p->keys[k]);
+            const dt_json_value *other = dt_json_get(q, p->keys[k]);
             if (other && dt_ckpt_json_equal(&p->items[k], other)) continue;
             dt_ckpt_json_text(&p->items[k], x, sizeof x);
             if (other) dt_ckpt_json_text(other, y, sizeof y);
@@ -90,7 +90,7 @@ dt_status dt_ckpt_compare(const char *pa, const char *pb, FILE *out, int *identi
         char keys[512] = "";
         size_t k = 0;
         for (size_t i = 0; i < a.run->n; i++) {
-            const dt_sjv *o = dt_sjv_get(b.run, a.run->keys[i]);
+            const dt_json_value *o = dt_json_get(b.run, a.run->keys[i]);
             if (o && dt_ckpt_json_equal(&a.run->items[i], o)) continue;
             k += (size_t)snprintf(keys + k, k < sizeof keys ? sizeof keys - k : 0, "%s%s", k ? ", " : "",
                                   a.run->keys[i]);

@@ -20,15 +20,15 @@ static dt_status check_config(const dt_ckpt_view *v, const dt_ckpt_config *cfg, 
         const dt_ckpt_item *it = &cfg->item[i];
         if (!it->binding) continue;
         if (!load_rng && strcmp(it->key, "seed") == 0) continue; /* --no-load-rng: the run's seed */
-        const dt_sjv *saved = dt_sjv_get(v->config, it->key);
+        const dt_json_value *saved = dt_json_get(v->config, it->key);
         if (!saved)
             return dt_fail(DT_EMISMATCH, "checkpoint '%s' does not record \"%s\" (%s): it was saved by a "
                            "detrain that did not have this setting; start a new run", path, it->key, it->flag);
-        dt_sjv mine;
-        dt_status st = dt_sjson_parse(it->json, strlen(it->json), it->key, &mine);
+        dt_json_value *mine;
+        dt_status st = dt_json_parse(it->json, strlen(it->json), it->key, &mine);
         if (st != DT_OK) return st;
-        int same = dt_ckpt_json_equal(saved, &mine);
-        dt_sjv_free(&mine);
+        int same = dt_ckpt_json_equal(saved, mine);
+        dt_json_free(mine);
         if (!same) {
             char a[256];
             dt_ckpt_json_text(saved, a, sizeof a);

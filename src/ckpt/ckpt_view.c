@@ -59,16 +59,17 @@ dt_status dt_ckpt_file_digest(const char *path, uint64_t *bytes, uint8_t out[DT_
     return DT_OK;
 }
 
-int dt_ckpt_json_equal(const dt_sjv *a, const dt_sjv *b) {
-    if (a->kind != b->kind) return 0;
-    switch (a->kind) {
-    case DT_SJ_NUMBER:
-    case DT_SJ_STRING: return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
-    case DT_SJ_ARRAY:
-    case DT_SJ_OBJECT:
+int dt_ckpt_json_equal(const dt_json_value *a, const dt_json_value *b) {
+    if (a->type != b->type) return 0;
+    switch (a->type) {
+    case DT_JSON_BOOL:
+    case DT_JSON_NUMBER:
+    case DT_JSON_STRING: return a->len == b->len && memcmp(a->text, b->text, a->len) == 0;
+    case DT_JSON_ARRAY:
+    case DT_JSON_OBJECT:
         if (a->n != b->n) return 0;
         for (size_t i = 0; i < a->n; i++) {
-            if (a->kind == DT_SJ_OBJECT && strcmp(a->keys[i], b->keys[i]) != 0) return 0;
+            if (a->type == DT_JSON_OBJECT && strcmp(a->keys[i], b->keys[i]) != 0) return 0;
             if (!dt_ckpt_json_equal(&a->items[i], &b->items[i])) return 0;
         }
         return 1;
@@ -76,14 +77,13 @@ int dt_ckpt_json_equal(const dt_sjv *a, const dt_sjv *b) {
     }
 }
 
-void dt_ckpt_json_text(const dt_sjv *v, char *buf, size_t cap) {
-    switch (v->kind) {
-    case DT_SJ_NULL: snprintf(buf, cap, "null"); break;
-    case DT_SJ_TRUE: snprintf(buf, cap, "true"); break;
-    case DT_SJ_FALSE: snprintf(buf, cap, "false"); break;
-    case DT_SJ_NUMBER: snprintf(buf, cap, "%s", v->str); break;
-    case DT_SJ_STRING: snprintf(buf, cap, "\"%s\"", v->str); break;
-    default: snprintf(buf, cap, "(%s)", v->kind == DT_SJ_ARRAY ? "array" : "object"); break;
+void dt_ckpt_json_text(const dt_json_value *v, char *buf, size_t cap) {
+    switch (v->type) {
+    case DT_JSON_NULL:
+    case DT_JSON_BOOL:
+    case DT_JSON_NUMBER: snprintf(buf, cap, "%s", v->text); break; /* the literal as written */
+    case DT_JSON_STRING: snprintf(buf, cap, "\"%s\"", v->text); break;
+    default: snprintf(buf, cap, "(%s)", v->type == DT_JSON_ARRAY ? "array" : "object"); break;
     }
 }
 
@@ -123,23 +123,23 @@ static dt_status missing(const ctx *c, const char *field, const char *want) {
     return dt_fail(DT_ECORRUPT, "'%s': \"%s\" is missing or not %s", c->path, field, want);
 }
 
-static const dt_sjv *get_kind(const dt_sjv *o, const char *key, dt_sj_kind k) {
-    const dt_sjv *v = dt_sjv_get(o, key);
-    return v && v->kind == k ? v : NULL;
+static const dt_json_value *get_kind(const dt_json_value *o, const char *key, dt_json_type k) {
+    const dt_json_value *v = dt_json_get(o, key);
+    return v && v->type == k ? v : NULL;
 }
 
-static dt_status get_i64(const ctx *c, const dt_sjv *o, const char *key, int64_t *out) {
-    const dt_sjv *v = dt_sjv_get(o, key);
-    if (!v || !dt_sjv_as_i64(v, out) || *out < 0) return missing(c, key, "a non-negative integer");
+static dt_status get_i64(const ctx *c, const dt_json_value *o, const char *key, int64_t *out) {
+    const dt_json_value *v = dt_json_get(o, key);
+    if (!v || !dt_json_as_i64(v, out) || *out < 0) return missing(c, key, "a non-negative integer");
     return DT_OK;
 }
 
-static dt_status get_u64(const ctx *c, const dt_sjv *o, const char *key, uint64_t *out) {
-    const dt_sjv *v = dt_sjv_get(o, key);
-    if (!v || v->kind != DT_SJ_NUMBER || v->len == 0 || v->len > 20) goto bad;
+static dt_status get_u64(const ctx *c, const dt_json_value *o, const char *key, uint64_t *out) {
+    const dt_json_value *v = dt_json_get(o, key);
+    if (!v || v->type != DT_JSON_NUMBER || v->len == 0 || v->len > 20) goto bad;
     uint64_t x = 0;
     for (size_t i = 0; i < v->len; i++) {
-        char ch = v->str[i];
+        char ch = v->text[i];
         if (ch < '0' || ch > '9') goto bad;
         uint64_t d = (uint64_t)(ch - '0');
         if (x > (UINT64_MAX - d) / 10) goto bad;
@@ -151,17 +151,17 @@ bad:
     return missing(c, key, "an unsigned 64-bit integer");
 }
 
-static dt_status get_str_is(const ctx *c, const dt_sjv *o, const char *key, const char *want) {
-    const dt_sjv *v = get_kind(o, key, DT_SJ_STRING);
-    if (!v || strcmp(v->str, want) != 0)
+static dt_status get_str_is(const ctx *c, const dt_json_value *o, const char *key, const char *want) {
+    const dt_json_value *v = get_kind(o, key, DT_JSON_STRING);
+    if (!v || strcmp(v->text, want) != 0)
         return dt_fail(DT_ECORRUPT, "'%s': \"%s\" must be \"%s\"", c->path, key, want);
     return DT_OK;
 }
 
-static int parse_hex(const dt_sjv *v, uint8_t out[DT_SHA256_LEN]) {
-    if (!v || v->kind != DT_SJ_STRING || v->len != 2 * DT_SHA256_LEN) return 0;
+static int parse_hex(const dt_json_value *v, uint8_t out[DT_SHA256_LEN]) {
+    if (!v || v->type != DT_JSON_STRING || v->len != 2 * DT_SHA256_LEN) return 0;
     for (int i = 0; i < 2 * DT_SHA256_LEN; i++) {
-        char ch = v->str[i];
+        char ch = v->text[i];
         int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
         if (d < 0) return 0;
         if (i % 2 == 0) out[i / 2] = (uint8_t)(d << 4);
@@ -200,33 +200,33 @@ static void shape_text(char *buf, size_t cap, const char *dtype, int ndim, const
 
 /* The file's tensors must be exactly the recorded list (name, dtype, shape, in order) and
  * each must hash to its recorded digest. */
-static dt_status check_tensors(const ctx *c, const char *name, const dt_sjv *list, const dt_st_file *f) {
-    if (!list || list->kind != DT_SJ_ARRAY)
+static dt_status check_tensors(const ctx *c, const char *name, const dt_json_value *list, const dt_st_file *f) {
+    if (!list || list->type != DT_JSON_ARRAY)
         return dt_fail(DT_ECORRUPT, "'%s': \"tensors\" has no list for %s", c->path, name);
     if ((size_t)f->n != list->n)
         return dt_fail(DT_ECORRUPT, "'%s' holds %d tensors but '%s' records %zu: a tensor is missing "
                        "or extra", f->label, f->n, c->path, list->n);
     for (int i = 0; i < f->n; i++) {
         const dt_st_entry *e = &f->t[i];
-        const dt_sjv *r = &list->items[i];
-        const dt_sjv *nm = get_kind(r, "name", DT_SJ_STRING), *dt = get_kind(r, "dtype", DT_SJ_STRING);
-        const dt_sjv *sh = get_kind(r, "shape", DT_SJ_ARRAY);
+        const dt_json_value *r = &list->items[i];
+        const dt_json_value *nm = get_kind(r, "name", DT_JSON_STRING), *dt = get_kind(r, "dtype", DT_JSON_STRING);
+        const dt_json_value *sh = get_kind(r, "shape", DT_JSON_ARRAY);
         uint8_t want[DT_SHA256_LEN], got[DT_SHA256_LEN];
-        if (!nm || !dt || !sh || sh->n > DT_ST_MAX_DIMS || !parse_hex(dt_sjv_get(r, "sha256"), want))
+        if (!nm || !dt || !sh || sh->n > DT_ST_MAX_DIMS || !parse_hex(dt_json_get(r, "sha256"), want))
             return dt_fail(DT_ECORRUPT, "'%s': entry %d of the %s tensor list is malformed", c->path, i, name);
-        if (strcmp(nm->str, e->name) != 0)
+        if (strcmp(nm->text, e->name) != 0)
             return dt_fail(DT_ECORRUPT, "'%s': tensor %d is \"%s\" but '%s' records \"%s\"", f->label, i,
-                           e->name, c->path, nm->str);
+                           e->name, c->path, nm->text);
         int64_t shape[DT_ST_MAX_DIMS];
-        int same = strcmp(dt->str, dt_dtype_name(e->dtype)) == 0 && (int)sh->n == e->ndim;
+        int same = strcmp(dt->text, dt_dtype_name(e->dtype)) == 0 && (int)sh->n == e->ndim;
         for (size_t d = 0; d < sh->n; d++)
-            if (!dt_sjv_as_i64(&sh->items[d], &shape[d]) || shape[d] < 0)
-                return dt_fail(DT_ECORRUPT, "'%s': shape of %s is malformed", c->path, nm->str);
+            if (!dt_json_as_i64(&sh->items[d], &shape[d]) || shape[d] < 0)
+                return dt_fail(DT_ECORRUPT, "'%s': shape of %s is malformed", c->path, nm->text);
         for (int d = 0; same && d < e->ndim; d++) same = shape[d] == e->shape[d];
         if (!same) {
             char a[160], b[160];
             shape_text(a, sizeof a, dt_dtype_name(e->dtype), e->ndim, e->shape);
-            shape_text(b, sizeof b, dt->str, (int)sh->n, shape);
+            shape_text(b, sizeof b, dt->text, (int)sh->n, shape);
             return dt_fail(DT_EMISMATCH, "'%s': tensor \"%s\" is %s but '%s' records %s", f->label,
                            e->name, a, c->path, b);
         }
@@ -239,11 +239,11 @@ static dt_status check_tensors(const ctx *c, const char *name, const dt_sjv *lis
     return DT_OK;
 }
 
-static dt_status check_file(const ctx *c, const char *dir, const char *name, const dt_sjv *files) {
-    const dt_sjv *r = get_kind(files, name, DT_SJ_OBJECT);
+static dt_status check_file(const ctx *c, const char *dir, const char *name, const dt_json_value *files) {
+    const dt_json_value *r = get_kind(files, name, DT_JSON_OBJECT);
     int64_t bytes;
     uint8_t want[DT_SHA256_LEN], got[DT_SHA256_LEN];
-    if (!r || !dt_sjv_as_i64(dt_sjv_get(r, "bytes"), &bytes) || !parse_hex(dt_sjv_get(r, "sha256"), want))
+    if (!r || !dt_json_as_i64(dt_json_get(r, "bytes"), &bytes) || !parse_hex(dt_json_get(r, "sha256"), want))
         return dt_fail(DT_ECORRUPT, "'%s': \"files\" has no valid record for %s", c->path, name);
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -259,20 +259,20 @@ static dt_status check_file(const ctx *c, const char *dir, const char *name, con
 }
 
 static dt_status read_state_fields(const ctx *c, dt_ckpt_view *v) {
-    const dt_sjv *r = &v->root;
+    const dt_json_value *r = v->root;
     int64_t ver;
     dt_status st = get_str_is(c, r, "format", DT_CKPT_FORMAT);
     if (st != DT_OK) return st;
-    if (!dt_sjv_as_i64(dt_sjv_get(r, "version"), &ver) || ver != DT_CKPT_VERSION)
+    if (!dt_json_as_i64(dt_json_get(r, "version"), &ver) || ver != DT_CKPT_VERSION)
         return dt_fail(DT_EUNSUPPORTED, "'%s': unsupported checkpoint version (this detrain reads "
                        "version %d)", c->path, DT_CKPT_VERSION);
-    const dt_sjv *data = get_kind(r, "data", DT_SJ_OBJECT), *rng = get_kind(r, "rng", DT_SJ_OBJECT);
-    const dt_sjv *opt = get_kind(r, "optimizer", DT_SJ_OBJECT);
+    const dt_json_value *data = get_kind(r, "data", DT_JSON_OBJECT), *rng = get_kind(r, "rng", DT_JSON_OBJECT);
+    const dt_json_value *opt = get_kind(r, "optimizer", DT_JSON_OBJECT);
     if (!data) return missing(c, "data", "an object");
     if (!rng) return missing(c, "rng", "an object");
     if (!opt) return missing(c, "optimizer", "an object");
-    v->config = get_kind(r, "config", DT_SJ_OBJECT);
-    v->run = get_kind(r, "run", DT_SJ_OBJECT);
+    v->config = get_kind(r, "config", DT_JSON_OBJECT);
+    v->run = get_kind(r, "run", DT_JSON_OBJECT);
     if (!v->config) return missing(c, "config", "an object");
     if (!v->run) return missing(c, "run", "an object");
     dt_ckpt_state *s = &v->s;
@@ -332,7 +332,7 @@ dt_status dt_ckpt_resolve(const char *path, char *out, size_t cap) {
 void dt_ckpt_view_close(dt_ckpt_view *v) {
     dt_st_close(&v->model); /* safe on a closed or never opened file */
     dt_st_close(&v->optim);
-    dt_sjv_free(&v->root);
+    dt_json_free(v->root);
     free(v->text);
     memset(v, 0, sizeof *v);
     v->model.fd = v->optim.fd = -1;
@@ -348,10 +348,10 @@ dt_status dt_ckpt_view_open(const char *path, dt_ckpt_view *v) {
     ctx c = {spath};
     if ((st = read_text(spath, &v->text, &v->len)) != DT_OK) return st;
     if ((st = check_self_digest(&c, v->text, v->len)) == DT_OK &&
-        (st = dt_sjson_parse(v->text, v->len, spath, &v->root)) == DT_OK)
+        (st = dt_json_parse(v->text, v->len, spath, &v->root)) == DT_OK)
         st = read_state_fields(&c, v);
-    const dt_sjv *files = get_kind(&v->root, "files", DT_SJ_OBJECT);
-    const dt_sjv *tensors = get_kind(&v->root, "tensors", DT_SJ_OBJECT);
+    const dt_json_value *files = get_kind(v->root, "files", DT_JSON_OBJECT);
+    const dt_json_value *tensors = get_kind(v->root, "tensors", DT_JSON_OBJECT);
     if (st == DT_OK && (!files || files->n != DT_CKPT_NFILES))
         st = dt_fail(DT_ECORRUPT, "'%s': \"files\" must record exactly %d files", spath, DT_CKPT_NFILES);
     if (st == DT_OK && (!tensors || tensors->n != 2))
@@ -362,12 +362,12 @@ dt_status dt_ckpt_view_open(const char *path, dt_ckpt_view *v) {
         snprintf(fpath, sizeof fpath, "%s/%s", v->dir, DT_HF_WEIGHTS_NAME);
         st = dt_st_open(fpath, &v->model);
     }
-    if (st == DT_OK) st = check_tensors(&c, DT_HF_WEIGHTS_NAME, dt_sjv_get(tensors, DT_HF_WEIGHTS_NAME), &v->model);
+    if (st == DT_OK) st = check_tensors(&c, DT_HF_WEIGHTS_NAME, dt_json_get(tensors, DT_HF_WEIGHTS_NAME), &v->model);
     if (st == DT_OK) {
         snprintf(fpath, sizeof fpath, "%s/%s", v->dir, DT_CKPT_OPTIM_NAME);
         st = dt_st_open(fpath, &v->optim);
     }
-    if (st == DT_OK) st = check_tensors(&c, DT_CKPT_OPTIM_NAME, dt_sjv_get(tensors, DT_CKPT_OPTIM_NAME), &v->optim);
+    if (st == DT_OK) st = check_tensors(&c, DT_CKPT_OPTIM_NAME, dt_json_get(tensors, DT_CKPT_OPTIM_NAME), &v->optim);
     for (int i = 0; st == DT_OK && i < DT_CKPT_NFILES; i++) st = check_file(&c, v->dir, dt_ckpt_files[i], files);
     if (st == DT_OK) st = read_t(v);
     for (int i = 0; st == DT_OK && i < v->model.n; i++) v->model_floats += v->model.t[i].numel;

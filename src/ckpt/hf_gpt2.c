@@ -3,7 +3,7 @@
 #include "ckpt/hf_gpt2.h"
 
 #include "ckpt/durable.h"
-#include "ckpt/json_strict.h"
+#include "core/json_read.h"
 #include "ckpt/safetensors.h"
 #include "core/json.h"
 
@@ -196,40 +196,41 @@ static dt_status read_small_file(const char *path, char **out, size_t *n) {
     return DT_OK;
 }
 
-static dt_status cfg_int(const char *path, const dt_sjv *root, const char *key, int *out) {
-    const dt_sjv *v = dt_sjv_get(root, key);
+static dt_status cfg_int(const char *path, const dt_json_value *root, const char *key, int *out) {
+    const dt_json_value *v = dt_json_get(root, key);
     int64_t x;
     if (!v) return dt_fail(DT_ECORRUPT, "'%s': \"%s\" is missing", path, key);
-    if (!dt_sjv_as_i64(v, &x) || x < 1 || x > (1 << 30))
+    if (!dt_json_as_i64(v, &x) || x < 1 || x > (1 << 30))
         return dt_fail(DT_ECORRUPT, "'%s': \"%s\" must be a positive integer", path, key);
     *out = (int)x;
     return DT_OK;
 }
 
 /* A boolean field that must be absent/null or have the value `want`. */
-static dt_status cfg_bool_is(const char *path, const dt_sjv *root, const char *key, int want) {
-    const dt_sjv *v = dt_sjv_get(root, key);
-    if (!v || v->kind == DT_SJ_NULL) return DT_OK;
-    if (v->kind != DT_SJ_TRUE && v->kind != DT_SJ_FALSE)
+static dt_status cfg_bool_is(const char *path, const dt_json_value *root, const char *key, int want) {
+    const dt_json_value *v = dt_json_get(root, key);
+    if (!v || v->type == DT_JSON_NULL) return DT_OK;
+    int b;
+    if (!dt_json_as_bool(v, &b))
         return dt_fail(DT_ECORRUPT, "'%s': \"%s\" must be true or false", path, key);
-    if ((v->kind == DT_SJ_TRUE) != want)
+    if (b != want)
         return dt_fail(DT_EUNSUPPORTED, "'%s': \"%s\": %s is not supported; detrain's GPT-2 computes "
                        "the model with %s", path, key, want ? "false" : "true", want ? "true" : "false");
     return DT_OK;
 }
 
-static dt_status check_config(const char *path, const dt_sjv *r, dt_gpt_config *cfg) {
-    if (r->kind != DT_SJ_OBJECT) return dt_fail(DT_ECORRUPT, "'%s' is not a JSON object", path);
-    const dt_sjv *v = dt_sjv_get(r, "model_type");
-    if (v && (v->kind != DT_SJ_STRING || strcmp(v->str, "gpt2") != 0))
+static dt_status check_config(const char *path, const dt_json_value *r, dt_gpt_config *cfg) {
+    if (r->type != DT_JSON_OBJECT) return dt_fail(DT_ECORRUPT, "'%s' is not a JSON object", path);
+    const dt_json_value *v = dt_json_get(r, "model_type");
+    if (v && (v->type != DT_JSON_STRING || strcmp(v->text, "gpt2") != 0))
         return dt_fail(DT_EUNSUPPORTED, "'%s': \"model_type\" must be \"gpt2\"", path);
-    v = dt_sjv_get(r, "activation_function");
-    if (v && (v->kind != DT_SJ_STRING || (strcmp(v->str, "gelu_new") && strcmp(v->str, "gelu_pytorch_tanh"))))
+    v = dt_json_get(r, "activation_function");
+    if (v && (v->type != DT_JSON_STRING || (strcmp(v->text, "gelu_new") && strcmp(v->text, "gelu_pytorch_tanh"))))
         return dt_fail(DT_EUNSUPPORTED, "'%s': \"activation_function\" must be \"gelu_new\" (GELU, tanh "
                        "approximation), the one detrain's GPT-2 computes", path);
-    v = dt_sjv_get(r, "layer_norm_epsilon");
+    v = dt_json_get(r, "layer_norm_epsilon");
     double eps;
-    if (v && (!dt_sjv_as_f64(v, &eps) || eps != 1e-5))
+    if (v && (!dt_json_as_f64(v, &eps) || eps != 1e-5))
         return dt_fail(DT_EUNSUPPORTED, "'%s': \"layer_norm_epsilon\" must be 1e-05, the value detrain's "
                        "LayerNorm uses", path);
     dt_status st;
@@ -238,12 +239,12 @@ static dt_status check_config(const char *path, const dt_sjv *r, dt_gpt_config *
     if ((st = cfg_int(path, r, "n_head", &cfg->num_heads)) != DT_OK) return st;
     if ((st = cfg_int(path, r, "vocab_size", &cfg->vocab_size)) != DT_OK) return st;
     if ((st = cfg_int(path, r, "n_positions", &cfg->max_seq_len)) != DT_OK) return st;
-    v = dt_sjv_get(r, "n_ctx");
+    v = dt_json_get(r, "n_ctx");
     int64_t x;
-    if (v && (!dt_sjv_as_i64(v, &x) || x != cfg->max_seq_len))
+    if (v && (!dt_json_as_i64(v, &x) || x != cfg->max_seq_len))
         return dt_fail(DT_EUNSUPPORTED, "'%s': \"n_ctx\" differs from \"n_positions\"", path);
-    v = dt_sjv_get(r, "n_inner");
-    if (v && v->kind != DT_SJ_NULL && (!dt_sjv_as_i64(v, &x) || x != 4 * (int64_t)cfg->channels))
+    v = dt_json_get(r, "n_inner");
+    if (v && v->type != DT_JSON_NULL && (!dt_json_as_i64(v, &x) || x != 4 * (int64_t)cfg->channels))
         return dt_fail(DT_EUNSUPPORTED, "'%s': \"n_inner\" must be null or 4 * n_embd (%d)", path,
                        4 * cfg->channels);
     if ((st = cfg_bool_is(path, r, "tie_word_embeddings", 1)) != DT_OK) return st;
@@ -260,15 +261,15 @@ dt_status dt_hf_gpt2_read_config(const char *dir, dt_gpt_config *cfg) {
     char *text = NULL;
     size_t n = 0;
     if ((st = read_small_file(path, &text, &n)) != DT_OK) return st;
-    dt_sjv root;
+    dt_json_value *root;
     char what[4200];
     snprintf(what, sizeof what, "'%s'", path);
-    st = dt_sjson_parse(text, n, what, &root);
+    st = dt_json_parse(text, n, what, &root);
     free(text);
     if (st != DT_OK) return st;
     memset(cfg, 0, sizeof *cfg);
-    st = check_config(path, &root, cfg);
-    dt_sjv_free(&root);
+    st = check_config(path, root, cfg);
+    dt_json_free(root);
     if (st == DT_OK) st = dt_gpt_config_finish(cfg);
     if (st != DT_OK) dt_fail_context(st, "reading Hugging Face config");
     return st;

@@ -2,7 +2,7 @@
 #include "ckpt/safetensors.h"
 
 #include "ckpt/durable.h"
-#include "ckpt/json_strict.h"
+#include "core/json_read.h"
 #include "core/json.h"
 
 #include <errno.h>
@@ -192,18 +192,18 @@ static dt_status bad(const dt_st_file *f, const char *tensor, const char *proble
     return dt_fail(DT_ECORRUPT, "'%s': tensor \"%.200s\": %s", f->label, tensor, problem);
 }
 
-static dt_status parse_meta(dt_st_file *f, const dt_sjv *m) {
-    if (m->kind != DT_SJ_OBJECT)
+static dt_status parse_meta(dt_st_file *f, const dt_json_value *m) {
+    if (m->type != DT_JSON_OBJECT)
         return dt_fail(DT_ECORRUPT, "'%s': \"__metadata__\" must be an object of strings", f->label);
     f->meta_keys = calloc(m->n + 1, sizeof(char *));
     f->meta_values = calloc(m->n + 1, sizeof(char *));
     if (!f->meta_keys || !f->meta_values) return dt_fail(DT_ENOMEM, "'%s': out of memory", f->label);
     for (size_t i = 0; i < m->n; i++) {
-        if (m->items[i].kind != DT_SJ_STRING)
+        if (m->items[i].type != DT_JSON_STRING)
             return dt_fail(DT_ECORRUPT, "'%s': \"__metadata__\" value of \"%.200s\" is not a string",
                            f->label, m->keys[i]);
         f->meta_keys[f->nmeta] = strdup(m->keys[i]);
-        f->meta_values[f->nmeta] = strdup(m->items[i].str);
+        f->meta_values[f->nmeta] = strdup(m->items[i].text);
         f->nmeta++;
         if (!f->meta_keys[f->nmeta - 1] || !f->meta_values[f->nmeta - 1])
             return dt_fail(DT_ENOMEM, "'%s': out of memory", f->label);
@@ -211,31 +211,31 @@ static dt_status parse_meta(dt_st_file *f, const dt_sjv *m) {
     return DT_OK;
 }
 
-static dt_status parse_entry(dt_st_file *f, const char *name, const dt_sjv *v, dt_st_entry *e) {
-    if (v->kind != DT_SJ_OBJECT) return bad(f, name, "entry is not an object");
-    const dt_sjv *dt = NULL, *shape = NULL, *offs = NULL;
+static dt_status parse_entry(dt_st_file *f, const char *name, const dt_json_value *v, dt_st_entry *e) {
+    if (v->type != DT_JSON_OBJECT) return bad(f, name, "entry is not an object");
+    const dt_json_value *dt = NULL, *shape = NULL, *offs = NULL;
     for (size_t i = 0; i < v->n; i++) {
         if (strcmp(v->keys[i], "dtype") == 0) dt = &v->items[i];
         else if (strcmp(v->keys[i], "shape") == 0) shape = &v->items[i];
         else if (strcmp(v->keys[i], "data_offsets") == 0) offs = &v->items[i];
         else return bad(f, name, "unknown field in entry (expected dtype, shape, data_offsets)");
     }
-    if (!dt || dt->kind != DT_SJ_STRING) return bad(f, name, "missing or non-string \"dtype\"");
-    if (!dt_dtype_parse(dt->str, &e->dtype)) {
+    if (!dt || dt->type != DT_JSON_STRING) return bad(f, name, "missing or non-string \"dtype\"");
+    if (!dt_dtype_parse(dt->text, &e->dtype)) {
         char msg[96];
-        snprintf(msg, sizeof msg, "unknown dtype \"%.40s\"", dt->str);
+        snprintf(msg, sizeof msg, "unknown dtype \"%.40s\"", dt->text);
         return bad(f, name, msg);
     }
-    if (!shape || shape->kind != DT_SJ_ARRAY) return bad(f, name, "missing or non-array \"shape\"");
+    if (!shape || shape->type != DT_JSON_ARRAY) return bad(f, name, "missing or non-array \"shape\"");
     if (shape->n > DT_ST_MAX_DIMS) return bad(f, name, "shape has more than 8 dimensions");
     e->ndim = (int)shape->n;
     for (size_t d = 0; d < shape->n; d++)
-        if (!dt_sjv_as_i64(&shape->items[d], &e->shape[d]) || e->shape[d] < 0)
+        if (!dt_json_as_i64(&shape->items[d], &e->shape[d]) || e->shape[d] < 0)
             return bad(f, name, "shape entry is not a non-negative integer");
-    if (!offs || offs->kind != DT_SJ_ARRAY || offs->n != 2)
+    if (!offs || offs->type != DT_JSON_ARRAY || offs->n != 2)
         return bad(f, name, "missing \"data_offsets\" or it is not [begin, end]");
     int64_t b, en;
-    if (!dt_sjv_as_i64(&offs->items[0], &b) || !dt_sjv_as_i64(&offs->items[1], &en) || b < 0 || en < b)
+    if (!dt_json_as_i64(&offs->items[0], &b) || !dt_json_as_i64(&offs->items[1], &en) || b < 0 || en < b)
         return bad(f, name, "data_offsets must be integers with 0 <= begin <= end");
     e->begin = (uint64_t)b;
     e->end = (uint64_t)en;
@@ -316,27 +316,27 @@ static dt_status parse_header(dt_st_file *f) {
     st = read_at(f, 8, hdr, (size_t)hlen);
     if (st == DT_OK && hdr[0] != '{')
         st = dt_fail(DT_ECORRUPT, "'%s': header does not start with '{'", f->label);
-    dt_sjv root = {0};
+    dt_json_value *root = NULL;
     if (st == DT_OK) {
         char what[300];
         snprintf(what, sizeof what, "safetensors header of '%.250s'", f->label);
-        st = dt_sjson_parse(hdr, (size_t)hlen, what, &root);
+        st = dt_json_parse(hdr, (size_t)hlen, what, &root);
     }
     free(hdr);
     if (st != DT_OK) return st;
-    if (root.kind != DT_SJ_OBJECT) {
-        dt_sjv_free(&root);
+    if (root->type != DT_JSON_OBJECT) {
+        dt_json_free(root);
         return dt_fail(DT_ECORRUPT, "'%s': header is not a JSON object", f->label);
     }
-    f->t = calloc(root.n + 1, sizeof *f->t);
+    f->t = calloc(root->n + 1, sizeof *f->t);
     if (!f->t) st = dt_fail(DT_ENOMEM, "'%s': out of memory", f->label);
-    for (size_t i = 0; i < root.n && st == DT_OK; i++) {
-        if (strcmp(root.keys[i], "__metadata__") == 0) { st = parse_meta(f, &root.items[i]); continue; }
-        if (root.keys[i][0] == 0) { st = bad(f, "", "empty tensor name"); continue; }
-        st = parse_entry(f, root.keys[i], &root.items[i], &f->t[f->n]);
+    for (size_t i = 0; i < root->n && st == DT_OK; i++) {
+        if (strcmp(root->keys[i], "__metadata__") == 0) { st = parse_meta(f, &root->items[i]); continue; }
+        if (root->keys[i][0] == 0) { st = bad(f, "", "empty tensor name"); continue; }
+        st = parse_entry(f, root->keys[i], &root->items[i], &f->t[f->n]);
         if (st == DT_OK) f->n++;
     }
-    dt_sjv_free(&root);
+    dt_json_free(root);
     if (st == DT_OK) st = check_tiling(f);
     return st;
 }

@@ -8,7 +8,7 @@
  * the order given, and writes the file durably (durable.h).
  *
  * The reader trusts nothing: header length within the file and at most 100 MB, strict JSON
- * (json_strict.h), only known dtypes, integer shapes whose element count times the dtype
+ * (core/json_read.h), only known dtypes, integer shapes whose element count times the dtype
  * size equals the offset span, offsets that tile the data buffer exactly (sorted by begin,
  * each begin equals the previous end, no hole, no overlap, nothing after the last tensor),
  * no duplicate names, no unknown fields. Every violation is DT_ECORRUPT naming the file,
