@@ -32,7 +32,7 @@ DEPS_STAMP := $(BUILD)/.deps-ok
 
 .PHONY: all run test deps clean gate bench cuda cuda-objs test-gpu nvcc-check
 # test support objects are shared by every test binary: keep them between builds
-.SECONDARY:
+.SECONDARY: $(TEST_SUPPORT_OBJ)
 all: $(BUILD)/detrain $(TEST_BIN) $(TOOL_BIN)
 
 $(DEPS_STAMP): scripts/install-deps.sh
@@ -46,9 +46,13 @@ $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
 	@echo "CC $<"
 	@$(CC) $(CFLAGS_ALL) $(if $(findstring fingerprint,$<),$(DEFS)) -MMD -MP -c $< -o $@
 
-$(BUILD)/libdetrain.a: $(LIB_OBJ)
+# The archive also depends on the list of sources, so adding or deleting a source file
+# rebuilds it (an archive rebuilt only from newer objects would keep a deleted one).
+LIB_LIST := $(BUILD)/.lib-sources
+$(shell mkdir -p $(BUILD); echo '$(LIB_SRC)' | cmp -s - $(LIB_LIST) 2>/dev/null || echo '$(LIB_SRC)' > $(LIB_LIST))
+$(BUILD)/libdetrain.a: $(LIB_OBJ) $(LIB_LIST)
 	@rm -f $@
-	@ar rcs $@ $^
+	@ar rcs $@ $(LIB_OBJ)
 
 $(BUILD)/detrain: $(BUILD)/obj/src/cli/main.o $(BUILD)/libdetrain.a
 	@echo "LD $@"
