@@ -153,7 +153,7 @@ static void put_tensor(dt_trace_op *b, const dt_tensor_ref *t) {
     }
     int64_t numel = 1;
     for (int d = 0; d < t->ndim; d++) numel *= t->shape[d];
-    if (numel < 0 || (numel > 0 && !t->data)) {
+    if (numel < 0 || (numel > 0 && !t->data && !t->digests)) {
         set_err(DT_EINVAL, "trace: tensor '%s' in scope '%s' has a negative shape or no data",
                 t->name ? t->name : "", S.scope);
         return;
@@ -164,18 +164,13 @@ static void put_tensor(dt_trace_op *b, const dt_tensor_ref *t) {
     put8(b, (uint8_t)t->ndim);
     for (int d = 0; d < t->ndim; d++) put64(b, (uint64_t)t->shape[d]);
     put64(b, (uint64_t)numel);
-    put64(b, dt_xxh64(t->data, nbytes, 0));
-    int64_t rows = 0, per = 0, nchunks = 0;
-    if (t->order_sensitive && numel > 0) {
-        rows = t->rows > 0 ? t->rows : (t->ndim > 0 ? t->shape[0] : 1);
-        if (numel % rows != 0) {
-            set_err(DT_EINVAL, "trace: tensor '%s' in scope '%s': %lld rows do not divide "
-                    "%lld elements", t->name ? t->name : "", S.scope, (long long)rows,
-                    (long long)numel);
-            return;
-        }
-        per = (rows + DT_TRACE_MAX_ROW_DIGESTS - 1) / DT_TRACE_MAX_ROW_DIGESTS;
-        nchunks = (rows + per - 1) / per;
+    put64(b, t->digests ? t->digests[0] : dt_xxh64(t->data, nbytes, 0));
+    int64_t rows = 0, per = 0, nchunks = dt_trace_row_chunks(t, &rows, &per);
+    if (nchunks < 0) {
+        set_err(DT_EINVAL, "trace: tensor '%s' in scope '%s': %lld rows do not divide "
+                "%lld elements", t->name ? t->name : "", S.scope, (long long)rows,
+                (long long)numel);
+        return;
     }
     put64(b, (uint64_t)rows);
     put64(b, (uint64_t)per);
@@ -185,9 +180,21 @@ static void put_tensor(dt_trace_op *b, const dt_tensor_ref *t) {
         const unsigned char *p = t->data;
         for (int64_t c = 0; c < nchunks; c++) {
             int64_t r0 = c * per, r1 = r0 + per < rows ? r0 + per : rows;
-            put64(b, dt_xxh64(p + (size_t)r0 * row_bytes, (size_t)(r1 - r0) * row_bytes, 0));
+            put64(b, t->digests ? t->digests[1 + c]
+                                : dt_xxh64(p + (size_t)r0 * row_bytes, (size_t)(r1 - r0) * row_bytes, 0));
         }
     }
+}
+
+int64_t dt_trace_row_chunks(const dt_tensor_ref *t, int64_t *rows, int64_t *per) {
+    int64_t numel = 1;
+    for (int d = 0; d < t->ndim; d++) numel *= t->shape[d];
+    *rows = *per = 0;
+    if (!t->order_sensitive || numel <= 0) return 0;
+    *rows = t->rows > 0 ? t->rows : (t->ndim > 0 ? t->shape[0] : 1);
+    if (numel % *rows != 0) return -1;
+    *per = (*rows + DT_TRACE_MAX_ROW_DIGESTS - 1) / DT_TRACE_MAX_ROW_DIGESTS;
+    return (*rows + *per - 1) / *per;
 }
 
 /* ---- occurrence counters ------------------------------------------------------------ */

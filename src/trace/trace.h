@@ -76,7 +76,17 @@ typedef struct dt_tensor_ref {
     int64_t shape[DT_TRACE_MAX_DIMS];
     int order_sensitive;
     int64_t rows;
+    /* Precomputed digests, for bytes the host must not read (a GPU buffer whose digest the
+     * device computed, src/trace/digest_cuda.h): digests[0] is the whole-tensor digest and,
+     * when order_sensitive, digests[1 + c] the digest of row chunk c as
+     * dt_trace_row_chunks() cuts them. NULL: the trace hashes `data` with XXH64. */
+    const uint64_t *digests;
 } dt_tensor_ref;
+
+/* The row chunks of an order-sensitive tensor: sets *rows and *per (rows per chunk) and
+ * returns the number of chunks (0 when the tensor is not order-sensitive or empty, -1 when
+ * its rows do not divide its elements). */
+int64_t dt_trace_row_chunks(const dt_tensor_ref *t, int64_t *rows, int64_t *per);
 
 /* ---- configuration (CLI flags) ------------------------------------------------------ */
 

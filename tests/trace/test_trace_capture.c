@@ -70,26 +70,26 @@ static void write_sample(const char *dir, int level, const char *steps) {
     for (int64_t step = 0; step < 3; step++) {
         dt_trace_set_step(step, 0);
         dt_trace_scope_push("h.0");
-        dt_tensor_ref xin[1] = {{"x", xs, DT_DT_F32, 2, {4, 3}, 0, 0}};
+        dt_tensor_ref xin[1] = {{"x", xs, DT_DT_F32, 2, {4, 3}, 0, 0, NULL}};
         dt_trace_op *mod = dt_trace_begin(DT_TRACE_MODULE, DT_PHASE_FWD, "block", NULL, xin, 1);
         dt_trace_scope_push("mlp");
         for (int rep = 0; rep < 2; rep++) {  /* the same op twice: occurrences 0 and 1 */
-            dt_tensor_ref in[2] = {{"x", xs, DT_DT_F32, 2, {4, 3}, 0, 0}, {"w", ws, DT_DT_F32, 1, {3}, 0, 0}};
+            dt_tensor_ref in[2] = {{"x", xs, DT_DT_F32, 2, {4, 3}, 0, 0, NULL}, {"w", ws, DT_DT_F32, 1, {3}, 0, 0, NULL}};
             dt_trace_op *h = dt_trace_begin(DT_TRACE_OP, DT_PHASE_FWD, "scale", "det", in, 2);
             dt_trace_kernel_info(h, "algo=%d grid=%d", 7, 4);
             for (int i = 0; i < 12; i++) ys[i / 3][i % 3] = xs[i / 3][i % 3] * ws[i % 3];
-            dt_tensor_ref out[1] = {{"y", ys, DT_DT_F32, 2, {4, 3}, 0, 0}};
+            dt_tensor_ref out[1] = {{"y", ys, DT_DT_F32, 2, {4, 3}, 0, 0, NULL}};
             dt_trace_end(h, out, 1);
         }
         /* In place: x += y. The input digest must be of x before the update. */
-        dt_tensor_ref in[2] = {{"x", xs, DT_DT_F32, 2, {4, 3}, 0, 0}, {"y", ys, DT_DT_F32, 2, {4, 3}, 0, 0}};
+        dt_tensor_ref in[2] = {{"x", xs, DT_DT_F32, 2, {4, 3}, 0, 0, NULL}, {"y", ys, DT_DT_F32, 2, {4, 3}, 0, 0, NULL}};
         dt_trace_op *h = dt_trace_begin(DT_TRACE_OP, DT_PHASE_FWD, "add_inplace", "det", in, 2);
         for (int i = 0; i < 12; i++) xs[i / 3][i % 3] += ys[i / 3][i % 3];
-        dt_tensor_ref out[2] = {{"x", xs, DT_DT_F32, 2, {4, 3}, 0, 0},
-                                {"route", route, DT_DT_I32, 1, {6}, 1, 0}};
+        dt_tensor_ref out[2] = {{"x", xs, DT_DT_F32, 2, {4, 3}, 0, 0, NULL},
+                                {"route", route, DT_DT_I32, 1, {6}, 1, 0, NULL}};
         dt_trace_end(h, out, 2);
         dt_trace_scope_pop();
-        dt_tensor_ref mout[1] = {{"x", xs, DT_DT_F32, 2, {4, 3}, 0, 0}};
+        dt_tensor_ref mout[1] = {{"x", xs, DT_DT_F32, 2, {4, 3}, 0, 0, NULL}};
         dt_trace_end(mod, mout, 1);
         dt_trace_scope_pop();
         dt_trace_event(DT_TRACE_SEMANTIC, DT_PHASE_OPT, "adamw", NULL, NULL, 0, NULL, 0);
@@ -298,9 +298,9 @@ static void test_hook_misuse(void) {
     CHECK(dt_trace_open(&cfg, 1) == DT_ESTATE);
     dt_trace_set_step(0, 0);
     float v[5] = {0};
-    dt_tensor_ref ok = {"v", v, DT_DT_F32, 1, {5}, 0, 0};
+    dt_tensor_ref ok = {"v", v, DT_DT_F32, 1, {5}, 0, 0, NULL};
     dt_trace_event(DT_TRACE_OP, DT_PHASE_FWD, "good", NULL, &ok, 1, NULL, 0);
-    dt_tensor_ref t = {"v", v, DT_DT_F32, 1, {5}, 1, 2}; /* 2 rows do not divide 5 */
+    dt_tensor_ref t = {"v", v, DT_DT_F32, 1, {5}, 1, 2, NULL}; /* 2 rows do not divide 5 */
     dt_trace_event(DT_TRACE_OP, DT_PHASE_FWD, "bad", NULL, &t, 1, NULL, 0);
     CHECK(!dt_trace_on(DT_TRACE_METRICS)); /* first error stops capture */
     CHECK(dt_trace_close() == DT_EINVAL && strstr(dt_errmsg(), "rows"));

@@ -21,7 +21,7 @@ void toy_defaults(toy_opts *o) {
 #define N (TOY_R * TOY_C)
 
 static dt_tensor_ref T(const char *name, const float *p) {
-    dt_tensor_ref t = {name, p, DT_DT_F32, 2, {TOY_R, TOY_C}, 0, 0};
+    dt_tensor_ref t = {.name = name, .data = p, .dtype = DT_DT_F32, .ndim = 2, .shape = {TOY_R, TOY_C}};
     return t;
 }
 
