@@ -17,7 +17,7 @@ BLAS_INC := -I/usr/include/x86_64-linux-gnu/openblas-openmp
 CFLAGS_ALL := -std=c11 $(OPT) -g -fopenmp $(NUMERIC) $(WARN) -D_GNU_SOURCE \
               -Iinclude -Isrc $(BLAS_INC) $(EXTRA_CFLAGS)
 LDLIBS  := -lopenblas -fopenmp -lm
-GIT_REV := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+GIT_REV := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
 DEFS    := -DDT_BUILD_FLAGS='"$(CC) $(CFLAGS_ALL)"' -DDT_GIT_REV='"$(GIT_REV)"'
 
 LIB_SRC  := $(sort $(filter-out src/cli/main.c,$(wildcard src/*/*.c)))
@@ -50,6 +50,11 @@ $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
 # rebuilds it (an archive rebuilt only from newer objects would keep a deleted one).
 LIB_LIST := $(BUILD)/.lib-sources
 $(shell mkdir -p $(BUILD); echo '$(LIB_SRC)' | cmp -s - $(LIB_LIST) 2>/dev/null || echo '$(LIB_SRC)' > $(LIB_LIST))
+# The fingerprint names the commit it was built from: rebuild it when that changes.
+REV_STAMP := $(BUILD)/.git-rev
+$(shell mkdir -p $(BUILD); echo '$(GIT_REV)' | cmp -s - $(REV_STAMP) 2>/dev/null || echo '$(GIT_REV)' > $(REV_STAMP))
+$(BUILD)/obj/src/core/fingerprint.o: $(REV_STAMP)
+
 $(BUILD)/libdetrain.a: $(LIB_OBJ) $(LIB_LIST)
 	@rm -f $@
 	@ar rcs $@ $(LIB_OBJ)
