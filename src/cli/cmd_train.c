@@ -92,7 +92,7 @@ static const flag flags[] = {
     {"--trace-steps", F_STR, OFF(trace_steps), "", "steps to trace, e.g. 10-12,20 (default: all)"},
     {"--trace-ranks", F_STR, OFF(trace_ranks), "", "ranks to trace, e.g. 0,2-3 (default: all)"},
     {"--trace-dir", F_STR, OFF(trace_dir), "", "directory for rank_NNNNNN.trace files (never overwritten)"},
-    {"--inject-nondeterminism", F_STR, OFF(inject), "", "OP@STEP: flip one output bit of OP at STEP (debugging the trace workflow)"},
+    {"--inject-nondeterminism", F_STR, OFF(inject), "", "OP@STEP: flip the lowest bit of OP's output at STEP (debugging the trace workflow)"},
     {"--debug-allow-injection", F_SWITCH, OFF(debug_allow_injection), "", "allow --inject-nondeterminism in deterministic mode"},
     {"--quiet", F_SWITCH, OFF(quiet), "", "no console lines"},
 };
