@@ -22,4 +22,12 @@
  * words are read little-endian, as the specification defines. */
 uint64_t dt_xxh64(const void *p, size_t n, uint64_t seed);
 
+/* The chunk-tree digest, for buffers a GPU digests in parallel (src/trace/digest_cuda.h):
+ * up to DT_DIGEST_CHUNK bytes it is XXH64 (seed 0); above, the buffer is cut into
+ * DT_DIGEST_CHUNK-byte chunks (the last one shorter), each chunk is XXH64'd, and the array
+ * of chunk digests (little-endian 64-bit words) is digested by the same rule. This is the
+ * host reference of the device digest; both give the same value for the same bytes. */
+#define DT_DIGEST_CHUNK 4096
+uint64_t dt_digest_tree(const void *p, size_t n);
+
 #endif

@@ -27,10 +27,12 @@
 
 #include <stdint.h>
 
+#ifndef DT_HD
 #if defined(__CUDACC__)
 #define DT_HD __host__ __device__
 #else
 #define DT_HD
+#endif
 #endif
 
 /* What a random number is for; the `purpose` field of the tuple. Values are part of the

@@ -1,0 +1,37 @@
+/* Device-side digests for tracing the CUDA backend (DESIGN §6): the chunk-tree digest of
+ * core/digest.h (dt_digest_tree) computed on the GPU, so a traced device tensor is never
+ * copied to the host. One thread digests one DT_DIGEST_CHUNK-byte chunk with the same XXH64
+ * code the host uses (core/xxh64.h); levels repeat over the chunk digests until one value
+ * is left. Every value is a fixed function of the bytes: no atomics, no reduction whose
+ * order could vary. The work is queued on the producer's stream, so the digest reads the
+ * buffer only after the op that wrote it; the 8-byte result is copied back asynchronously
+ * into pinned memory and read after the stream is synchronised. */
+#ifndef DT_TRACE_DIGEST_CUDA_H
+#define DT_TRACE_DIGEST_CUDA_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "detrain/detrain.h"
+
+/* Digests n bytes of device memory at dev on stream s; *out (host) holds the value when
+ * the call returns (it synchronises s). Scratch memory is owned by this module and grows
+ * as needed; dt_cu_digest_release frees it. */
+dt_status dt_cu_digest_tree(const void *dev, size_t n, cudaStream_t s, uint64_t *out);
+/* Per-chunk digests of an order-sensitive tensor: rows of row_bytes each, `per` rows a
+ * chunk (dt_trace_row_chunks), nchunks values into out[] (host), each the chunk-tree
+ * digest of its chunk's bytes. */
+dt_status dt_cu_digest_rows(const void *dev, size_t row_bytes, int64_t rows, int64_t per,
+                            int64_t nchunks, cudaStream_t s, uint64_t *out);
+void dt_cu_digest_release(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
