@@ -16,7 +16,7 @@ static inline float exp_nonpos(float x) {
     float r = (x - kf * 0.693145752f) - kf * 1.42860677e-06f;
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 +
               r * (1.0f / 720 + r * (1.0f / 5040)))))));
-    union { int32_t i; float f; } s = {.i = ((int32_t)kf + 127) << 23};
+    union { uint32_t i; float f; } s = {.i = (uint32_t)((int32_t)kf + 127) << 23};
     return p * s.f;
 }
 
@@ -25,7 +25,8 @@ static inline float exp_nonpos(float x) {
  * Replaces libm's tanhf, which was a quarter of a CPU training step. */
 static inline float tanh_fast(float u) {
     float a = fabsf(u);
-    a = a > 9.0f ? 9.0f : a; /* tanh(9) rounds to 1 in float */
+    a = a < 9.0f ? a : 9.0f; /* tanh(9) rounds to 1 in float; NaN takes 9 here (no
+                              * float-to-int conversion of NaN below) and is restored last */
     float a2 = a * a;
     float series = a * (1.0f + a2 * (-1.0f / 3 + a2 * (2.0f / 15 + a2 * (-17.0f / 315 +
                    a2 * (62.0f / 2835 + a2 * (-1382.0f / 155925 + a2 * (21844.0f / 6081075 +
@@ -34,7 +35,8 @@ static inline float tanh_fast(float u) {
     /* branch-free select (w is exactly 0 or 1, both terms finite) so the loop vectorises */
     float w = (float)(a < 0.5f);
     float r = w * series + (1.0f - w) * ((1.0f - e) / (1.0f + e));
-    return copysignf(r, u);
+    r = copysignf(r, u);
+    return u == u ? r : u;
 }
 
 float dt_tanhf(float u) { return tanh_fast(u); }

@@ -64,8 +64,9 @@ static dt_status parse_tensor(dt_trace_file *f, cur *c, dt_trace_rec_tensor *t) 
     t->nchunks = get32(c);
     if (c->bad || t->numel < 0 || t->rows < 0 || t->rows_per_chunk < 0) return DT_ECORRUPT;
     if (t->nchunks > 0) {
+        /* ceil(rows / per) without rows + per overflowing (both are non-negative here) */
         if (t->rows_per_chunk <= 0 ||
-            (int64_t)t->nchunks != (t->rows + t->rows_per_chunk - 1) / t->rows_per_chunk)
+            (int64_t)t->nchunks != t->rows / t->rows_per_chunk + (t->rows % t->rows_per_chunk != 0))
             return DT_ECORRUPT;
         t->chunks = take(c, (size_t)t->nchunks * 8);
     }

@@ -30,6 +30,7 @@ static void test_tanh(void) {
     CHECKF(bad == 0, "%zu inputs beyond the limit", bad);
     CHECK(dt_tanhf(-0.0f) == 0.0f && signbit(dt_tanhf(-0.0f)));
     CHECK(dt_tanhf(20.0f) == 1.0f && dt_tanhf(-20.0f) == -1.0f);
+    CHECK(isnan(dt_tanhf(NAN)) && dt_tanhf(INFINITY) == 1.0f && dt_tanhf(-INFINITY) == -1.0f);
 }
 
 static void test_sweep(void) {
