@@ -16,7 +16,7 @@ v = [json.loads(l)["step_ms"] for l in open(sys.argv[1])][5:]
 print("%.3f" % statistics.median(v))' "$1"
 }
 printf "%-8s %-6s %10s %10s %10s %10s %8s\n" config thr def_ms det_ms def_tok/s det_tok/s tax%
-for cfg in tiny small; do
+for cfg in ${CONFIGS:-tiny small}; do
   case $cfg in
     tiny)  args=(--model tiny --micro-batch-size 8) ; tokens=$((8*128)) ;;
     small) args=(--model small --micro-batch-size 8); tokens=$((8*256)) ;;
