@@ -27,13 +27,7 @@
 
 #include <stdint.h>
 
-#ifndef DT_HD
-#if defined(__CUDACC__)
-#define DT_HD __host__ __device__
-#else
-#define DT_HD
-#endif
-#endif
+#include "core/hd.h"
 
 /* What a random number is for; the `purpose` field of the tuple. Values are part of the
  * numerics: append new ones, never renumber. */

@@ -9,13 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifndef DT_HD
-#if defined(__CUDACC__)
-#define DT_HD __host__ __device__
-#else
-#define DT_HD
-#endif
-#endif
+#include "core/hd.h"
 
 #define DT_XXH_P1 0x9E3779B185EBCA87ULL
 #define DT_XXH_P2 0xC2B2AE3D27D4EB4FULL
