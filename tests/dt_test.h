@@ -3,10 +3,12 @@
 #ifndef DT_TEST_H
 #define DT_TEST_H
 
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int dt_test_failed;
 static int dt_test_checks;
@@ -28,6 +30,28 @@ static inline int dt_test_report(void) {
     fprintf(stderr, "%d checks, %d failed\n", dt_test_checks, dt_test_failed);
     if (dt_test_checks == 0) { fprintf(stderr, "no checks ran\n"); return 1; }
     return dt_test_failed ? 1 : 0;
+}
+
+/* Makes a fresh scratch directory $TMPDIR/dt_<tag>_XXXXXX (TMPDIR defaults to /tmp) and
+ * writes its path to buf. A test that cannot get one cannot run: it stops with exit 1. */
+static inline void dt_test_scratch(char *buf, size_t n, const char *tag) {
+    const char *base = getenv("TMPDIR");
+    snprintf(buf, n, "%s/dt_%s_XXXXXX", base && *base ? base : "/tmp", tag);
+    if (!mkdtemp(buf)) {
+        perror(buf);
+        exit(1);
+    }
+}
+
+static inline int dt_test_rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *f) {
+    (void)sb; (void)flag; (void)f;
+    return remove(path);
+}
+
+/* Removes a scratch directory and everything below it (reports, never fails the test). */
+static inline void dt_test_scratch_remove(const char *dir) {
+    if (nftw(dir, dt_test_rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
 }
 
 #endif

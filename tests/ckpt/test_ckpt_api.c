@@ -41,8 +41,7 @@ static dt_ckpt_state state(int64_t step) {
 }
 
 static void setup(void) {
-    snprintf(root, sizeof root, "/tmp/dt_test_ckpt_api_XXXXXX");
-    if (!mkdtemp(root)) { perror("mkdtemp"); exit(1); }
+    dt_test_scratch(root, sizeof root, "test_ckpt_api");
     dt_gpt_config c = {.max_seq_len = 16, .vocab_size = 300, .num_layers = 2, .num_heads = 2, .channels = 8};
     CHECK_OK(dt_gpt_config_finish(&c));
     CHECK_OK(dt_gpt_create(&model, &c, 1, 8, 7));
@@ -196,8 +195,6 @@ int main(void) {
     dt_gpt_free(model);
     dt_adamw_free(&opt);
     dt_ckpt_config_free(&cfg);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
+    dt_test_scratch_remove(root);
     return dt_test_report();
 }

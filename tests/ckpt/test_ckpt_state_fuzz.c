@@ -146,8 +146,8 @@ int main(int argc, char **argv) {
     return 2;
 #else
     (void)argv;
-    char root[] = "/tmp/dt_test_ckpt_fuzz_XXXXXX", it[300];
-    if (!mkdtemp(root)) { perror("mkdtemp"); return 1; }
+    char root[256], it[300];
+    dt_test_scratch(root, sizeof root, "ckpt_fuzz");
     dt_gpt_config c = {.max_seq_len = 8, .vocab_size = 64, .num_layers = 1, .num_heads = 2, .channels = 8};
     dt_gpt *m = NULL;
     dt_adamw opt;
@@ -168,9 +168,7 @@ int main(int argc, char **argv) {
     dt_gpt_free(m);
     dt_adamw_free(&opt);
     dt_ckpt_config_free(&cfg);
-    char cmd[340];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
+    dt_test_scratch_remove(root);
     return dt_test_report();
 #endif
 }

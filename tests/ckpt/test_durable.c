@@ -157,14 +157,10 @@ static void test_errors_and_abort(void) {
 }
 
 int main(void) {
-    const char *base = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/dt_durable_XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+    dt_test_scratch(dir, sizeof dir, "durable");
     RUN(test_crash_points);
     RUN(test_tracker);
     RUN(test_errors_and_abort);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    dt_test_scratch_remove(dir);
     return dt_test_report();
 }

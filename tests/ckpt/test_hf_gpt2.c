@@ -410,17 +410,13 @@ int main(int argc, char **argv) {
         free(p);
         return st == DT_OK ? 0 : 1;
     }
-    const char *base = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/dt_hf_XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+    dt_test_scratch(dir, sizeof dir, "hf");
     RUN(test_export_layout);
     RUN(test_round_trip);
     RUN(test_variants);
     RUN(test_f16);
     RUN(test_config);
     RUN(test_logits_check);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    dt_test_scratch_remove(dir);
     return dt_test_report();
 }

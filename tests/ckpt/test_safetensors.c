@@ -280,16 +280,12 @@ int main(int argc, char **argv) {
         if (st != DT_OK) fprintf(stderr, "%s\n", dt_errmsg());
         return st == DT_OK ? 0 : 1;
     }
-    const char *base = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/dt_st_XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+    dt_test_scratch(dir, sizeof dir, "st");
     RUN(test_exact_bytes);
     RUN(test_round_trip);
     RUN(test_writer_rejects);
     RUN(test_reader_rejects);
     RUN(test_truncation_and_length);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    dt_test_scratch_remove(dir);
     return dt_test_report();
 }

@@ -69,12 +69,8 @@ static void test_compare(void) {
 int main(void) {
     for (int i = 0; i < 100000; i++) big[i] = (float)i * 0.001f;
     big[70000] = 0.0f;
-    const char *base = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/dt_stc_XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+    dt_test_scratch(dir, sizeof dir, "stc");
     RUN(test_compare);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    dt_test_scratch_remove(dir);
     return dt_test_report();
 }

@@ -262,15 +262,12 @@ static void test_errors(void) {
 }
 
 int main(void) {
-    snprintf(dir, sizeof dir, "/tmp/dt_test_dataset_XXXXXX");
-    if (!mkdtemp(dir)) return 1;
+    dt_test_scratch(dir, sizeof dir, "test_dataset");
     RUN(test_permutation);
     RUN(test_windows_epoch_and_split);
     RUN(test_cursor_resume);
     RUN(test_sources);
     RUN(test_errors);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    dt_test_scratch_remove(dir);
     return dt_test_report();
 }

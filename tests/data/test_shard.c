@@ -129,12 +129,9 @@ static void test_malformed(void) {
 }
 
 int main(void) {
-    snprintf(dir, sizeof dir, "/tmp/dt_test_shard_XXXXXX");
-    if (!mkdtemp(dir)) return 1;
+    dt_test_scratch(dir, sizeof dir, "test_shard");
     RUN(test_round_trip);
     RUN(test_malformed);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    dt_test_scratch_remove(dir);
     return dt_test_report();
 }

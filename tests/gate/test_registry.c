@@ -194,11 +194,7 @@ static void test_references_rule(void) {
 }
 
 int main(void) {
-    snprintf(scratch, sizeof scratch, "%s/dt_registry_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(scratch)) {
-        fprintf(stderr, "cannot create a scratch directory under %s\n", scratch);
-        return 1;
-    }
+    dt_test_scratch(scratch, sizeof scratch, "registry");
     RUN(test_real_repo);
     RUN(test_good_fixture);
     RUN(test_unregistered_kernel_files);
@@ -208,8 +204,6 @@ int main(void) {
     RUN(test_kind_must_cover_content);
     RUN(test_format_errors_all_listed);
     RUN(test_references_rule);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", scratch);
-    if (system(cmd) != 0) fprintf(stderr, "note: could not remove %s\n", scratch);
+    dt_test_scratch_remove(scratch);
     return dt_test_report();
 }

@@ -198,8 +198,7 @@ static void test_ckpt_hook_refuses_non_checkpoints(void) {
 }
 
 int main(void) {
-    snprintf(tmp_root, sizeof tmp_root, "/tmp/dt_test_compare_XXXXXX");
-    if (!mkdtemp(tmp_root)) { perror("mkdtemp"); return 1; }
+    dt_test_scratch(tmp_root, sizeof tmp_root, "test_compare");
     RUN(test_identical);
     RUN(test_one_ulp_at_step_7);
     RUN(test_wall_clock_ignored);
@@ -207,8 +206,6 @@ int main(void) {
     RUN(test_one_sided);
     RUN(test_fingerprints);
     RUN(test_ckpt_hook_refuses_non_checkpoints);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
-    if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmp_root);
+    dt_test_scratch_remove(tmp_root);
     return dt_test_report();
 }

@@ -18,14 +18,11 @@
 static char tmp_root[256];
 
 static void make_tmp_root(void) {
-    snprintf(tmp_root, sizeof tmp_root, "/tmp/dt_test_metrics_XXXXXX");
-    if (!mkdtemp(tmp_root)) { perror("mkdtemp"); exit(1); }
+    dt_test_scratch(tmp_root, sizeof tmp_root, "test_metrics");
 }
 
 static void rm_rf(const char *dir) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
+    dt_test_scratch_remove(dir);
 }
 
 static dt_status write_series(const char *dir, int64_t first, int64_t last, int special,

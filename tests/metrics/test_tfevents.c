@@ -296,8 +296,7 @@ static void test_open_fails_cleanly(void) {
 }
 
 int main(void) {
-    snprintf(tmp_root, sizeof tmp_root, "/tmp/dt_test_tfevents_XXXXXX");
-    if (!mkdtemp(tmp_root)) { perror("mkdtemp"); return 1; }
+    dt_test_scratch(tmp_root, sizeof tmp_root, "test_tfevents");
     RUN(test_crc32c_check_values);
     RUN(test_encoding_golden);
     RUN(test_metadata_per_tag);
@@ -306,8 +305,6 @@ int main(void) {
     RUN(test_corruption_detected);
     RUN(test_every_cut_and_flip);
     RUN(test_open_fails_cleanly);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
-    if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmp_root);
+    dt_test_scratch_remove(tmp_root);
     return dt_test_report();
 }

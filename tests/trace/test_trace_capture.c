@@ -17,8 +17,7 @@
 static char tmpdir[256];
 
 static void make_tmp(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/dt_trace_cap_XXXXXX");
-    if (!mkdtemp(tmpdir)) { perror("mkdtemp"); exit(1); }
+    dt_test_scratch(tmpdir, sizeof tmpdir, "trace_cap");
 }
 
 static void test_range_lists(void) {
@@ -350,8 +349,6 @@ int main(void) {
     RUN(test_resealed_mutations);
     RUN(test_hook_misuse);
     RUN(test_inject);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    dt_test_scratch_remove(tmpdir);
     return dt_test_report();
 }

@@ -257,8 +257,7 @@ int main(int argc, char **argv) {
         write_fixtures();
         return 0;
     }
-    snprintf(root, sizeof root, "/tmp/dt_trace_diff_XXXXXX");
-    if (!mkdtemp(root)) { perror("mkdtemp"); return 1; }
+    dt_test_scratch(root, sizeof root, "trace_diff");
     write_fixtures();
     RUN(test_identical);
     RUN(test_injected_origin_all_ranks);
@@ -269,8 +268,6 @@ int main(int argc, char **argv) {
     RUN(test_missing_events);
     RUN(test_order_differences);
     RUN(test_fail_closed);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
+    dt_test_scratch_remove(root);
     return dt_test_report();
 }

@@ -70,10 +70,8 @@ static void test_precomputed(void) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/dt_trace_digests_%d", (int)getpid());
+    dt_test_scratch(tmpdir, sizeof tmpdir, "trace_digests");
     RUN(test_precomputed);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    dt_test_scratch_remove(tmpdir);
     return dt_test_report();
 }
