@@ -20,15 +20,7 @@
 #include "ckpt/ckpt.h"
 #endif
 
-static uint64_t rng_state;
-
-static uint64_t rnd(void) { /* xorshift64*: fixed sequence per seed */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1DULL;
-}
-static size_t below(size_t n) { return n ? (size_t)(rnd() % n) : 0; }
+#include "fuzz/fuzz_rng.h"
 
 static const char *const NUMBERS[] = {"-1", "0", "1e400", "18446744073709551616", "9223372036854775808",
                                       "0.5", "1e3", "-0", "00", "4294967296", "99999999999999999999999"};

@@ -17,15 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rng_state;
-
-static uint64_t rnd(void) { /* xorshift64*: fixed sequence per seed */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1DULL;
-}
-static size_t below(size_t n) { return n ? (size_t)(rnd() % n) : 0; }
+#include "fuzz_rng.h"
 
 static uint8_t *slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
