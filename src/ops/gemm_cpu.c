@@ -4,20 +4,24 @@
 #include <cblas.h>
 #include <omp.h>
 
-void dt_gemm_serial(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                    const float *B, int ldb, float beta, float *C, int ldc) {
+/* One OpenBLAS call. Its OpenMP build runs single-threaded inside an active parallel
+ * region (the det slabs, the attention heads) and with its own threads outside one (the
+ * fast variant): the same call serves both, the caller's context decides. */
+static void blas_call(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
-    /* OpenBLAS's OpenMP build runs single-threaded when called inside a parallel region;
-     * outside one we still want exactly one thread. */
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+void dt_gemm_serial(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                    const float *B, int ldb, float beta, float *C, int ldc) {
+    blas_call(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 void dt_gemm_fast(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc) {
-    if (M <= 0 || N <= 0) return;
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    blas_call(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* Slab geometry depends on (M, N) only, never on the thread count. The larger output

@@ -13,12 +13,10 @@ static int overrides[DT_OP_COUNT]; /* 0 none, 1 det, 2 fast */
 const char *dt_op_name(dt_op_id op) { return (op >= 0 && op < DT_OP_COUNT) ? names[op] : "?"; }
 
 dt_variant dt_op_variant(dt_op_id op) {
-    if (overrides[op] == 1) return DT_VARIANT_DET;
-    /* Deterministic mode has already refused =fast overrides; this check keeps the det
-     * branch even if an override was recorded some other way. */
-    if (dt_det()) return DT_VARIANT_DET;
-    if (overrides[op] == 2) return DT_VARIANT_FAST;
-    return DT_VARIANT_FAST;
+    /* Deterministic mode has already refused =fast overrides; dt_det() first keeps the det
+     * branch even if one was recorded some other way. Otherwise only =det changes the
+     * default (fast). */
+    return dt_det() || overrides[op] == 1 ? DT_VARIANT_DET : DT_VARIANT_FAST;
 }
 
 dt_status dt_op_override(const char *spec) {
