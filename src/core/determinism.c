@@ -34,16 +34,17 @@ void dt_determinism_reset_for_tests(void) {
 static const dt_det_flag_rule flag_rules[] = {
     {"--op-variant", "=fast",
      "forces an op's fast path, which accumulates in an unordered (racing) order",
-     "drop the =fast override or run without --deterministic-mode"},
+     "drop the =fast override or run without --deterministic-mode", NULL},
     {"--inject-nondeterminism", NULL,
-     "perturbs an op's reduction order on purpose",
-     "add --debug-allow-injection to trace a deliberate divergence, or drop the flag"},
+     "perturbs an op's output on purpose",
+     "add --debug-allow-injection to trace a deliberate divergence, or drop the flag",
+     "--debug-allow-injection"},
     {"--no-load-rng", NULL,
      "drops the checkpoint's RNG state, so dropout masks and the data order change",
-     "drop the flag so the checkpoint's RNG keys and counters are restored"},
+     "drop the flag so the checkpoint's RNG keys and counters are restored", NULL},
     {"--no-load-optim", NULL,
      "drops the checkpoint's optimizer state, so every later update changes",
-     "drop the flag so the optimizer state is restored"},
+     "drop the flag so the optimizer state is restored", NULL},
 };
 
 const dt_det_flag_rule *dt_det_flag_rules(int *n) {
@@ -121,11 +122,11 @@ static dt_status check_flags(const dt_det_request *req) {
             if (strcmp(u->name, rules[r].flag) != 0) continue;
             if (rules[r].value_has && !strstr(u->value ? u->value : "", rules[r].value_has))
                 continue;
-            if (!strcmp(u->name, "--inject-nondeterminism")) {
-                int allowed = 0;
+            if (rules[r].waived_by) {
+                int waived = 0;
                 for (int j = 0; j < req->nflags; j++)
-                    if (!strcmp(req->flags[j].name, "--debug-allow-injection")) allowed = 1;
-                if (allowed) continue;
+                    if (!strcmp(req->flags[j].name, rules[r].waived_by)) waived = 1;
+                if (waived) continue;
             }
             return dt_fail(DT_EDETERMINISM,
                            "%s%s%s has no deterministic path: it %s; %s",

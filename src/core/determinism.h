@@ -41,6 +41,7 @@ typedef struct dt_det_flag_rule {
     const char *value_has;  /* NULL: any value */
     const char *why;
     const char *instead;
+    const char *waived_by;  /* a flag that, when also set, allows this one; NULL: none */
 } dt_det_flag_rule;
 const dt_det_flag_rule *dt_det_flag_rules(int *n);
 
