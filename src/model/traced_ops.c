@@ -10,6 +10,8 @@
 #include "trace/inject.h"
 #include "trace/trace.h"
 
+#include <string.h>
+
 #define F32(n, p, r, c) {.name = (n), .data = (p), .dtype = DT_DT_F32, .ndim = 2, \
                          .shape = {(int64_t)(r), (int64_t)(c)}}
 #define I32(n, p, r, c) {.name = (n), .data = (p), .dtype = DT_DT_I32, .ndim = 2, \
@@ -172,9 +174,10 @@ double dt_t_crossentropy_mean(const dt_gpt *m, const float *losses) {
     dt_trace_op *h = begin(DT_PHASE_FWD, "crossentropy_mean", DT_OP_CROSSENTROPY, in, 1);
     double mean = dt_crossentropy_mean(losses, (int)BT);
     if (dt_inject_should("crossentropy_mean", m->step)) {
-        float f = (float)mean;
-        dt_inject_flip_all(&f, 1);
-        mean = f;
+        uint64_t bits; /* the lowest bit of the double itself */
+        memcpy(&bits, &mean, sizeof bits);
+        bits ^= 1u;
+        memcpy(&mean, &bits, sizeof bits);
     }
     if (h) {
         dt_tensor_ref o[] = {{.name = "mean", .data = &mean, .dtype = DT_DT_F64, .ndim = 0}};
