@@ -24,8 +24,8 @@ elif ! make -j16 cuda > "$OUT/build.log" 2>&1; then
 fi
 export DETRAIN_CUDA=build/detrain-cuda
 rc=0
-stamp "gpu op tests"
-build/gpu-tests/test_gpu_ops || rc=1
+stamp "gpu tests (build/gpu-tests/test_*)"
+for t in build/gpu-tests/test_*; do echo "-- $t"; "$t" || { echo "FAIL $t"; rc=1; }; done
 if [ -x build/gpu-tests/bench_attention ]; then
   stamp "attention kernels: flash vs GEMM formulation, one layer of GPT-2 124M"
   build/gpu-tests/bench_attention | tee "$OUT/bench_attention.txt"; [ "${PIPESTATUS[0]}" = 0 ] || rc=1
