@@ -33,6 +33,8 @@ fi
 stamp "gpu e2e"
 bash tests/gpu/gpu_e2e.sh "$OUT/e2e" || rc=1
 rm -rf "$OUT/e2e"
+stamp "gpu trace"
+bash tests/gpu/gpu_trace.sh || rc=1
 stamp "bench"
 build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --max-tax 1 --json "$OUT/bench.json" | tee "$OUT/bench.txt"
 brc=${PIPESTATUS[0]}

@@ -9,7 +9,9 @@ extern "C" {
 #include "core/fingerprint.h"
 #include "data/dataset.h"
 #include "metrics/metrics.h"
+#include "trace/trace.h"
 }
+#include "trace/digest_cuda.h"
 #include "train/train_common.h"
 
 #include <math.h>
@@ -46,9 +48,6 @@ static dt_status unsupported(const dt_train_config *cfg) {
                        "built yet; train on the CPU for checkpointed runs");
     if (cfg->init_from_hf)
         return dt_fail(DT_EUNSUPPORTED, "--init-from-hf with --device cuda is not built yet");
-    if (cfg->trace.level != 0)
-        return dt_fail(DT_EUNSUPPORTED, "--trace-level with --device cuda is not built yet; trace "
-                       "on the CPU");
     return DT_OK;
 }
 
@@ -95,9 +94,11 @@ static dt_status gstep(gtrainer *t, int64_t step, dt_step_metrics *sm) {
     const dt_train_config *cfg = t->cfg;
     double t0 = now_ms(), loss_sum = 0.0;
     dt_gpt_cuda_zero_grad(t->model);
+    dt_gpt_cuda_set_step(t->model, step);
     for (int micro = 0; micro < t->accum; micro++) {
         double l = 0.0;
         dt_gpt_cuda_set_mode(t->model, 1, (uint32_t)((step - 1) * t->accum + micro));
+        dt_trace_set_step(step, micro);
         dt_status st = dt_dataset_next_train(t->data, t->inputs, t->targets);
         if (st == DT_OK) st = dt_gpt_cuda_forward(t->model, t->inputs, t->targets, 1.0f / (float)t->accum);
         if (st == DT_OK) st = dt_gpt_cuda_backward(t->model);
@@ -108,6 +109,7 @@ static dt_status gstep(gtrainer *t, int64_t step, dt_step_metrics *sm) {
     float lr = dt_train_lr(cfg, step);
     dt_adamw_config ac = {cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, cfg->clip_grad};
     dt_grad_stats gs;
+    dt_trace_set_step(step, -1); /* step-level work: statistics and the optimizer */
     dt_status st = dt_gpt_cuda_step(t->model, &ac, lr, step, &gs);
     if (st != DT_OK) return st;
     dt_train_fill_metrics(sm, cfg, step, loss_sum / t->accum, &gs, lr);
@@ -115,6 +117,12 @@ static dt_status gstep(gtrainer *t, int64_t step, dt_step_metrics *sm) {
         if ((st = gevaluate(t, &sm->eval_loss)) != DT_OK) return st;
         sm->has_eval = 1;
     }
+    dt_tensor_ref mt[3];
+    memset(mt, 0, sizeof mt);
+    mt[0].name = "loss"; mt[0].data = &sm->loss; mt[0].dtype = DT_DT_F64;
+    mt[1].name = "grad_norm"; mt[1].data = &sm->grad_norm; mt[1].dtype = DT_DT_F64;
+    mt[2].name = "param_norm"; mt[2].data = &sm->param_norm; mt[2].dtype = DT_DT_F64;
+    if ((st = dt_gpt_cuda_trace_metrics(t->model, mt, 3)) != DT_OK) return st;
     dt_train_finish_metrics(sm, cfg, t0);
     return DT_OK;
 }
@@ -122,6 +130,7 @@ static dt_status gstep(gtrainer *t, int64_t step, dt_step_metrics *sm) {
 dt_status dt_train_run_cuda(const dt_train_config *cfg) {
     gtrainer t;
     dt_status st = gsetup(&t, cfg);
+    if (st == DT_OK) st = dt_trace_open(&cfg->trace, 0);
     if (st == DT_OK && !cfg->quiet)
         printf("detrain: %s | %zu parameters | %s mode | cuda | data: %s\n", cfg->model,
                t.host->num_params, cfg->deterministic ? "deterministic" : "default",
@@ -142,6 +151,9 @@ dt_status dt_train_run_cuda(const dt_train_config *cfg) {
         dt_status cst = dt_metrics_close(t.metrics);
         if (st == DT_OK) st = cst;
     }
+    dt_status tst = dt_trace_close();
+    if (st == DT_OK) st = tst;
+    dt_cu_digest_release();
     gfree(&t);
     return st;
 }
