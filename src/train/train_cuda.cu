@@ -68,12 +68,8 @@ static dt_status gsetup(gtrainer *t, const dt_train_config *cfg) {
      * uploaded, before anything is written: a bad input leaves no files behind. */
     st = dt_train_start_state(cfg, &t->ck, t->accum, t->data, t->host, &t->opt, &t->start_step);
     if (st != DT_OK) return st;
-    /* dt_gpt_cuda_step takes the AdamW update count from the step number */
-    if (t->opt.t != t->start_step)
-        return dt_fail(DT_EUNSUPPORTED, "--load %s with --device cuda: the optimizer state has taken %lld "
-                       "updates at step %lld, but the GPU optimizer counts updates by the step (as a run "
-                       "that never dropped its optimizer state does); resume without --no-load-optim, or "
-                       "on the CPU", cfg->load_dir, (long long)t->opt.t, (long long)t->start_step);
+    /* t->opt.t counts AdamW updates (the bias correction's t): the checkpoint's, or 0 with
+     * --no-load-optim, then one more every step (gstep) */
     if (cfg->load_dir || cfg->init_from_hf) st = dt_gpt_cuda_set_params(t->model, t->host->param_mem);
     if (st != DT_OK) return st;
     if (cfg->load_dir && (st = dt_gpt_cuda_set_opt_state(t->model, t->opt.m, t->opt.v)) != DT_OK) return st;
@@ -91,14 +87,13 @@ static dt_status gsetup(gtrainer *t, const dt_train_config *cfg) {
 }
 
 /* Saves the state after `step` steps: parameters and AdamW m, v down into the host
- * staging (t = step, as dt_gpt_cuda_step counted), then the shared save. env.json
+ * staging (t->opt.t already counts the updates), then the shared save. env.json
  * describes the GPU run; every GEMM algorithm is pinned by then (a save follows a step of
  * this process). */
 static dt_status gsave(gtrainer *t, int64_t step) {
     dt_status st = dt_gpt_cuda_get_params(t->model, t->host->param_mem);
     if (st == DT_OK) st = dt_gpt_cuda_get_opt_state(t->model, t->opt.m, t->opt.v);
     if (st != DT_OK) return st;
-    t->opt.t = step;
     return dt_train_save(t->cfg, &t->ck, t->accum, t->data, t->host, &t->opt, step,
                          dt_gpt_cuda_describe(t->model));
 }
@@ -139,7 +134,7 @@ static dt_status gstep(gtrainer *t, int64_t step, dt_step_metrics *sm) {
     dt_adamw_config ac = {cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, cfg->clip_grad};
     dt_grad_stats gs;
     dt_trace_set_step(step, -1); /* step-level work: statistics and the optimizer */
-    dt_status st = dt_gpt_cuda_step(t->model, &ac, lr, step, &gs);
+    dt_status st = dt_gpt_cuda_step(t->model, &ac, lr, ++t->opt.t, &gs);
     if (st != DT_OK) return st;
     dt_train_fill_metrics(sm, cfg, step, loss_sum / t->accum, &gs, lr);
     if (dt_train_eval_due(cfg, step)) {
