@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Links build/tools/dump_reference_static: tools/dump_reference.c and its dump writer
-# (tools/refdump) with OpenBLAS, libgomp and libgfortran linked in statically, for a machine that has PyTorch but no OpenBLAS or
-# Debian packages to install (the GPU machine). Carry that one file there and run it in
-# place of build/tools/dump_reference (docs/torch-reference.md).
+# (tools/refdump) with OpenBLAS, libgomp and libgfortran linked in statically, for a
+# machine that has PyTorch but no OpenBLAS or Debian packages to install (the GPU machine).
+# Carry that one file there and run it in place of build/tools/dump_reference
+# (docs/torch-reference.md).
 # Then checks that the static and the normal build write byte-identical dumps (same library
 # objects, same flags: only the linking differs).
 # usage: tools/dump_reference_static.sh
