@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Independent check of detrain's CPU GPT against PyTorch (run where PyTorch is installed;
-not part of CI, which has no PyTorch).
+"""Independent check of detrain's CPU GPT (fp32) and GPU GPT (bf16) against PyTorch (run
+where PyTorch is installed; not part of CI, which has no PyTorch).
 
 usage: torch_reference.py DIR [--device auto|cpu|cuda] [--dtype both|float64|float32]
-                              [--free-running]
+                              [--free-running] [--json PATH]
 
-DIR is written by build/tools/dump_reference (its header and docs/torch-reference.md give
-the format). This script builds a GPT-2 from torch.nn pieces of its own (nn.Embedding,
+DIR is written by build/tools/dump_reference (CPU, index "precision": "fp32" or absent)
+or build/gpu-tests/dump_reference_gpu (GPU, "precision": "bf16"; see "GPU dumps" below);
+tools/refdump/refdump.c and docs/torch-reference.md give the format. This script builds a GPT-2 from torch.nn pieces of its own (nn.Embedding,
 nn.LayerNorm(eps=1e-5), nn.Linear for qkv/proj/fc/fcproj, an explicit causal masked
 softmax, GELU(approximate='tanh'), output head tied to the token embedding, logits padded
 to Vp of which only the first V columns enter the loss), loads detrain's initial weights,
@@ -75,6 +76,42 @@ float32 runs use the same tolerances: both sides then round at ~6e-8, in differe
 free-running: parameter differences (~1e-4 of an update) change later gradients; seen up to
   2e-5 after 5 steps at lr 3e-3. With more steps or a larger lr this legitimately grows, so
   a failure there alone is not evidence of a bug; the default (synchronised) mode is the test.
+
+GPU dumps ("precision": "bf16": bf16 activations and matmul inputs, fp32 master weights,
+gradients and AdamW). Two torch references run in lockstep on --device (cuda on the GPU
+machine), both loaded with detrain's parameters before every step: "fp32" (float32, TF32
+off) and "bf16" (the same float32 model under torch.autocast(bfloat16): bf16 matmuls and
+logits, fp32 LayerNorm, softmax, residual stream and loss). The distance between the two
+is the "floor": what bf16 rounding alone does to torch's own numbers. detrain's recipe
+differs from autocast (its residual stream and every activation are stored in bf16), so
+it is compared with both. bf16 keeps 8 significant bits: each rounding is off by up to
+2^-9 = 2e-3 relative, and a layer adds a few such roundings; the errors below are the sum
+over B*T rows and L layers of such noise. Measured on an H200 (torch 2.11; gpt2-124m B4
+T1024 3 steps, and small V300 T128 B8 5 steps, lr 3e-3), worst over steps and tensors:
+detrain vs fp32 / detrain vs bf16 / floor. Tolerances, with margin over that:
+  loss      rel <= 2e-3       seen 2.5e-4 / 5.8e-4 / 4.5e-4. bf16 logits; the mean over
+                              B*T rows averages their rounding.
+  grad norm rel <= 3e-2       seen 1.0e-3 / 7.5e-3 / 6.5e-3. (detrain's reported norm vs
+                              the float64 norm of its dumped gradients: <= 1e-6 as above.)
+  grads     ||g_t - g_dt|| / ||g_t|| <= 5e-2 per tensor (key third of qkvb excluded, as
+                              for updates above: both sides hold pure noise there).
+                              Seen 7.9e-3 / 2.0e-2 / 1.4e-2 (two independent bf16 recipes
+                              differ by about sqrt(2) x the floor). A wrong sign, index,
+                              scale or missing term gives >= 1e-1.
+  grads against the floor  per tensor, detrain vs fp32 <= 3 x floor + 1e-3: detrain's bf16
+                              is no further from fp32 than a few times torch's own bf16.
+                              Seen: at most 1.64 x floor (0.47 of this limit); a gradient
+                              scaled by 1.02 fails it (2.5 x its limit).
+  updates   rel L2 per tensor <= 0.3   seen 0.107 / 0.088 / 0.107, all at step 1: AdamW's
+                              first step moves each element by ~lr*sign(g), and bf16 noise
+                              flips the sign of the smallest gradients (a fraction f of flips
+                              gives ~2 sqrt(f)). A coarse check (lr x 2 gives 1, no bias
+                              correction 0.55); the exact check of detrain's optimizer is
+                              "optimizer alone" (same tolerance as fp32: its AdamW is fp32 on
+                              both devices; seen 0.125 x).
+  params    ||p_t - p_dt|| <= 1e-6 ||p_t|| + 0.3 ||p_t - p_before||   seen 0.22 x at 0.5.
+  padded wte rows and init: as above.
+--json PATH writes the worst figures per reference and the floor (torch_check_gpu.sh).
 
 Prints one table per dtype and a verdict. Exit 0: everything within tolerance; 1: some
 comparison failed; 2: usage or input error (missing/short files, bad index)."""
