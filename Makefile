@@ -68,11 +68,13 @@ $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT_OBJ) $(BUILD)/libdetrain.a | $(DEPS_S
 	@echo "LD $@"
 	@$(CC) $(CFLAGS_ALL) -Itests -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libdetrain.a $(LDLIBS)
 
-# Reference tools (e.g. dumps for the PyTorch comparison), linked like tests.
+# Reference tools (e.g. dumps for the PyTorch comparison), linked like tests, with any
+# extra objects a tool lists as prerequisites (the dump writer shared with the GPU dump).
 $(BUILD)/tools/%: tools/%.c $(BUILD)/libdetrain.a | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	@echo "LD $@"
-	@$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libdetrain.a $(LDLIBS)
+	@$(CC) $(CFLAGS_ALL) -o $@ $< $(filter %.o,$^) $(BUILD)/libdetrain.a $(LDLIBS)
+$(BUILD)/tools/dump_reference: $(BUILD)/obj/tools/refdump/refdump.o
 
 # Main job: train the default model on the built-in corpus in deterministic mode twice
 # and show that `compare` finds the two metric series bitwise identical.
@@ -136,8 +138,9 @@ cuda: $(BUILD)/detrain-cuda $(GPU_TEST_BIN)
 $(BUILD)/gpu-tests/%: tests/gpu/%.cu $(TEST_SUPPORT_OBJ) $(BUILD)/libdetrain-cuda.a | nvcc-check
 	@mkdir -p $(dir $@)
 	@echo "NVCC $@"
-	@$(NVCC) $(NVCCFLAGS) -DDT_CUDA=1 -Itests -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libdetrain-cuda.a \
+	@$(NVCC) $(NVCCFLAGS) -DDT_CUDA=1 -Itests -o $@ $< $(filter %.o,$^) $(BUILD)/libdetrain-cuda.a \
 	    $(CUDA_BLAS) $(CUDA_LIBS) -lm
+$(BUILD)/gpu-tests/dump_reference_gpu: $(BUILD)/cuda/obj/tools/refdump/refdump.o
 
 test-gpu: cuda
 	bash tests/gpu/run_gpu_tests.sh
@@ -145,4 +148,5 @@ test-gpu: cuda
 clean:
 	rm -rf $(BUILD)
 
--include $(LIB_OBJ:.o=.d) $(TEST_SUPPORT_OBJ:.o=.d) $(CUDA_OBJ:.o=.d) $(CUDA_CPU_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(TEST_SUPPORT_OBJ:.o=.d) $(CUDA_OBJ:.o=.d) $(CUDA_CPU_OBJ:.o=.d) \
+         $(BUILD)/obj/tools/refdump/refdump.d $(BUILD)/cuda/obj/tools/refdump/refdump.d

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Independent check of detrain's CPU GPT against PyTorch (run where PyTorch is installed;
-not part of CI, which has no PyTorch).
+"""Independent check of detrain's CPU GPT (fp32) and GPU GPT (bf16) against PyTorch (run
+where PyTorch is installed; not part of CI, which has no PyTorch).
 
 usage: torch_reference.py DIR [--device auto|cpu|cuda] [--dtype both|float64|float32]
-                              [--free-running]
+                              [--free-running] [--json PATH]
 
-DIR is written by build/tools/dump_reference (its header and docs/torch-reference.md give
-the format). This script builds a GPT-2 from torch.nn pieces of its own (nn.Embedding,
+DIR is written by build/tools/dump_reference (CPU, index "precision": "fp32" or absent)
+or build/gpu-tests/dump_reference_gpu (GPU, "precision": "bf16"; see "GPU dumps" below);
+tools/refdump/refdump.c and docs/torch-reference.md give the format. This script builds a GPT-2 from torch.nn pieces of its own (nn.Embedding,
 nn.LayerNorm(eps=1e-5), nn.Linear for qkv/proj/fc/fcproj, an explicit causal masked
 softmax, GELU(approximate='tanh'), output head tied to the token embedding, logits padded
 to Vp of which only the first V columns enter the loss), loads detrain's initial weights,
@@ -76,6 +77,42 @@ free-running: parameter differences (~1e-4 of an update) change later gradients;
   2e-5 after 5 steps at lr 3e-3. With more steps or a larger lr this legitimately grows, so
   a failure there alone is not evidence of a bug; the default (synchronised) mode is the test.
 
+GPU dumps ("precision": "bf16": bf16 activations and matmul inputs, fp32 master weights,
+gradients and AdamW). Two torch references run in lockstep on --device (cuda on the GPU
+machine), both loaded with detrain's parameters before every step: "fp32" (float32, TF32
+off) and "bf16" (the same float32 model under torch.autocast(bfloat16): bf16 matmuls and
+logits, fp32 LayerNorm, softmax, residual stream and loss). The distance between the two
+is the "floor": what bf16 rounding alone does to torch's own numbers. detrain's recipe
+differs from autocast (its residual stream and every activation are stored in bf16), so
+it is compared with both. bf16 keeps 8 significant bits: each rounding is off by up to
+2^-9 = 2e-3 relative, and a layer adds a few such roundings; the errors below are the sum
+over B*T rows and L layers of such noise. Measured on an H200 (torch 2.11; gpt2-124m B4
+T1024 3 steps, and small V300 T128 B8 5 steps, lr 3e-3), worst over steps and tensors:
+detrain vs fp32 / detrain vs bf16 / floor. Tolerances, with margin over that:
+  loss      rel <= 2e-3       seen 2.5e-4 / 5.8e-4 / 4.5e-4. bf16 logits; the mean over
+                              B*T rows averages their rounding.
+  grad norm rel <= 3e-2       seen 1.0e-3 / 7.5e-3 / 6.5e-3. (detrain's reported norm vs
+                              the float64 norm of its dumped gradients: <= 1e-6 as above.)
+  grads     ||g_t - g_dt|| / ||g_t|| <= 5e-2 per tensor (key third of qkvb excluded, as
+                              for updates above: both sides hold pure noise there).
+                              Seen 7.9e-3 / 2.0e-2 / 1.4e-2 (two independent bf16 recipes
+                              differ by about sqrt(2) x the floor). A wrong sign, index,
+                              scale or missing term gives >= 1e-1.
+  grads against the floor  per tensor, detrain vs fp32 <= 3 x floor + 1e-3: detrain's bf16
+                              is no further from fp32 than a few times torch's own bf16.
+                              Seen: at most 1.64 x floor (0.47 of this limit); a gradient
+                              scaled by 1.02 fails it (2.5 x its limit).
+  updates   rel L2 per tensor <= 0.3   seen 0.107 / 0.088 / 0.107, all at step 1: AdamW's
+                              first step moves each element by ~lr*sign(g), and bf16 noise
+                              flips the sign of the smallest gradients (a fraction f of flips
+                              gives ~2 sqrt(f)). A coarse check (lr x 2 gives 1, no bias
+                              correction 0.55); the exact check of detrain's optimizer is
+                              "optimizer alone" (same tolerance as fp32: its AdamW is fp32 on
+                              both devices; seen 0.125 x).
+  params    ||p_t - p_dt|| <= 1e-6 ||p_t|| + 0.3 ||p_t - p_before||   seen 0.36 x.
+  padded wte rows and init: as above.
+--json PATH writes the worst figures per reference and the floor (torch_check_gpu.sh).
+
 Prints one table per dtype and a verdict. Exit 0: everything within tolerance; 1: some
 comparison failed; 2: usage or input error (missing/short files, bad index)."""
 import argparse
@@ -87,6 +124,9 @@ import sys
 
 TOL = {"lr": 1e-6, "loss": 1e-5, "grad": 1e-4, "grad_norm": 1e-5, "param": 1e-6,
        "update": 1e-3, "optim": 1e-5, "optim_store": 2.0 ** -22, "init_std": 0.05}
+# bf16 (GPU) dumps against torch fp32 and torch bf16 autocast: see "GPU dumps" above
+TOL_BF16 = {"loss": 2e-3, "grad": 5e-2, "grad_norm": 3e-2, "update": 0.3,
+            "grad_vs_floor": 3.0, "grad_floor_abs": 1e-3}
 NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w",
          "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
 # detrain name -> (attribute path in a Block, or None for model-level tensors)
@@ -249,15 +289,16 @@ def load_params(torch, views, ix, flat):
                 p.copy_(piece.view_as(p).to(p.dtype))
 
 
-def gather(torch, views, what):
+def gather(torch, views, what, on_device=False):
     """Model parameters (what='data') or gradients ('grad') as a flat float64 vector in
-    detrain's layout."""
+    detrain's layout (on the CPU, or on the model's device when on_device)."""
     parts = []
     for name in NAMES:
         for p in views[name]:
             t = p.detach() if what == "data" else p.grad
             parts.append((t if t is not None else torch.zeros_like(p)).reshape(-1))
-    return torch.cat(parts).double().cpu()
+    flat = torch.cat(parts).double()
+    return flat if on_device else flat.cpu()
 
 
 # ---- comparisons ------------------------------------------------------------------------
@@ -342,21 +383,21 @@ def clip_and_step(torch, opt, params, o, lr):
     opt.step()
 
 
-def update_mask(torch, ix, name):
+def update_mask(torch, ix, name, device="cpu"):
     """Elements whose update is compared: all, except the key third of qkvb (exact
     gradient 0, see the header)."""
     if name != "qkvb":
         return None
     L, C = ix["model"]["num_layers"], ix["model"]["channels"]
-    mask = torch.ones(L, 3 * C, dtype=torch.bool)
+    mask = torch.ones(L, 3 * C, dtype=torch.bool, device=device)
     mask[:, C:2 * C] = False
     return mask.view(-1)
 
 
-def check_optimizer(torch, ix, d, ck):
+def check_optimizer(torch, ix, d, ck, device="cpu"):
     """torch's AdamW (float64) on detrain's own gradients, from detrain's parameters."""
     n, o = ix["num_floats"], optimizer_settings(ix)
-    p_dt = read_raw(torch, d, "params_0.bin", n, torch.float32).double()
+    p_dt = read_raw(torch, d, "params_0.bin", n, torch.float32).to(device).double()
     leaves = {t["name"]: torch.nn.Parameter(c.clone()) for t, c in
               zip(ix["tensors"], split_flat(p_dt, ix).values())}
     views = {k: [v] for k, v in leaves.items()}
@@ -365,8 +406,8 @@ def check_optimizer(torch, ix, d, ck):
     worst = 0.0
     print("\n== optimizer alone: torch AdamW (float64) on detrain's gradients")
     for k in range(1, ix["steps"] + 1):
-        g_dt = split_flat(read_raw(torch, d, f"grads_{k}.bin", n, torch.float32).double(), ix)
-        p_next = read_raw(torch, d, f"params_{k}.bin", n, torch.float32).double()
+        g_dt = split_flat(read_raw(torch, d, f"grads_{k}.bin", n, torch.float32).to(device).double(), ix)
+        p_next = read_raw(torch, d, f"params_{k}.bin", n, torch.float32).to(device).double()
         P_prev, P_next = split_flat(p_dt, ix), split_flat(p_next, ix)
         for name, p in leaves.items():
             p.grad = g_dt[name].clone()
@@ -385,6 +426,7 @@ def check_optimizer(torch, ix, d, ck):
         print(f"step {k}: worst {max(0.0, worst):.3f}x tolerance{'  FAIL: ' + ' '.join(bad) if bad else ''}")
         p_dt = p_next
     print(f"worst optimizer alone: {worst:.3f}x its tolerance (limit 1)")
+    return worst
 
 
 def run(torch, ix, d, dtype, device, free, ck):
@@ -476,6 +518,145 @@ def run(torch, ix, d, dtype, device, free, ck):
           "their tolerance (limit 1)")
 
 
+# ---- GPU dumps: detrain's bf16 model against torch fp32 and torch bf16 autocast ---------
+
+REFS = (("fp32", False), ("bf16", True))  # (reference, autocast to bfloat16)
+
+
+def run_bf16(torch, ix, d, device, ck, summary):
+    """Replays a bf16 GPU dump against two torch references in lockstep, both loaded with
+    detrain's parameters before every step: fp32 (TF32 off) and bf16 autocast. Also
+    measures the distance between the two references (the 'floor': what bf16 rounding
+    alone does to torch's own numbers) and prints it beside detrain's errors."""
+    n, o = ix["num_floats"], optimizer_settings(ix)
+    B, T, V, C = ix["batch"], ix["seq_len"], ix["model"]["vocab_size"], ix["model"]["channels"]
+    dev_type = torch.device(device).type
+    torch.manual_seed(0)  # the constructors' own init is overwritten by detrain's weights
+    models, views, opts = {}, {}, {}
+    for ref, _ in REFS:
+        models[ref] = build_model(torch, ix).to(device=device, dtype=torch.float32)
+        views[ref] = tensor_views(models[ref], ix)
+        opts[ref] = make_adamw(torch, ix, o, views[ref])
+    p_dt_prev = read_raw(torch, d, "params_0.bin", n, torch.float32).to(device).double()
+    for ref, _ in REFS:
+        load_params(torch, views[ref], ix, p_dt_prev)
+    keys = ("loss", "grad", "grad_norm", "update", "param")
+    worst = {ref: dict.fromkeys(keys, 0.0) for ref, _ in REFS}
+    worst["floor"] = dict.fromkeys(("loss", "grad", "grad_norm", "update", "grad_x_tol"), 0.0)
+    worst_at = {}
+    print(f"\n== detrain bf16 ({ix.get('device', '?')}) against torch fp32 (TF32 off) and torch "
+          f"bf16 autocast on {device}, from detrain parameters at every step")
+    for k in range(1, ix["steps"] + 1):
+        log = ix["step_log"][k - 1]
+        lr_dt = f32_from_hex(log["lr_hex"])
+        loss_dt = f64_from_hex(log["loss_hex"])
+        gn_dt = f64_from_hex(log["grad_norm_hex"])
+        tok = read_raw(torch, d, f"tokens_{k}.bin", 2 * B * T, torch.int32).long()
+        if tok.min().item() < 0 or tok.max().item() >= V:
+            die(f"{d}/tokens_{k}.bin: token outside [0, {V})")
+        idx, tgt = tok[:B * T].view(B, T).to(device), tok[B * T:].view(B, T).to(device)
+        g_dt = read_raw(torch, d, f"grads_{k}.bin", n, torch.float32).to(device).double()
+        p_dt = read_raw(torch, d, f"params_{k}.bin", n, torch.float32).to(device).double()
+        lr_py = lr_schedule(o, k)
+        ck.check(f"step {k} lr", abs(lr_py - lr_dt) <= TOL["lr"] * abs(lr_py),
+                 f"detrain {lr_dt!r}, schedule {lr_py!r}")
+        gn_own = g_dt.norm().item()
+        ck.check(f"step {k} grad norm of dumped grads", abs(gn_own - gn_dt) <= 1e-6 * gn_own,
+                 f"fp64 norm of grads_{k}.bin {gn_own!r}, detrain reported {gn_dt!r}")
+        res = {}
+        for ref, autocast in REFS:
+            opts[ref].zero_grad(set_to_none=False)
+            with torch.autocast(device_type=dev_type, dtype=torch.bfloat16, enabled=autocast):
+                loss = models[ref](idx, tgt)
+            loss.backward()
+            g = gather(torch, views[ref], "grad", on_device=True)
+            clip_and_step(torch, opts[ref], list(models[ref].parameters()), o, lr_dt)
+            res[ref] = {"loss": loss.item(), "g": g, "gn": g.norm().item(),
+                        "p": gather(torch, views[ref], "data", on_device=True)}
+        r32, rbf = res["fp32"], res["bf16"]
+        line = f"step {k}: lr {lr_dt:.6g}  loss detrain {loss_dt:.7f}"
+        for ref, _ in REFS:
+            e_loss = abs(res[ref]["loss"] - loss_dt) / abs(res[ref]["loss"])
+            e_gn = abs(res[ref]["gn"] - gn_dt) / res[ref]["gn"]
+            ck.check(f"{ref} step {k} loss", e_loss <= TOL_BF16["loss"],
+                     f"torch {res[ref]['loss']!r} detrain {loss_dt!r} (rel {e_loss:.2e})")
+            ck.check(f"{ref} step {k} grad norm", e_gn <= TOL_BF16["grad_norm"],
+                     f"torch {res[ref]['gn']!r} detrain {gn_dt!r} (rel {e_gn:.2e})")
+            worst[ref]["loss"] = max(worst[ref]["loss"], e_loss)
+            worst[ref]["grad_norm"] = max(worst[ref]["grad_norm"], e_gn)
+            line += f"  {ref} {res[ref]['loss']:.7f} (rel {e_loss:.1e}, grad norm rel {e_gn:.1e})"
+        f_loss = abs(rbf["loss"] - r32["loss"]) / abs(r32["loss"])
+        f_gn = abs(rbf["gn"] - r32["gn"]) / r32["gn"]
+        worst["floor"]["loss"] = max(worst["floor"]["loss"], f_loss)
+        worst["floor"]["grad_norm"] = max(worst["floor"]["grad_norm"], f_gn)
+        print(line + f"  floor: loss {f_loss:.1e}, grad norm {f_gn:.1e}"
+              f"{'  clipped' if o['clip_grad'] > 0 and gn_dt > o['clip_grad'] else ''}")
+        print(f"  {'tensor':9s} {'|grad|':>10s} | {'grad rel: fp32':>14s} {'bf16':>8s} {'floor':>8s} | "
+              f"{'update rel: fp32':>16s} {'bf16':>8s} {'floor':>8s} | {'param/tol: fp32':>15s} {'bf16':>6s}")
+        Gd, Pd, Ppd = split_flat(g_dt, ix), split_flat(p_dt, ix), split_flat(p_dt_prev, ix)
+        G = {ref: split_flat(res[ref]["g"], ix) for ref, _ in REFS}
+        P = {ref: split_flat(res[ref]["p"], ix) for ref, _ in REFS}
+        for t in ix["tensors"]:
+            name = t["name"]
+            sel = update_mask(torch, ix, name, device)
+            pick = (lambda x: x) if sel is None else (lambda x: x[sel])
+            gd, ud = pick(Gd[name]), pick(Pd[name] - Ppd[name])
+            row, bad = {}, []
+            for ref, _ in REFS:
+                g, pt = pick(G[ref][name]), pick(P[ref][name])
+                u = pt - pick(Ppd[name])
+                eg, eu = relerr(g, gd), relerr(u, ud)
+                lim = TOL["param"] * pt.norm().item() + TOL_BF16["update"] * u.norm().item()
+                dp = (pt - pick(Pd[name])).norm().item()
+                ep = dp / lim if lim > 0 else (0.0 if dp == 0 else math.inf)
+                row[ref] = (eg, eu, ep)
+                for what, e, ok in (("grad", eg, eg <= TOL_BF16["grad"]),
+                                    ("update", eu, eu <= TOL_BF16["update"]), ("param", ep, ep <= 1.0)):
+                    if not ck.check(f"{ref} step {k} {what} {name}", ok,
+                                    f"{'error %.2fx the tolerance' % e if what == 'param' else 'rel L2 error %.2e' % e}"):
+                        bad.append(f"{ref} {what}")
+                    if e > worst[ref][what]:
+                        worst[ref][what] = e
+                        worst_at[(ref, what)] = f"step {k} {name}"
+            fg = relerr(pick(G["fp32"][name]), pick(G["bf16"][name]))
+            fu = relerr(pick(P["fp32"][name] - Ppd[name]), pick(P["bf16"][name] - Ppd[name]))
+            # detrain's bf16 may be no further from fp32 than a few times torch's own bf16
+            lim_f = TOL_BF16["grad_vs_floor"] * fg + TOL_BF16["grad_floor_abs"]
+            xf = row["fp32"][0] / lim_f
+            if not ck.check(f"fp32 step {k} grad {name} against the floor", xf <= 1.0,
+                            f"rel L2 error {row['fp32'][0]:.2e} > {TOL_BF16['grad_vs_floor']:g} x torch "
+                            f"bf16's own {fg:.2e} + {TOL_BF16['grad_floor_abs']:g}"):
+                bad.append("fp32 grad against the floor")
+            worst["floor"]["grad_x_tol"] = max(worst["floor"]["grad_x_tol"], xf)
+            worst["floor"]["grad"] = max(worst["floor"]["grad"], fg)
+            worst["floor"]["update"] = max(worst["floor"]["update"], fu)
+            print(f"  {name:9s} {G['fp32'][name].norm().item():10.4g} | {row['fp32'][0]:14.2e} "
+                  f"{row['bf16'][0]:8.2e} {fg:8.2e} | {row['fp32'][1]:16.2e} {row['bf16'][1]:8.2e} "
+                  f"{fu:8.2e} | {row['fp32'][2]:15.3f} {row['bf16'][2]:6.3f}"
+                  f"{'  FAIL: ' + ', '.join(bad) if bad else ''}")
+        wte_g, wte_p = Gd["wte"].view(-1, C)[V:], Pd["wte"].view(-1, C)[V:]
+        if wte_g.numel():
+            ck.check(f"step {k} padded wte rows", bool((wte_g == 0).all() and (wte_p == 0).all()),
+                     "detrain's wte rows >= V are not all zero")
+        for ref, _ in REFS:
+            load_params(torch, views[ref], ix, p_dt)
+        p_dt_prev = p_dt
+    for ref, _ in REFS:
+        w = worst[ref]
+        print(f"worst detrain vs torch {ref}: loss {w['loss']:.2e} (tol {TOL_BF16['loss']:.0e}), "
+              f"grads {w['grad']:.2e} at {worst_at.get((ref, 'grad'), '-')} (tol {TOL_BF16['grad']:.0e}), "
+              f"grad norm {w['grad_norm']:.2e} (tol {TOL_BF16['grad_norm']:.0e}), updates {w['update']:.2e} "
+              f"at {worst_at.get((ref, 'update'), '-')} (tol {TOL_BF16['update']:.0e}), params "
+              f"{w['param']:.3f}x their tolerance (limit 1)")
+    w = worst["floor"]
+    print(f"floor (torch bf16 vs torch fp32): loss {w['loss']:.2e}, grads {w['grad']:.2e}, "
+          f"grad norm {w['grad_norm']:.2e}, updates {w['update']:.2e}; detrain's grads against "
+          f"the floor: {w['grad_x_tol']:.3f}x their tolerance (limit 1)")
+    summary.update({"detrain_vs_" + ref: worst[ref] for ref, _ in REFS})
+    summary["torch_bf16_vs_fp32"] = worst["floor"]
+    summary["worst_at"] = {f"{r} {w}": v for (r, w), v in worst_at.items()}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dir")
@@ -483,8 +664,18 @@ def main():
     ap.add_argument("--dtype", default="both", choices=["both", "float64", "float32"])
     ap.add_argument("--free-running", action="store_true",
                     help="let torch follow its own parameters instead of detrain's")
+    ap.add_argument("--json", metavar="PATH",
+                    help="bf16 (GPU) dumps: also write the worst figures per reference to PATH")
     a = ap.parse_args()
     ix = load_index(a.dir)
+    precision = ix.get("precision", "fp32")  # dumps older than the GPU dump say nothing: fp32
+    if precision not in ("fp32", "bf16"):
+        die(f"{a.dir}/index.json: precision {precision!r}; expected fp32 or bf16")
+    if precision == "bf16" and (a.dtype != "both" or a.free_running):
+        die("--dtype and --free-running apply to fp32 (CPU) dumps; a bf16 dump is always "
+            "compared with torch fp32 and torch bf16 autocast, synchronised")
+    if a.json and precision != "bf16":
+        die("--json is written for bf16 (GPU) dumps only")
     try:
         import torch
     except ImportError:
@@ -501,11 +692,30 @@ def main():
     ck = Checker()
     p0 = read_raw(torch, a.dir, "params_0.bin", ix["num_floats"], torch.float32).double()
     check_init(torch, ix, p0, ck)
-    check_optimizer(torch, ix, a.dir, ck)
+    if precision == "bf16":
+        info = ix.get("device_info") or {}
+        print(f"dump made on {info.get('gpu', ix.get('device', '?'))}, attention "
+              f"{info.get('attention', '?')}, precision bf16")
+        summary = {"dump": a.dir, "model": ix["model"], "batch": ix["batch"], "seq_len": ix["seq_len"],
+                   "steps": ix["steps"], "attention": info.get("attention"), "torch": torch.__version__,
+                   "tolerances": TOL_BF16}
+        summary["optimizer_alone_x_tol"] = check_optimizer(torch, ix, a.dir, ck, device)
+        run_bf16(torch, ix, a.dir, device, ck, summary)
+        summary["failures"] = len(ck.fail)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(summary, f, indent=1)
+        report(ck)
+        return
     dtypes = {"both": [torch.float64, torch.float32], "float64": [torch.float64],
               "float32": [torch.float32]}[a.dtype]
     for dt in dtypes:
         run(torch, ix, a.dir, dt, device, a.free_running, ck)
+    report(ck)
+
+
+def report(ck):
+    """Prints the verdict and exits 1 on any failure."""
     if ck.fail:
         print(f"\nFAIL: {len(ck.fail)} comparison(s) out of tolerance:")
         for f in ck.fail[:50]:
