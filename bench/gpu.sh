@@ -7,6 +7,7 @@
 #             attention is the default where the shape allows)
 #   CARRY=dir prebuilt build/detrain-cuda and build/gpu-tests/* to use if the build fails
 #             (bench/gpu-carry.sh makes them)
+#   TORCH_CHECK=0  skip the whole-model check against PyTorch (tools/torch_check_gpu.sh)
 #   TRACE_BENCH=1  also measure the tracing overhead (bench/trace_overhead_gpu.sh; needs
 #             CARRY's detrain-cuda-notrace)
 set -u
@@ -21,7 +22,7 @@ stamp "device"; nvidia-smi -L; nvidia-smi --query-gpu=driver_version,clocks.sm,c
 stamp "build"
 runs() { "$1" --help >/dev/null 2>&1; [ $? -lt 126 ]; }  # 126/127: cannot execute / missing library
 if [ -n "${CARRY:-}" ] && [ -x "$CARRY/detrain-cuda" ] && runs "$CARRY/detrain-cuda"; then
-  mkdir -p build/gpu-tests; cp "$CARRY/detrain-cuda" build/; cp "$CARRY"/test_* "$CARRY"/bench_* build/gpu-tests/ 2>/dev/null; echo "using carried binaries"
+  mkdir -p build/gpu-tests; cp "$CARRY/detrain-cuda" build/; cp "$CARRY"/test_* "$CARRY"/bench_* "$CARRY"/dump_* build/gpu-tests/ 2>/dev/null; echo "using carried binaries"
 elif ! make -j16 cuda > "$OUT/build.log" 2>&1; then
   echo "build failed:"; tail -30 "$OUT/build.log"; exit 1
 fi
@@ -59,6 +60,10 @@ fi
 if [ "${TRACE_BENCH:-0}" != 0 ] && [ -x "${CARRY:-}/detrain-cuda-notrace" ]; then
   stamp "tracing overhead, GPT-2 124M (compiled out / off / each level)"
   DETRAIN_NOTRACE="$CARRY/detrain-cuda-notrace" bash bench/trace_overhead_gpu.sh | tee "$OUT/trace_overhead.txt" || rc=1
+fi
+if [ "${TORCH_CHECK:-1}" != 0 ]; then
+  stamp "the GPU model against PyTorch (fp32 and bf16 autocast; tools/torch_check_gpu.sh)"
+  DUMP_REFERENCE_GPU=build/gpu-tests/dump_reference_gpu OUT="$OUT/torch" bash tools/torch_check_gpu.sh || rc=1
 fi
 if [ "${PEERS:-1}" != 0 ]; then
   stamp "torch peers"
