@@ -266,6 +266,18 @@ void dt_kh_spin_stop(dt_kh_spin *s) {
     free(s);
 }
 
+/* 1 when the view covers its whole base in row-major order (no gaps, no broadcast):
+ * element k is base element k, so whole-base loops replace index arithmetic (the GPU
+ * cases have tensors of 10^8 elements). */
+static int dense(const dt_kview *v) {
+    int64_t run = 1;
+    for (int d = v->ndim - 1; d >= 0; d--) {
+        if (v->stride[d] != run && v->shape[d] > 1) return 0;
+        run *= v->shape[d];
+    }
+    return v->offset == 0 && v->base_numel == (size_t)run;
+}
+
 /* ---- comparison --------------------------------------------------------------------- */
 
 static void fmt_elem(char *buf, size_t cap, const dt_kview *v, const void *base, size_t i) {
@@ -370,6 +382,7 @@ int dt_kh_gaps_changed(const dt_kset *before, const dt_kset *after) {
     int bad = 0;
     for (int t = 0; t < before->n; t++) {
         const dt_kview *v = &before->t[t];
+        if (dense(v)) continue; /* no gaps */
         size_t es = dt_kh_dtype_size(v->dtype), n = dt_kv_numel(v);
         unsigned char *reached = calloc(v->base_numel, 1);
         if (!reached) die("out of memory");
@@ -394,7 +407,7 @@ static void poison(dt_kset *s) {
     for (int t = 0; t < s->n; t++) {
         dt_kview *v = &s->t[t];
         size_t es = dt_kh_dtype_size(v->dtype);
-        if (v->role == DT_KH_SCRATCH) {
+        if (v->role == DT_KH_SCRATCH || (v->role == DT_KH_OUT && dense(v))) {
             memset(v->base, POISON, v->base_numel * es);
         } else if (v->role == DT_KH_OUT) {
             size_t n = dt_kv_numel(v);
@@ -415,8 +428,10 @@ int dt_kh_unwritten(const char *what, const dt_kset *s, int quiet) {
         const dt_kview *v = &s->t[t];
         if (v->role != DT_KH_OUT) continue;
         size_t es = dt_kh_dtype_size(v->dtype), n = dt_kv_numel(v), left = 0, first = 0;
+        int flat = dense(v);
         for (size_t k = 0; k < n; k++)
-            if (is_poison((const unsigned char *)v->base + dt_kv_index(v, k) * es, es) && !left++)
+            if (is_poison((const unsigned char *)v->base + (flat ? k : dt_kv_index(v, k)) * es, es)
+                && !left++)
                 first = k;
         if (!left) continue;
         bad++;
