@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CI check that every CUDA source (and tests/kernels/harness_cuda.cu) compiles
-# (`make cuda-objs`: nvcc, sm_90, the project's flags) on a machine with nvcc and no GPU, and that `make cuda` refuses clearly, instead of
-# building a CPU-only binary, when nvcc is missing. The GPU tests themselves run on a GPU
+# (`make cuda-objs`: nvcc, sm_90, the project's flags) on a machine with nvcc and no GPU,
+# and that `make cuda` refuses clearly, instead of building a CPU-only binary, when nvcc
+# is missing. The GPU tests themselves run on a GPU
 # machine (bench/gpu.sh).
 set -u
 cd "$(dirname "$0")/../.."
