@@ -99,7 +99,7 @@ bench: $(BUILD)/detrain
 NVCC      ?= nvcc
 NVCC_ARCH := -gencode arch=compute_90,code=sm_90
 NVCCFLAGS := -std=c++17 -O3 $(NVCC_ARCH) -lineinfo \
-             -Xcompiler -ffp-contract=off,-fno-fast-math,-fopenmp -Iinclude -Isrc $(BLAS_INC)
+             -Xcompiler -ffp-contract=off,-fno-fast-math,-fopenmp -Iinclude -Isrc $(BLAS_INC) $(EXTRA_CFLAGS)
 CUDA_BLAS ?= -lopenblas
 CUDA_LIBS := -lcublasLt -ldl
 CUDA_SRC  := $(sort $(wildcard src/*/*.cu))

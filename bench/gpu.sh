@@ -6,6 +6,9 @@
 #   GEMM_ATTN=1  also bench with the GEMM attention formulation (DT_ATTENTION=gemm; flash
 #             attention is the default where the shape allows)
 #   CARRY=dir prebuilt build/detrain-cuda and build/gpu-tests/* to use if the build fails
+#             (bench/gpu-carry.sh makes them)
+#   TRACE_BENCH=1  also measure the tracing overhead (bench/trace_overhead_gpu.sh; needs
+#             CARRY's detrain-cuda-notrace)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/detrain-gpu}
@@ -33,6 +36,8 @@ fi
 stamp "gpu e2e"
 bash tests/gpu/gpu_e2e.sh "$OUT/e2e" || rc=1
 rm -rf "$OUT/e2e"
+stamp "gpu trace"
+bash tests/gpu/gpu_trace.sh || rc=1
 stamp "bench"
 build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --max-tax 1 --json "$OUT/bench.json" | tee "$OUT/bench.txt"
 brc=${PIPESTATUS[0]}
@@ -50,6 +55,10 @@ if [ "${MEMCHECK:-0}" != 0 ] && command -v compute-sanitizer >/dev/null; then
   DT_ATTENTION=flash timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 build/detrain-cuda train --device cuda \
     --model tiny --num-attention-heads 2 --train-iters 2 --eval-interval 0 --deterministic-mode --quiet >> "$OUT/memcheck.txt" 2>&1; echo "memcheck flash attention (det branch): rc=$?"
   tail -3 "$OUT/memcheck.txt"
+fi
+if [ "${TRACE_BENCH:-0}" != 0 ] && [ -x "${CARRY:-}/detrain-cuda-notrace" ]; then
+  stamp "tracing overhead, GPT-2 124M (compiled out / off / each level)"
+  DETRAIN_NOTRACE="$CARRY/detrain-cuda-notrace" bash bench/trace_overhead_gpu.sh | tee "$OUT/trace_overhead.txt" || rc=1
 fi
 if [ "${PEERS:-1}" != 0 ]; then
   stamp "torch peers"

@@ -182,6 +182,11 @@ static dt_status reopen(const char *path, int n, dt_st_file *f) {
 
 dt_status dt_ckpt_save(const char *save_dir, const dt_gpt *model, const dt_adamw *opt,
                        const dt_ckpt_state *s, const dt_ckpt_config *cfg) {
+    return dt_ckpt_save_env(save_dir, model, opt, s, cfg, NULL);
+}
+
+dt_status dt_ckpt_save_env(const char *save_dir, const dt_gpt *model, const dt_adamw *opt,
+                           const dt_ckpt_state *s, const dt_ckpt_config *cfg, const char *env_extra) {
     if (cfg->oom) return dt_fail(DT_ENOMEM, "out of memory recording the train config");
     if (opt->n != model->num_params)
         return dt_fail(DT_EINVAL, "optimizer state (%zu floats) does not match the model (%zu)", opt->n,
@@ -236,7 +241,7 @@ dt_status dt_ckpt_save(const char *save_dir, const dt_gpt *model, const dt_adamw
 
     /* env.json: fingerprint_write fsyncs and renames the file; the directory fsync makes
      * the rename durable */
-    if (st == DT_OK) st = dt_fingerprint_write(dir, NULL);
+    if (st == DT_OK) st = dt_fingerprint_write(dir, env_extra);
     if (st == DT_OK) st = dt_fsync_dir(dir);
     if (st == DT_OK) dt_crash_point2("after-dirsync", DT_CKPT_ENV_NAME);
 

@@ -87,6 +87,11 @@ typedef struct dt_ckpt_state {
  * vocabulary row of wte is not zero. env.json is written by dt_fingerprint_write. */
 dt_status dt_ckpt_save(const char *save_dir, const dt_gpt *model, const dt_adamw *opt,
                        const dt_ckpt_state *s, const dt_ckpt_config *cfg);
+/* As dt_ckpt_save, with env_extra (a JSON object text, or NULL) merged into env.json's
+ * "contract" under "run" (dt_fingerprint_write): the backend's device description, so a
+ * GPU checkpoint records the environment of the GPU run that saved it. */
+dt_status dt_ckpt_save_env(const char *save_dir, const dt_gpt *model, const dt_adamw *opt,
+                           const dt_ckpt_state *s, const dt_ckpt_config *cfg, const char *env_extra);
 
 /* Resolves a --load argument: a save directory (its tracker names the iteration) or an
  * iteration directory (holding state.json). Writes the iteration directory to out. */

@@ -3,8 +3,10 @@
 #include "ops/ops_cuda.h"
 
 #include "model/gpt_cuda.h"
+#include "trace/trace_cuda.h"
 extern "C" {
 #include "core/determinism.h"
+#include "trace/inject.h"
 }
 
 #include <math.h>
@@ -28,6 +30,7 @@ struct dt_gpt_cuda {
     float hidden_dropout, attn_dropout;
     uint64_t seed;
     uint32_t rng_step;
+    int64_t step;       /* the trainer's step (trace events, --inject-nondeterminism) */
     int training;
     int flash;          /* attention through attention_flash_cuda.cu */
     cudaStream_t s, fin;  /* main stream; det partial finishes (joined at the end of backward) */
@@ -63,6 +66,8 @@ struct dt_gpt_cuda {
     int prof, nev;
     cudaEvent_t ev[MAX_EVENTS];
     int ev_range[MAX_EVENTS];
+    /* tracing: names of the per-layer parameter and gradient tensors */
+    char pname[DT_NUM_PARAM_TENSORS][24], gname[DT_NUM_PARAM_TENSORS][24];
 };
 
 static const char *range_names[DT_R_COUNT] = {
@@ -132,6 +137,10 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     m->hidden_dropout = host->hidden_dropout;
     m->attn_dropout = host->attn_dropout;
     m->seed = host->seed;
+    for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++) {
+        snprintf(m->pname[i], sizeof m->pname[i], "%s", m->params[i].name);
+        snprintf(m->gname[i], sizeof m->gname[i], "d%s", m->params[i].name);
+    }
     dt_status st = dt_cu_check(cudaStreamCreateWithFlags(&m->s, cudaStreamNonBlocking), "cudaStreamCreate");
     if (st == DT_OK) st = dt_cu_check(cudaStreamCreateWithFlags(&m->fin, cudaStreamNonBlocking), "cudaStreamCreate");
     if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->join, cudaEventDisableTiming), "cudaEventCreate");
@@ -271,6 +280,8 @@ void dt_gpt_cuda_set_mode(dt_gpt_cuda *m, int training, uint32_t rng_step) {
     m->rng_step = rng_step;
 }
 
+void dt_gpt_cuda_set_step(dt_gpt_cuda *m, int64_t step) { m->step = step; }
+
 dt_status dt_gpt_cuda_sync(dt_gpt_cuda *m) {
     DT_CU_TRY(cudaGetLastError());
     DT_CU_TRY(cudaStreamSynchronize(m->s));
@@ -294,35 +305,232 @@ static dt_dropout attn_drop(const dt_gpt_cuda *m) {
     return d;
 }
 
+/* ---- tracing (DESIGN §6) --------------------------------------------------------------
+ * Each op call below is an op-level trace event when --trace-level op (or kernel) is on,
+ * with the same op names as the CPU model where the op is the same (matmul_fwd,
+ * layernorm_bwd, ...) and its own where the GPU fuses ops (residual_layernorm_fwd,
+ * crossentropy). Tensors are digested on the device (trace/trace_cuda.h) after joining the
+ * side stream m->fin, where the det partial finishes of parameter gradients run, so no
+ * digest reads a buffer before its producer finished. Each op also offers its primary
+ * output to --inject-nondeterminism. With tracing off a site costs one compare.
+ *
+ * OP_BEGIN(phase, op, variant op id or -1, adds...) opens the event; the adds are
+ * IN(name, ptr, dtype, rows, cols) / IN_ROWS(...) (order-sensitive) separated by commas
+ * (BTC stands for the rows and columns of a (B*T, C) activation).
+ * OP_END(adds...) digests the outputs (OUT / OUT_ROWS) and writes the event. */
+#define IN(name, p, dt, ...) dt_gtrace_add(&ts_, name, p, dt, __VA_ARGS__) /* ...: rows, cols */
+#define IN_ROWS(name, p, dt, ...) dt_gtrace_add_rows(&ts_, name, p, dt, __VA_ARGS__)
+#define OUT IN
+#define OUT_ROWS IN_ROWS
+#define OP_BEGIN(phase, op, vid, ...)                                                        \
+    dt_trace_op *h_ = NULL;                                                                  \
+    if (dt_trace_on(DT_TRACE_OP)) {                                                          \
+        dt_gtrace_set ts_;                                                                   \
+        gset_init(&ts_);                                                                     \
+        __VA_ARGS__;                                                                         \
+        TRY(join_fin(m));                                                                    \
+        TRY(dt_gtrace_begin(&h_, DT_TRACE_OP, phase, op, variant_name(vid), &ts_, m->s));    \
+    }
+#define OP_END(...)                                                                          \
+    if (h_) {                                                                                \
+        dt_gtrace_set ts_;                                                                   \
+        gset_init(&ts_);                                                                     \
+        __VA_ARGS__;                                                                         \
+        TRY(join_fin(m));                                                                    \
+        TRY(dt_gtrace_end(h_, &ts_, m->s));                                                  \
+    }
+#define BF DT_DT_BF16
+#define F32 DT_DT_F32
+#define TRY(x) do { dt_status st_ = (x); if (st_ != DT_OK) return st_; } while (0)
+
+static void gset_init(dt_gtrace_set *s) { s->n = s->overflow = s->nrows_used = 0; }
+
+static const char *variant_name(int op) {
+    if (op < 0) return NULL; /* one path, deterministic by nature */
+    return dt_op_variant((dt_op_id)op) == DT_VARIANT_DET ? "det" : "fast";
+}
+
+/* Makes m->s wait for the work queued on m->fin so far. */
+static dt_status join_fin(dt_gpt_cuda *m) {
+    TRY(dt_cu_check(cudaEventRecord(m->join, m->fin), "cudaEventRecord"));
+    return dt_cu_check(cudaStreamWaitEvent(m->s, m->join, 0), "cudaStreamWaitEvent");
+}
+
+/* --inject-nondeterminism: flips the lowest bit of n elements at p after `op`. */
+static dt_status inject(dt_gpt_cuda *m, const char *op, void *p, size_t n, int esize) {
+    return dt_gtrace_inject(op, m->step, p, n, esize, m->s);
+}
+
+/* Kernel-level detail of the GEMM just queued (algorithm, tile, split-K). */
+static void gemm_info(dt_gpt_cuda *m, dt_trace_op *h, const char *what) {
+    if (!h || !dt_trace_on(DT_TRACE_KERNEL)) return;
+    char buf[256];
+    dt_cu_gemm_describe_last(m->blas, buf, sizeof buf);
+    dt_trace_kernel_info(h, "%s: %s", what, buf);
+}
+
+/* Module-level event of block l: its input (the residual stream or its gradient) and the
+ * layer's parameters, plus its gradients in the backward (as the CPU model's block events). */
+static void layer_tensors(dt_gpt_cuda *m, dt_gtrace_set *s, int l, int grads) {
+    for (int i = DT_P_LN1W; i <= DT_P_FCPROJB; i++) {
+        const dt_param_desc *d = &m->params[i];
+        size_t per_layer = d->numel / (size_t)d->shape[0];
+        int64_t rows = d->ndim == 3 ? d->shape[1] : 1, cols = d->ndim == 3 ? d->shape[2] : d->shape[1];
+        const float *base = grads ? m->grad : m->param;
+        dt_gtrace_add(s, grads ? m->gname[i] : m->pname[i], base + d->offset + (size_t)l * per_layer,
+                      DT_DT_F32, rows, cols);
+    }
+}
+
+static dt_status block_begin(dt_gpt_cuda *m, dt_trace_op **h, int phase, int l, const void *x, int xdtype) {
+    char scope[32];
+    snprintf(scope, sizeof scope, "h.%d", l);
+    dt_trace_scope_push(scope);
+    *h = NULL;
+    if (!dt_trace_on(DT_TRACE_MODULE)) return DT_OK;
+    dt_gtrace_set s;
+    gset_init(&s);
+    dt_gtrace_add(&s, "x", x, xdtype, (int64_t)m->B * m->T, m->cfg.channels);
+    layer_tensors(m, &s, l, 0);
+    if (phase == DT_PHASE_BWD) layer_tensors(m, &s, l, 1);
+    TRY(join_fin(m));
+    return dt_gtrace_begin(h, DT_TRACE_MODULE, phase, phase == DT_PHASE_FWD ? "block_fwd" : "block_bwd",
+                           NULL, &s, m->s);
+}
+
+static dt_status block_end(dt_gpt_cuda *m, dt_trace_op *h, int phase, int l, const void *y, int ydtype) {
+    dt_status st = DT_OK;
+    if (h) {
+        dt_gtrace_set s;
+        gset_init(&s);
+        dt_gtrace_add(&s, phase == DT_PHASE_FWD ? "y" : "dx", y, ydtype, (int64_t)m->B * m->T, m->cfg.channels);
+        if (phase == DT_PHASE_BWD) layer_tensors(m, &s, l, 1);
+        st = join_fin(m);
+        if (st == DT_OK) st = dt_gtrace_end(h, &s, m->s);
+    }
+    dt_trace_scope_pop();
+    return st;
+}
+
 /* Linear layer forward: out (N,OC) = inp (N,IC) W^T + b, W (OC,IC) bf16. */
 static dt_status linear_fwd(dt_gpt_cuda *m, bf16 *out, const bf16 *inp, const bf16 *w, const bf16 *b,
                             int N, int IC, int OC) {
+    OP_BEGIN(DT_PHASE_FWD, "matmul_fwd", DT_OP_GEMM,
+             (IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC), IN("b", b, BF, 1, b ? OC : 0)));
     dt_cu_gemm_args a = {0, 1, N, OC, IC, inp, IC, 0, w, IC, 0, out, OC, 0, 0, 1.0f, 0.0f, 1, b};
-    return dt_cu_gemm(m->blas, &a, m->s);
+    TRY(dt_cu_gemm(m->blas, &a, m->s));
+    gemm_info(m, h_, "y");
+    TRY(inject(m, "matmul_fwd", out, (size_t)N * OC, 2));
+    OP_END(OUT("y", out, BF, N, OC));
+    return DT_OK;
 }
 
 /* Linear layer backward: dinp (bf16) = dout W; dW (fp32) += dout^T inp; db += colsum(dout). */
 static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, const bf16 *dout,
                             const bf16 *inp, const bf16 *w, int N, int IC, int OC) {
+    OP_BEGIN(DT_PHASE_BWD, "matmul_bwd", DT_OP_GEMM,
+             (IN("dy", dout, BF, N, OC), IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC),
+              IN("dw", dw, F32, OC, IC), IN("db", db, F32, 1, db ? OC : 0)));
     dt_cu_gemm_args a = {0, 0, N, IC, OC, dout, OC, 0, w, IC, 0, dinp, IC, 0, 0, 1.0f, 0.0f, 1, NULL};
-    dt_status st = dt_cu_gemm(m->blas, &a, m->s);
-    if (st != DT_OK) return st;
+    TRY(dt_cu_gemm(m->blas, &a, m->s));
+    gemm_info(m, h_, "dx");
     dt_cu_gemm_args g = {1, 0, OC, IC, N, dout, OC, 0, inp, IC, 0, dw, IC, 0, 1, 1.0f, 1.0f, 1, NULL};
-    if ((st = dt_cu_gemm(m->blas, &g, m->s)) != DT_OK) return st;
+    TRY(dt_cu_gemm(m->blas, &g, m->s));
+    gemm_info(m, h_, "dw");
     if (db) {
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_BIAS_BWD);
         dt_cu_colsum(db, next_part(m), dout, N, OC, m->s, m->fin);
         rend(m, DT_R_BIAS_BWD);
         rbegin(m, DT_R_MATMUL_BWD);
+        if (h_) dt_trace_kernel_info(h_, "db: colsum %s rows=%d cols=%d", variant_name(DT_OP_BIAS_BWD), N, OC);
     }
+    TRY(inject(m, "matmul_bwd", dinp, (size_t)N * IC, 2));
+    OP_END((OUT("dx", dinp, BF, N, IC), OUT("dw", dw, F32, OC, IC), OUT("db", db, F32, 1, db ? OC : 0)));
     return DT_OK;
 }
 
 #define P(i) (m->param + m->params[i].offset)
 #define P16(i) (m->param16 + m->params[i].offset)
 #define G(i) (m->grad + m->params[i].offset)
-#define TRY(x) do { dt_status st_ = (x); if (st_ != DT_OK) return st_; } while (0)
+/* ---- traced op calls of the forward and backward -------------------------------------- */
+
+#define BTC ((int64_t)m->B * m->T), m->cfg.channels
+
+static dt_status t_encoder_fwd(dt_gpt_cuda *m, const dt_dropout *hd) {
+    int B = m->B, T = m->T, C = m->cfg.channels;
+    OP_BEGIN(DT_PHASE_FWD, "encoder_fwd", -1,
+             (IN("tokens", m->d_in, DT_DT_I32, B, T), IN("wte", P(DT_P_WTE), F32, m->cfg.padded_vocab, C),
+              IN("wpe", P(DT_P_WPE), F32, m->cfg.max_seq_len, C)));
+    dt_cu_encoder_fwd(m->encoded, m->d_in, P(DT_P_WTE), P(DT_P_WPE), B, T, C, hd, DT_RNG_DROPOUT_HIDDEN,
+                      EMB_SITE, m->s);
+    TRY(inject(m, "encoder_fwd", m->encoded, (size_t)B * T * C, 2));
+    OP_END(OUT("y", m->encoded, BF, BTC));
+    return DT_OK;
+}
+
+/* out = LN(x) (res NULL, branch NULL), or res = x + dropout(branch), out = LN(res): the
+ * residual add of a block fused with the next LayerNorm ("residual_layernorm_fwd"). */
+static dt_status t_layernorm_fwd(dt_gpt_cuda *m, bf16 *out, float *mean, float *rstd, bf16 *res, const bf16 *x,
+                                 const bf16 *branch, const float *w, const float *b, const dt_dropout *hd,
+                                 uint32_t site) {
+    int BT = m->B * m->T, C = m->cfg.channels;
+    const char *op = res ? "residual_layernorm_fwd" : "layernorm_fwd";
+    OP_BEGIN(DT_PHASE_FWD, op, -1,
+             (IN("x", x, BF, BTC), IN("branch", branch, BF, BT, branch ? C : 0), IN("w", w, F32, 1, C),
+              IN("b", b, F32, 1, C)));
+    dt_cu_layernorm_fwd(out, mean, rstd, res, x, branch, w, b, BT, C, res ? hd : NULL,
+                        DT_RNG_DROPOUT_HIDDEN, site, m->s);
+    TRY(inject(m, op, out, (size_t)BT * C, 2));
+    OP_END((OUT("residual", res, BF, BT, res ? C : 0), OUT("y", out, BF, BTC), OUT("mean", mean, F32, BT, 1),
+            OUT("rstd", rstd, F32, BT, 1)));
+    return DT_OK;
+}
+
+static dt_status t_attention_fwd(dt_gpt_cuda *m, bf16 *atty, bf16 *att, float *lse, const bf16 *qkv,
+                                 const dt_dropout *ad, int l) {
+    int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads;
+    OP_BEGIN(DT_PHASE_FWD, "attention_fwd", -1, IN("qkv", qkv, BF, (int64_t)B * T, 3 * C));
+    if (h_) dt_trace_kernel_info(h_, "%s B=%d T=%d C=%d NH=%d", m->flash ? "flash" : "gemm", B, T, C, NH);
+    if (m->flash)
+        dt_cu_flash_fwd(atty, lse, qkv, B, T, C, NH, m->s);
+    else
+        TRY(dt_cu_attention_fwd(m->blas, atty, att, qkv, m->att_scratch, B, T, C, NH, ad, (uint32_t)l, m->s));
+    TRY(inject(m, "attention_fwd", atty, (size_t)B * T * C, 2));
+    OP_END((OUT("y", atty, BF, BTC), OUT("lse", lse, F32, lse ? (int64_t)B * NH * T : 0, 1),
+            OUT("att", att, BF, att ? (int64_t)B * NH * T : 0, T)));
+    return DT_OK;
+}
+
+static dt_status t_gelu_fwd(dt_gpt_cuda *m, bf16 *out, const bf16 *inp, size_t n) {
+    int64_t BT = (int64_t)m->B * m->T;
+    OP_BEGIN(DT_PHASE_FWD, "gelu_fwd", -1, IN("x", inp, BF, BT, (int64_t)n / BT));
+    dt_cu_gelu_fwd(out, inp, n, m->s);
+    TRY(inject(m, "gelu_fwd", out, n, 2));
+    OP_END(OUT("y", out, BF, BT, (int64_t)n / BT));
+    return DT_OK;
+}
+
+/* Fused softmax cross-entropy (its backward too when loss_scale != 0: the logits buffer
+ * then holds dlogits), then the mean-loss reduction into stats[0]. */
+static dt_status t_crossentropy(dt_gpt_cuda *m, float loss_scale) {
+    int BT = m->B * m->T, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab;
+    {
+        OP_BEGIN(DT_PHASE_FWD, "crossentropy", -1,
+                 (IN("logits", m->logits, BF, BT, Vp), IN("targets", m->d_tg, DT_DT_I32, m->B, m->T)));
+        dt_cu_crossentropy(m->losses, m->logits, m->d_tg, loss_scale / (float)BT, BT, V, Vp, m->s);
+        if (loss_scale != 0.0f) TRY(inject(m, "crossentropy", m->logits, (size_t)BT * Vp, 2));
+        else TRY(inject(m, "crossentropy", m->losses, (size_t)BT, 4));
+        OP_END((OUT("losses", m->losses, F32, BT, 1),
+                OUT("dlogits", m->logits, BF, BT, loss_scale != 0.0f ? Vp : 0)));
+    }
+    OP_BEGIN(DT_PHASE_FWD, "crossentropy_mean", DT_OP_CROSSENTROPY, IN("losses", m->losses, F32, BT, 1));
+    dt_cu_reduce(m->stats, NULL, m->red_part, m->losses, (size_t)BT, 0,
+                 dt_op_variant(DT_OP_CROSSENTROPY) == DT_VARIANT_DET, m->s);
+    TRY(inject(m, "crossentropy_mean", m->stats, 1, 8));
+    OP_END(OUT("loss_sum", m->stats, DT_DT_F64, 1, 1));
+    return DT_OK;
+}
 
 dt_status dt_gpt_cuda_forward(dt_gpt_cuda *m, const int *inputs, const int *targets, float loss_scale) {
     const dt_gpt_config *c = &m->cfg;
@@ -344,13 +552,14 @@ dt_status dt_gpt_cuda_forward(dt_gpt_cuda *m, const int *inputs, const int *targ
     m->nseg = 0; /* the det embedding buckets are built in backward, while the forward runs */
     size_t sc = (size_t)BT * C, TT = (size_t)T * T;
     dt_dropout hd = hidden_drop(m), ad = attn_drop(m);
+    dt_trace_scope_push("embed");
     rbegin(m, DT_R_EMBED_FWD);
-    dt_cu_encoder_fwd(m->encoded, m->d_in, P(DT_P_WTE), P(DT_P_WPE), B, T, C, &hd, DT_RNG_DROPOUT_HIDDEN,
-                      EMB_SITE, s);
+    TRY(t_encoder_fwd(m, &hd));
     rend(m, DT_R_EMBED_FWD);
+    dt_trace_scope_pop();
     rbegin(m, DT_R_LN_FWD);
-    dt_cu_layernorm_fwd(m->ln1, m->ln1_mean, m->ln1_rstd, NULL, m->encoded, NULL, P(DT_P_LN1W),
-                        P(DT_P_LN1B), BT, C, NULL, 0, 0, s);
+    TRY(t_layernorm_fwd(m, m->ln1, m->ln1_mean, m->ln1_rstd, NULL, m->encoded, NULL, P(DT_P_LN1W),
+                        P(DT_P_LN1B), NULL, 0));
     rend(m, DT_R_LN_FWD);
     for (int l = 0; l < L; l++) {
         const bf16 *res = l == 0 ? m->encoded : m->res3 + (size_t)(l - 1) * sc;
@@ -359,28 +568,26 @@ dt_status dt_gpt_cuda_forward(dt_gpt_cuda *m, const int *inputs, const int *targ
         bf16 *res2 = m->res2 + l * sc, *ln2 = m->ln2 + l * sc, *fch = m->fch + l * sc * 4;
         bf16 *fchg = m->fchg + l * sc * 4, *fcproj = m->fcproj + l * sc, *res3 = m->res3 + l * sc;
         size_t lC = (size_t)l * C;
+        dt_trace_op *blk = NULL;
+        TRY(block_begin(m, &blk, DT_PHASE_FWD, l, res, DT_DT_BF16));
         rbegin(m, DT_R_MATMUL_FWD);
         TRY(linear_fwd(m, qkv, ln1, P16(DT_P_QKVW) + lC * 3 * C, P16(DT_P_QKVB) + lC * 3, BT, C, 3 * C));
         rend(m, DT_R_MATMUL_FWD);
         rbegin(m, DT_R_ATTN_FWD);
-        if (m->flash)
-            dt_cu_flash_fwd(atty, m->att_lse + (size_t)l * B * NH * T, qkv, B, T, C, NH, s);
-        else
-            TRY(dt_cu_attention_fwd(m->blas, atty, att, qkv, m->att_scratch, B, T, C, NH, &ad, (uint32_t)l, s));
+        TRY(t_attention_fwd(m, atty, att, m->flash ? m->att_lse + (size_t)l * B * NH * T : NULL, qkv, &ad, l));
         rend(m, DT_R_ATTN_FWD);
         rbegin(m, DT_R_MATMUL_FWD);
         TRY(linear_fwd(m, attproj, atty, P16(DT_P_ATTPROJW) + lC * C, P16(DT_P_ATTPROJB) + lC, BT, C, C));
         rend(m, DT_R_MATMUL_FWD);
         rbegin(m, DT_R_LN_FWD); /* res2 = res + dropout(attproj), ln2 = LN(res2) */
-        dt_cu_layernorm_fwd(ln2, m->ln2_mean + (size_t)l * BT, m->ln2_rstd + (size_t)l * BT, res2, res,
-                            attproj, P(DT_P_LN2W) + lC, P(DT_P_LN2B) + lC, BT, C, &hd,
-                            DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l, s);
+        TRY(t_layernorm_fwd(m, ln2, m->ln2_mean + (size_t)l * BT, m->ln2_rstd + (size_t)l * BT, res2, res,
+                            attproj, P(DT_P_LN2W) + lC, P(DT_P_LN2B) + lC, &hd, 2u * (uint32_t)l));
         rend(m, DT_R_LN_FWD);
         rbegin(m, DT_R_MATMUL_FWD);
         TRY(linear_fwd(m, fch, ln2, P16(DT_P_FCW) + lC * 4 * C, P16(DT_P_FCB) + lC * 4, BT, C, 4 * C));
         rend(m, DT_R_MATMUL_FWD);
         rbegin(m, DT_R_GELU_FWD);
-        dt_cu_gelu_fwd(fchg, fch, sc * 4, s);
+        TRY(t_gelu_fwd(m, fchg, fch, sc * 4));
         rend(m, DT_R_GELU_FWD);
         rbegin(m, DT_R_MATMUL_FWD);
         TRY(linear_fwd(m, fcproj, fchg, P16(DT_P_FCPROJW) + lC * 4 * C, P16(DT_P_FCPROJB) + lC, BT, 4 * C, C));
@@ -388,22 +595,22 @@ dt_status dt_gpt_cuda_forward(dt_gpt_cuda *m, const int *inputs, const int *targ
         /* res3 = res2 + dropout(fcproj), normalised by the next layer's ln1 or by lnf */
         int last = l == L - 1;
         rbegin(m, DT_R_LN_FWD);
-        dt_cu_layernorm_fwd(last ? m->lnf : m->ln1 + (l + 1) * sc,
+        TRY(t_layernorm_fwd(m, last ? m->lnf : m->ln1 + (l + 1) * sc,
                             last ? m->lnf_mean : m->ln1_mean + (size_t)(l + 1) * BT,
                             last ? m->lnf_rstd : m->ln1_rstd + (size_t)(l + 1) * BT, res3, res2, fcproj,
                             last ? P(DT_P_LNFW) : P(DT_P_LN1W) + lC + C,
-                            last ? P(DT_P_LNFB) : P(DT_P_LN1B) + lC + C, BT, C, &hd,
-                            DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l + 1u, s);
+                            last ? P(DT_P_LNFB) : P(DT_P_LN1B) + lC + C, &hd, 2u * (uint32_t)l + 1u));
         rend(m, DT_R_LN_FWD);
+        TRY(block_end(m, blk, DT_PHASE_FWD, l, res3, DT_DT_BF16));
     }
+    dt_trace_scope_push("head");
     rbegin(m, DT_R_HEAD_FWD);
     TRY(linear_fwd(m, m->logits, m->lnf, P16(DT_P_WTE), NULL, BT, C, Vp));
     rend(m, DT_R_HEAD_FWD);
     rbegin(m, DT_R_CROSSENTROPY);
-    dt_cu_crossentropy(m->losses, m->logits, m->d_tg, loss_scale / (float)BT, BT, V, Vp, s);
-    dt_cu_reduce(m->stats, NULL, m->red_part, m->losses, (size_t)BT, 0,
-                 dt_op_variant(DT_OP_CROSSENTROPY) == DT_VARIANT_DET, s);
+    TRY(t_crossentropy(m, loss_scale));
     rend(m, DT_R_CROSSENTROPY);
+    dt_trace_scope_pop();
     return dt_cu_check(cudaGetLastError(), "forward launch");
 }
 
@@ -416,23 +623,89 @@ dt_status dt_gpt_cuda_loss(dt_gpt_cuda *m, double *loss) {
 }
 
 /* The bf16 gradient entering a dropout site's branch: a masked copy of dres, or dres16. */
-static const bf16 *through_dropout(dt_gpt_cuda *m, const dt_dropout *hd, uint32_t site) {
-    if (!dt_dropout_on(hd)) return m->dres16;
+static dt_status through_dropout(dt_gpt_cuda *m, const dt_dropout *hd, uint32_t site, const bf16 **out) {
+    *out = m->dres16;
+    if (!dt_dropout_on(hd)) return DT_OK;
+    size_t n = (size_t)m->B * m->T * m->cfg.channels;
     rbegin(m, DT_R_DROPOUT);
-    dt_cu_to_bf16_dropout(m->dproj16, m->dres, (size_t)m->B * m->T * m->cfg.channels, hd,
-                          DT_RNG_DROPOUT_HIDDEN, site, m->s);
+    OP_BEGIN(DT_PHASE_BWD, "dropout_bwd", -1, IN("dx", m->dres, F32, BTC));
+    dt_cu_to_bf16_dropout(m->dproj16, m->dres, n, hd, DT_RNG_DROPOUT_HIDDEN, site, m->s);
+    TRY(inject(m, "dropout_bwd", m->dproj16, n, 2));
+    OP_END(OUT("y", m->dproj16, BF, BTC));
     rend(m, DT_R_DROPOUT);
-    return m->dproj16;
+    *out = m->dproj16;
+    return DT_OK;
+}
+
+/* dres (fp32) += LN backward of dy, dres16 its bf16 copy; dw, db += the parameter grads. */
+static dt_status t_layernorm_bwd(dt_gpt_cuda *m, float *dw, float *db, const bf16 *x, const float *w,
+                                 const float *mean, const float *rstd) {
+    int BT = m->B * m->T, C = m->cfg.channels;
+    OP_BEGIN(DT_PHASE_BWD, "layernorm_bwd", DT_OP_LAYERNORM_BWD,
+             (IN("dy", m->dc1, BF, BTC), IN("x", x, BF, BTC), IN("w", w, F32, 1, C), IN("mean", mean, F32, BT, 1),
+              IN("rstd", rstd, F32, BT, 1), IN("dx", m->dres, F32, BTC), IN("dw", dw, F32, 1, C),
+              IN("db", db, F32, 1, C)));
+    dt_cu_layernorm_bwd(m->dres, m->dres16, dw, db, next_part(m), m->dc1, x, w, mean, rstd, BT, C, m->s, m->fin);
+    if (dt_inject_should("layernorm_bwd", m->step)) { /* both copies of the primary output */
+        TRY(dt_cu_flip_lsb(m->dres, (size_t)BT * C, 4, m->s));
+        TRY(dt_cu_flip_lsb(m->dres16, (size_t)BT * C, 2, m->s));
+    }
+    OP_END((OUT("dx", m->dres, F32, BTC), OUT("dx16", m->dres16, BF, BTC), OUT("dw", dw, F32, 1, C),
+            OUT("db", db, F32, 1, C)));
+    return DT_OK;
+}
+
+static dt_status t_gelu_bwd(dt_gpt_cuda *m, bf16 *dinp, const bf16 *inp, const bf16 *dout, size_t n) {
+    int64_t BT = (int64_t)m->B * m->T;
+    OP_BEGIN(DT_PHASE_BWD, "gelu_bwd", -1, (IN("x", inp, BF, BT, (int64_t)n / BT), IN("dy", dout, BF, BT, (int64_t)n / BT)));
+    dt_cu_gelu_bwd(dinp, inp, dout, n, m->s);
+    TRY(inject(m, "gelu_bwd", dinp, n, 2));
+    OP_END(OUT("dx", dinp, BF, BT, (int64_t)n / BT));
+    return DT_OK;
+}
+
+static dt_status t_attention_bwd(dt_gpt_cuda *m, int l, const dt_dropout *ad) {
+    int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads, BT = B * T;
+    size_t sc = (size_t)BT * C;
+    const bf16 *qkv = m->qkv + l * sc * 3, *atty = m->atty + l * sc;
+    const float *lse = m->flash ? m->att_lse + (size_t)l * B * NH * T : NULL;
+    const bf16 *att = m->flash ? NULL : m->att + (size_t)l * B * NH * T * T;
+    OP_BEGIN(DT_PHASE_BWD, "attention_bwd", DT_OP_ATTENTION_BWD,
+             (IN("dy", m->dc1, BF, BTC), IN("qkv", qkv, BF, BT, 3 * C), IN("y", atty, BF, BTC),
+              IN("lse", lse, F32, lse ? (int64_t)B * NH * T : 0, 1), IN("att", att, BF, att ? (int64_t)B * NH * T : 0, T)));
+    if (h_) dt_trace_kernel_info(h_, "%s %s B=%d T=%d C=%d NH=%d", m->flash ? "flash" : "gemm",
+                                 variant_name(DT_OP_ATTENTION_BWD), B, T, C, NH);
+    if (m->flash)
+        dt_cu_flash_bwd(m->dqkv, m->att_dq, m->att_D, m->dc1, qkv, atty, lse, B, T, C, NH, m->s);
+    else
+        TRY(dt_cu_attention_bwd(m->blas, m->dqkv, m->dc1, qkv, att, m->att_scratch, B, T, C, NH, ad,
+                                (uint32_t)l, m->s));
+    TRY(inject(m, "attention_bwd", m->dqkv, sc * 3, 2));
+    OP_END(OUT("dqkv", m->dqkv, BF, BT, 3 * C));
+    return DT_OK;
+}
+
+static dt_status t_encoder_bwd(dt_gpt_cuda *m, const dt_dropout *hd) {
+    int B = m->B, T = m->T, C = m->cfg.channels, Vp = m->cfg.padded_vocab, maxT = m->cfg.max_seq_len;
+    /* dwte rows are the order-sensitive buckets: per-row digests name the tokens hit */
+    OP_BEGIN(DT_PHASE_BWD, "encoder_bwd", DT_OP_ENCODER_BWD,
+             (IN("dout", m->dres, F32, BTC), IN("tokens", m->d_in, DT_DT_I32, B, T),
+              IN_ROWS("dwte", G(DT_P_WTE), F32, Vp, C), IN("dwpe", G(DT_P_WPE), F32, maxT, C)));
+    dt_cu_encoder_bwd(G(DT_P_WTE), G(DT_P_WPE), m->dres, m->d_in, m->d_order, m->d_segtok, m->d_segstart,
+                      m->nseg, B, T, C, hd, DT_RNG_DROPOUT_HIDDEN, EMB_SITE, m->s);
+    TRY(inject(m, "encoder_bwd", G(DT_P_WTE), (size_t)Vp * C, 4));
+    OP_END((OUT_ROWS("dwte", G(DT_P_WTE), F32, Vp, C), OUT("dwpe", G(DT_P_WPE), F32, maxT, C)));
+    return DT_OK;
 }
 
 dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     if (m->loss_scale == 0.0f)
         return dt_fail(DT_ESTATE, "dt_gpt_cuda_backward: the last forward had loss_scale 0 (eval)");
     const dt_gpt_config *c = &m->cfg;
-    int B = m->B, T = m->T, C = c->channels, NH = c->num_heads, L = c->num_layers;
+    int B = m->B, T = m->T, C = c->channels, L = c->num_layers;
     int Vp = c->padded_vocab, BT = B * T;
     cudaStream_t s = m->s;
-    size_t sc = (size_t)BT * C, TT = (size_t)T * T;
+    size_t sc = (size_t)BT * C;
     dt_dropout hd = hidden_drop(m), ad = attn_drop(m);
     m->nsite = 0;
     if (dt_op_variant(DT_OP_ENCODER_BWD) == DT_VARIANT_DET) {
@@ -443,66 +716,64 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
         TRY(dt_cu_check(cudaMemcpyAsync(m->d_segstart, m->h_segstart, sizeof(int) * (m->nseg + 1),
                                         cudaMemcpyHostToDevice, s), "upload"));
     }
+    dt_trace_scope_push("head");
     rbegin(m, DT_R_HEAD_BWD); /* logits = lnf wte^T; the logits hold dlogits */
     TRY(linear_bwd(m, m->dc1, G(DT_P_WTE), NULL, m->logits, m->lnf, P16(DT_P_WTE), BT, C, Vp));
     rend(m, DT_R_HEAD_BWD);
     rbegin(m, DT_R_LN_BWD);
     TRY(dt_cu_check(cudaMemsetAsync(m->dres, 0, sizeof(float) * sc, s), "cudaMemsetAsync"));
-    dt_cu_layernorm_bwd(m->dres, m->dres16, G(DT_P_LNFW), G(DT_P_LNFB), next_part(m), m->dc1,
-                        m->res3 + (size_t)(L - 1) * sc, P(DT_P_LNFW), m->lnf_mean, m->lnf_rstd, BT, C, s, m->fin);
+    TRY(t_layernorm_bwd(m, G(DT_P_LNFW), G(DT_P_LNFB), m->res3 + (size_t)(L - 1) * sc, P(DT_P_LNFW),
+                        m->lnf_mean, m->lnf_rstd));
     rend(m, DT_R_LN_BWD);
+    dt_trace_scope_pop();
     for (int l = L - 1; l >= 0; l--) {
         const bf16 *res = l == 0 ? m->encoded : m->res3 + (size_t)(l - 1) * sc;
         size_t lC = (size_t)l * C;
-        const bf16 *dproj = through_dropout(m, &hd, 2u * (uint32_t)l + 1u);
+        dt_trace_op *blk = NULL;
+        TRY(block_begin(m, &blk, DT_PHASE_BWD, l, m->dres, DT_DT_F32));
+        const bf16 *dproj = NULL;
+        TRY(through_dropout(m, &hd, 2u * (uint32_t)l + 1u, &dproj));
         rbegin(m, DT_R_MATMUL_BWD);
         TRY(linear_bwd(m, m->dfchg, G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC, dproj,
                        m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C));
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_GELU_BWD);
-        dt_cu_gelu_bwd(m->dfch, m->fch + l * sc * 4, m->dfchg, sc * 4, s);
+        TRY(t_gelu_bwd(m, m->dfch, m->fch + l * sc * 4, m->dfchg, sc * 4));
         rend(m, DT_R_GELU_BWD);
         rbegin(m, DT_R_MATMUL_BWD);
         TRY(linear_bwd(m, m->dc1, G(DT_P_FCW) + lC * 4 * C, G(DT_P_FCB) + lC * 4, m->dfch,
                        m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C));
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_LN_BWD);
-        dt_cu_layernorm_bwd(m->dres, m->dres16, G(DT_P_LN2W) + lC, G(DT_P_LN2B) + lC, next_part(m), m->dc1,
-                            m->res2 + l * sc, P(DT_P_LN2W) + lC, m->ln2_mean + (size_t)l * BT,
-                            m->ln2_rstd + (size_t)l * BT, BT, C, s, m->fin);
+        TRY(t_layernorm_bwd(m, G(DT_P_LN2W) + lC, G(DT_P_LN2B) + lC, m->res2 + l * sc, P(DT_P_LN2W) + lC,
+                            m->ln2_mean + (size_t)l * BT, m->ln2_rstd + (size_t)l * BT));
         rend(m, DT_R_LN_BWD);
-        dproj = through_dropout(m, &hd, 2u * (uint32_t)l);
+        TRY(through_dropout(m, &hd, 2u * (uint32_t)l, &dproj));
         rbegin(m, DT_R_MATMUL_BWD);
         TRY(linear_bwd(m, m->dc1, G(DT_P_ATTPROJW) + lC * C, G(DT_P_ATTPROJB) + lC, dproj,
                        m->atty + l * sc, P16(DT_P_ATTPROJW) + lC * C, BT, C, C));
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_ATTN_BWD);
-        if (m->flash)
-            dt_cu_flash_bwd(m->dqkv, m->att_dq, m->att_D, m->dc1, m->qkv + l * sc * 3, m->atty + l * sc,
-                            m->att_lse + (size_t)l * B * NH * T, B, T, C, NH, s);
-        else
-            TRY(dt_cu_attention_bwd(m->blas, m->dqkv, m->dc1, m->qkv + l * sc * 3,
-                                    m->att + (size_t)l * B * NH * TT, m->att_scratch, B, T, C, NH, &ad,
-                                    (uint32_t)l, s));
+        TRY(t_attention_bwd(m, l, &ad));
         rend(m, DT_R_ATTN_BWD);
         rbegin(m, DT_R_MATMUL_BWD);
         TRY(linear_bwd(m, m->dc1, G(DT_P_QKVW) + lC * 3 * C, G(DT_P_QKVB) + lC * 3, m->dqkv,
                        m->ln1 + l * sc, P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C));
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_LN_BWD);
-        dt_cu_layernorm_bwd(m->dres, m->dres16, G(DT_P_LN1W) + lC, G(DT_P_LN1B) + lC, next_part(m), m->dc1,
-                            res, P(DT_P_LN1W) + lC, m->ln1_mean + (size_t)l * BT,
-                            m->ln1_rstd + (size_t)l * BT, BT, C, s, m->fin);
+        TRY(t_layernorm_bwd(m, G(DT_P_LN1W) + lC, G(DT_P_LN1B) + lC, res, P(DT_P_LN1W) + lC,
+                            m->ln1_mean + (size_t)l * BT, m->ln1_rstd + (size_t)l * BT));
         rend(m, DT_R_LN_BWD);
+        TRY(block_end(m, blk, DT_PHASE_BWD, l, m->dres, DT_DT_F32));
     }
+    dt_trace_scope_push("embed");
     rbegin(m, DT_R_EMBED_BWD);
-    dt_cu_encoder_bwd(G(DT_P_WTE), G(DT_P_WPE), m->dres, m->d_in, m->d_order, m->d_segtok, m->d_segstart,
-                      m->nseg, B, T, C, &hd, DT_RNG_DROPOUT_HIDDEN, EMB_SITE, s);
+    TRY(t_encoder_bwd(m, &hd));
     rend(m, DT_R_EMBED_BWD);
+    dt_trace_scope_pop();
     /* join: the det partial finishes on m->fin complete before anything reads gradients or
      * reuses their partial regions */
-    TRY(dt_cu_check(cudaEventRecord(m->join, m->fin), "cudaEventRecord"));
-    TRY(dt_cu_check(cudaStreamWaitEvent(m->s, m->join, 0), "cudaStreamWaitEvent"));
+    TRY(join_fin(m));
     return dt_cu_check(cudaGetLastError(), "backward launch");
 }
 
@@ -512,14 +783,48 @@ void dt_gpt_cuda_zero_grad(dt_gpt_cuda *m) {
 
 __global__ void sqrt_kernel(double *x) { x[3] = sqrt(x[1]); }
 
+/* The whole gradient and parameter slabs as trace inputs (semantic and metrics events). */
+static void state_tensors(dt_gpt_cuda *m, dt_gtrace_set *s, int opt) {
+    int64_t n = (int64_t)m->num_params;
+    dt_gtrace_add(s, "params", m->param, DT_DT_F32, 1, n);
+    dt_gtrace_add(s, "grads", m->grad, DT_DT_F32, 1, n);
+    if (opt) {
+        dt_gtrace_add(s, "adam_m", m->adam_m, DT_DT_F32, 1, n);
+        dt_gtrace_add(s, "adam_v", m->adam_v, DT_DT_F32, 1, n);
+    }
+}
+
 dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, int64_t t,
                            dt_grad_stats *stats) {
     int det = dt_op_variant(DT_OP_NORM) == DT_VARIANT_DET;
+    dt_trace_op *h = NULL;
+    if (dt_trace_on(DT_TRACE_SEMANTIC)) {
+        dt_gtrace_set in;
+        gset_init(&in);
+        state_tensors(m, &in, 0);
+        TRY(dt_gtrace_begin(&h, DT_TRACE_SEMANTIC, DT_PHASE_OPT, "grad_stats", variant_name(DT_OP_NORM), &in, m->s));
+    }
     rbegin(m, DT_R_NORM);
     dt_cu_reduce(m->stats + 1, m->zeros, m->red_part, m->grad, m->num_params, 1, det, m->s);
     dt_cu_reduce(m->stats + 2, NULL, m->red_part, m->param, m->num_params, 1, det, m->s);
     sqrt_kernel<<<1, 1, 0, m->s>>>(m->stats);
     rend(m, DT_R_NORM);
+    double hs[4];
+    long long z = 0;
+    if (h) { /* the statistics are the event's outputs: read them back now */
+        TRY(dt_cu_check(cudaMemcpyAsync(hs, m->stats, sizeof hs, cudaMemcpyDeviceToHost, m->s), "stats"));
+        TRY(dt_cu_check(cudaMemcpyAsync(&z, m->zeros, sizeof z, cudaMemcpyDeviceToHost, m->s), "stats"));
+        TRY(dt_gpt_cuda_sync(m));
+        double gn = sqrt(hs[1]), pn = sqrt(hs[2]);
+        int64_t nz = z;
+        dt_tensor_ref out[3];
+        memset(out, 0, sizeof out);
+        out[0].name = "grad_norm"; out[0].data = &gn; out[0].dtype = DT_DT_F64;
+        out[1].name = "param_norm"; out[1].data = &pn; out[1].dtype = DT_DT_F64;
+        out[2].name = "num_zeros"; out[2].data = &nz; out[2].dtype = DT_DT_I64;
+        dt_trace_end(h, out, 3);
+        h = NULL;
+    }
     dt_cu_adamw_args a;
     a.lr = lr;
     a.beta1 = c->beta1;
@@ -542,17 +847,41 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
         m->decay_value = c->weight_decay;
     }
     a.decay = m->decay;
+    if (dt_trace_on(DT_TRACE_SEMANTIC)) {
+        dt_gtrace_set in;
+        gset_init(&in);
+        state_tensors(m, &in, 1);
+        TRY(dt_gtrace_begin(&h, DT_TRACE_SEMANTIC, DT_PHASE_OPT, "adamw", NULL, &in, m->s));
+    }
     rbegin(m, DT_R_ADAMW);
     dt_cu_adamw(m->param, m->param16, m->grad, m->adam_m, m->adam_v, &a, m->s);
     rend(m, DT_R_ADAMW);
-    double h[4];
-    long long z = 0;
-    TRY(dt_cu_check(cudaMemcpyAsync(h, m->stats, sizeof h, cudaMemcpyDeviceToHost, m->s), "stats"));
+    TRY(inject(m, "adamw", m->param, m->num_params, 4));
+    if (h) {
+        dt_gtrace_set out;
+        gset_init(&out);
+        int64_t n = (int64_t)m->num_params;
+        dt_gtrace_add(&out, "params", m->param, DT_DT_F32, 1, n);
+        dt_gtrace_add(&out, "adam_m", m->adam_m, DT_DT_F32, 1, n);
+        dt_gtrace_add(&out, "adam_v", m->adam_v, DT_DT_F32, 1, n);
+        TRY(dt_gtrace_end(h, &out, m->s));
+    }
+    TRY(dt_cu_check(cudaMemcpyAsync(hs, m->stats, sizeof hs, cudaMemcpyDeviceToHost, m->s), "stats"));
     TRY(dt_cu_check(cudaMemcpyAsync(&z, m->zeros, sizeof z, cudaMemcpyDeviceToHost, m->s), "stats"));
     TRY(dt_gpt_cuda_sync(m));
-    stats->grad_norm = sqrt(h[1]);
-    stats->param_norm = sqrt(h[2]);
+    stats->grad_norm = sqrt(hs[1]);
+    stats->param_norm = sqrt(hs[2]);
     stats->num_zeros = z;
+    return DT_OK;
+}
+
+dt_status dt_gpt_cuda_trace_metrics(dt_gpt_cuda *m, const dt_tensor_ref *values, int n) {
+    if (!dt_trace_on(DT_TRACE_METRICS)) return DT_OK;
+    dt_gtrace_set in;
+    gset_init(&in);
+    state_tensors(m, &in, 0);
+    TRY(dt_gtrace_digest(&in, m->s));
+    dt_trace_event(DT_TRACE_METRICS, DT_PHASE_OTHER, "step_metrics", NULL, in.r, in.n, values, n);
     return DT_OK;
 }
 
@@ -568,6 +897,24 @@ dt_status dt_gpt_cuda_get_opt_state(dt_gpt_cuda *m, float *mstate, float *vstate
     TRY(dt_gpt_cuda_sync(m));
     TRY(dt_cu_check(cudaMemcpy(mstate, m->adam_m, sizeof(float) * m->num_params, cudaMemcpyDeviceToHost), "download"));
     return dt_cu_check(cudaMemcpy(vstate, m->adam_v, sizeof(float) * m->num_params, cudaMemcpyDeviceToHost), "download");
+}
+/* Uploads run on the model's stream (a pageable cudaMemcpy may return before the copy
+ * lands, while the stream's next kernel must see it), then wait for it. */
+dt_status dt_gpt_cuda_set_params(dt_gpt_cuda *m, const float *src) {
+    TRY(dt_gpt_cuda_sync(m));
+    TRY(dt_cu_check(cudaMemcpyAsync(m->param, src, sizeof(float) * m->num_params, cudaMemcpyHostToDevice, m->s),
+                    "upload parameters"));
+    /* the GEMMs read the bf16 copy, which AdamW refreshes after each update: refresh it here */
+    dt_cu_f32_to_bf16(m->param16, m->param, m->num_params, m->s);
+    return dt_gpt_cuda_sync(m);
+}
+dt_status dt_gpt_cuda_set_opt_state(dt_gpt_cuda *m, const float *mstate, const float *vstate) {
+    TRY(dt_gpt_cuda_sync(m));
+    TRY(dt_cu_check(cudaMemcpyAsync(m->adam_m, mstate, sizeof(float) * m->num_params, cudaMemcpyHostToDevice, m->s),
+                    "upload AdamW m"));
+    TRY(dt_cu_check(cudaMemcpyAsync(m->adam_v, vstate, sizeof(float) * m->num_params, cudaMemcpyHostToDevice, m->s),
+                    "upload AdamW v"));
+    return dt_gpt_cuda_sync(m);
 }
 
 const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {

@@ -16,6 +16,7 @@ extern "C" {
 
 #include "model/gpt.h"
 #include "optim/optim.h"
+#include "trace/trace.h"
 
 typedef struct dt_gpt_cuda dt_gpt_cuda;
 
@@ -26,6 +27,9 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m);
 
 /* Dropout is active while training; masks keyed by rng_step (the global micro-batch). */
 void dt_gpt_cuda_set_mode(dt_gpt_cuda *m, int training, uint32_t rng_step);
+
+/* The trainer's 1-based step: trace events and --inject-nondeterminism OP@STEP use it. */
+void dt_gpt_cuda_set_step(dt_gpt_cuda *m, int64_t step);
 
 /* Forward on host inputs/targets (B,T) (ids checked against V like dt_gpt_forward). When
  * loss_scale != 0 the backward of the cross-entropy is fused in (gradient of
@@ -43,11 +47,25 @@ void dt_gpt_cuda_zero_grad(dt_gpt_cuda *m);
 dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, int64_t t,
                            dt_grad_stats *stats);
 
+/* Tracing (DESIGN §6): with --trace-level op the forward and backward write one event per
+ * op, with module at least one per block, with semantic the step's grad_stats and adamw
+ * events; every device tensor is digested on the GPU (trace/trace_cuda.h). This writes the
+ * metrics-level "step_metrics" event: `values` (host scalars: loss, norms) derived from
+ * the gradients and parameters, whose device digests are its inputs. No-op when the
+ * metrics level is not captured now. */
+dt_status dt_gpt_cuda_trace_metrics(dt_gpt_cuda *m, const dt_tensor_ref *values, int n);
+
 /* Device-to-host copies of the fp32 slabs (num_params floats each); wait for the stream. */
 dt_status dt_gpt_cuda_get_params(dt_gpt_cuda *m, float *dst);
 dt_status dt_gpt_cuda_get_grads(dt_gpt_cuda *m, float *dst);
 dt_status dt_gpt_cuda_get_opt_state(dt_gpt_cuda *m, float *mstate, float *vstate);
 dt_status dt_gpt_cuda_sync(dt_gpt_cuda *m);
+/* Host-to-device copies into the fp32 slabs (num_params floats each; a checkpoint or
+ * Hugging Face weights staged in a host model); wait for the stream. set_params also
+ * refreshes the bf16 copy of the weights that the GEMMs read. The AdamW update count is
+ * not device state: dt_gpt_cuda_step takes it as t. */
+dt_status dt_gpt_cuda_set_params(dt_gpt_cuda *m, const float *src);
+dt_status dt_gpt_cuda_set_opt_state(dt_gpt_cuda *m, const float *mstate, const float *vstate);
 
 /* Device description for env.json: GPU name, SMs, driver/runtime/cuBLASLt versions, the
  * nvcc flags and every pinned GEMM algorithm. A JSON object text owned by the model. */

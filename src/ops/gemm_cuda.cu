@@ -33,6 +33,7 @@ struct dt_cu_blas {
     void *ws;
     plan plans[MAX_PLANS];
     int nplans;
+    int last;  /* plan of the latest dt_cu_gemm call (-1: none yet) */
 };
 
 static dt_status lt_check(cublasStatus_t st, const char *what) {
@@ -60,6 +61,7 @@ dt_status dt_cu_blas_create(dt_cu_blas **out) {
         return dt_fail(DT_ENOMEM, "cudaMalloc of the %u-byte GEMM workspace failed",
                        DT_CU_GEMM_WORKSPACE);
     }
+    h->last = -1;
     *out = h;
     return DT_OK;
 }
@@ -91,6 +93,17 @@ void dt_cu_blas_describe(const dt_cu_blas *h, char *buf, size_t cap) {
                               p->det, p->algo_id, p->tile, p->stages, p->split_k, p->scheme);
     }
     snprintf(buf + n, n < cap ? cap - n : 0, "]");
+}
+
+void dt_cu_gemm_describe_last(const dt_cu_blas *h, char *buf, size_t cap) {
+    if (h->last < 0) {
+        snprintf(buf, cap, "no GEMM yet");
+        return;
+    }
+    const plan *p = &h->plans[h->last];
+    snprintf(buf, cap, "cublasLt %s %s%s %dx%dx%d b%d algo=%d tile=%d stages=%d split_k=%d scheme=%d",
+             p->det ? "det" : "fast", p->ta ? "T" : "N", p->tb ? "T" : "N", p->M, p->N, p->K, p->batch,
+             p->algo_id, p->tile, p->stages, p->split_k, p->scheme);
 }
 
 static int same(const plan *p, const dt_cu_gemm_args *a, int det) {
@@ -202,6 +215,7 @@ dt_status dt_cu_gemm(dt_cu_blas *h, const dt_cu_gemm_args *a, cudaStream_t s) {
         if (st != DT_OK) return st;
         h->nplans++;
     }
+    h->last = (int)(p - h->plans);
     if (a->bias)
         LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a->bias,
                                               sizeof a->bias));

@@ -33,6 +33,9 @@ dt_status dt_cu_blas_create(dt_cu_blas **out);
 void dt_cu_blas_free(dt_cu_blas *h);
 /* Appends the chosen algorithms as a JSON array to buf (for env.json). */
 void dt_cu_blas_describe(const dt_cu_blas *h, char *buf, size_t cap);
+/* One line on the plan of the latest dt_cu_gemm call: variant, shape, algorithm, tile,
+ * stages, split-K and reduction scheme (kernel-level trace events). */
+void dt_cu_gemm_describe_last(const dt_cu_blas *h, char *buf, size_t cap);
 
 /* Row-major C = alpha * op(A) op(B) + beta * C (+ bias[n] on every row), like dt_gemm:
  * A is (M,K), stored (K,M) when ta; B is (K,N), stored (N,K) when tb. A, B bf16; C bf16 or

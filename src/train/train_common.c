@@ -1,6 +1,11 @@
 /* Shared pieces of the training loops (see train_common.h). */
 #include "train/train_common.h"
 
+#include "ckpt/ckpt.h"
+#include "ckpt/durable.h"
+#include "ckpt/hf_gpt2.h"
+#include "metrics/compare.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -30,6 +35,84 @@ dt_status dt_train_make_log_dir(const char *dir) {
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return dt_fail(DT_EIO, "--log-dir %s: cannot create the directory", dir);
     return DT_OK;
+}
+
+dt_status dt_train_start_state(const dt_train_config *cfg, const dt_ckpt_config *ck, int accum,
+                               dt_dataset *data, dt_gpt *model, dt_adamw *opt, int64_t *start_step) {
+    *start_step = 0;
+    if (cfg->load_dir && cfg->init_from_hf)
+        return dt_fail(DT_EINVAL, "--load and --init-from-hf both set: a resumed run takes its weights "
+                       "from the checkpoint; drop one of them");
+    if (cfg->init_from_hf) {
+        dt_status st = dt_hf_gpt2_import(cfg->init_from_hf, &cfg->gpt, model->param_mem);
+        return st == DT_OK ? DT_OK : dt_fail_context(st, "--init-from-hf %s", cfg->init_from_hf);
+    }
+    if (!cfg->load_dir) return DT_OK;
+    dt_ckpt_load_opts lo = {!cfg->no_load_optim, !cfg->no_load_rng};
+    dt_ckpt_state s;
+    dt_status st = dt_ckpt_load(cfg->load_dir, ck, &lo, model, opt, &s);
+    if (st != DT_OK) return st;
+    if (s.train_windows != dt_dataset_train_windows(data))
+        return dt_fail(DT_EMISMATCH, "--load %s: the checkpoint's data has %llu training windows but "
+                       "this run's has %llu: the data changed; resume on the same data",
+                       cfg->load_dir, (unsigned long long)s.train_windows,
+                       (unsigned long long)dt_dataset_train_windows(data));
+    int64_t samples, micro;
+    if (__builtin_mul_overflow(s.step, (int64_t)cfg->global_batch, &samples) ||
+        __builtin_mul_overflow(s.step, (int64_t)accum, &micro) || s.consumed_samples != samples ||
+        s.micro_steps != micro)
+        return dt_fail(DT_ECORRUPT, "--load %s: consumed samples %lld / dropout micro-steps %lld do not "
+                       "follow from step %lld", cfg->load_dir, (long long)s.consumed_samples,
+                       (long long)s.micro_steps, (long long)s.step);
+    if (s.step >= cfg->train_iters)
+        return dt_fail(DT_EINVAL, "--load %s is at step %lld: --train-iters %lld leaves nothing to do; "
+                       "raise --train-iters", cfg->load_dir, (long long)s.step, (long long)cfg->train_iters);
+    if ((st = dt_dataset_set_cursor(data, s.cursor)) != DT_OK)
+        return dt_fail_context(st, "--load %s", cfg->load_dir);
+    *start_step = s.step;
+    if (!cfg->quiet)
+        printf("detrain: resumed from %s at step %lld%s%s\n", cfg->load_dir, (long long)s.step,
+               cfg->no_load_optim ? " (fresh optimizer state)" : "",
+               cfg->no_load_rng ? " (this run's seed)" : "");
+    return DT_OK;
+}
+
+void dt_train_warn_environment(const char *load_dir, const char *log_dir) {
+    char it[4096], a[4200], b[4200], keys[1024];
+    int ndiff = 0;
+    if (dt_ckpt_resolve(load_dir, it, sizeof it) != DT_OK) return;
+    snprintf(a, sizeof a, "%s/%s", it, DT_CKPT_ENV_NAME);
+    snprintf(b, sizeof b, "%s/env.json", log_dir);
+    if (dt_compare_fingerprints(a, b, keys, sizeof keys, &ndiff) == DT_OK && ndiff)
+        fprintf(stderr, "detrain: warning: the checkpoint was saved in another environment (contract "
+                "fields differ: %s); a resumed run is bitwise identical only in the same environment\n",
+                keys);
+}
+
+dt_status dt_train_make_save_dir(const dt_train_config *cfg) {
+    dt_status st = cfg->save_dir ? dt_durable_mkdir(cfg->save_dir) : DT_OK;
+    return st == DT_OK ? DT_OK
+                       : dt_fail_context(st, "--save %s (its parent directory must exist)", cfg->save_dir);
+}
+
+int dt_train_save_due(const dt_train_config *cfg, int64_t step) {
+    return cfg->save_dir &&
+           ((cfg->save_interval > 0 && step % cfg->save_interval == 0) || step == cfg->train_iters);
+}
+
+dt_status dt_train_save(const dt_train_config *cfg, const dt_ckpt_config *ck, int accum,
+                        const dt_dataset *data, const dt_gpt *model, const dt_adamw *opt, int64_t step,
+                        const char *env_extra) {
+    dt_ckpt_state s = {
+        .step = step,
+        .consumed_samples = step * (int64_t)cfg->global_batch,
+        .consumed_tokens = step * (int64_t)cfg->global_batch * cfg->seq_length,
+        .cursor = dt_dataset_get_cursor(data),
+        .train_windows = dt_dataset_train_windows(data),
+        .seed = cfg->seed,
+        .micro_steps = step * (int64_t)accum,
+    };
+    return dt_ckpt_save_env(cfg->save_dir, model, opt, &s, ck, env_extra);
 }
 
 float dt_train_lr(const dt_train_config *cfg, int64_t step) {

@@ -4,11 +4,8 @@
 #include "train/train_cuda.h"
 
 #include "ckpt/ckpt.h"
-#include "ckpt/durable.h"
-#include "ckpt/hf_gpt2.h"
 #include "core/fingerprint.h"
 #include "data/dataset.h"
-#include "metrics/compare.h"
 #include "metrics/metrics.h"
 #include "optim/optim.h"
 #include "ops/op.h"
@@ -56,76 +53,6 @@ static dt_status evaluate(trainer *t, double *out) {
     return DT_OK;
 }
 
-/* --load: verify and restore a checkpoint (model, optimizer, data cursor; the RNG is
- * counter-based, so its counters follow from the step). --init-from-hf: HF weights. */
-static dt_status start_state(trainer *t) {
-    const dt_train_config *cfg = t->cfg;
-    if (cfg->load_dir && cfg->init_from_hf)
-        return dt_fail(DT_EINVAL, "--load and --init-from-hf both set: a resumed run takes its weights "
-                       "from the checkpoint; drop one of them");
-    if (cfg->init_from_hf) {
-        dt_status st = dt_hf_gpt2_import(cfg->init_from_hf, &cfg->gpt, t->model->param_mem);
-        return st == DT_OK ? DT_OK : dt_fail_context(st, "--init-from-hf %s", cfg->init_from_hf);
-    }
-    if (!cfg->load_dir) return DT_OK;
-    dt_ckpt_load_opts lo = {!cfg->no_load_optim, !cfg->no_load_rng};
-    dt_ckpt_state s;
-    dt_status st = dt_ckpt_load(cfg->load_dir, &t->ck, &lo, t->model, &t->opt, &s);
-    if (st != DT_OK) return st;
-    if (s.train_windows != dt_dataset_train_windows(t->data))
-        return dt_fail(DT_EMISMATCH, "--load %s: the checkpoint's data has %llu training windows but "
-                       "this run's has %llu: the data changed; resume on the same data",
-                       cfg->load_dir, (unsigned long long)s.train_windows,
-                       (unsigned long long)dt_dataset_train_windows(t->data));
-    int64_t samples, micro;
-    if (__builtin_mul_overflow(s.step, (int64_t)cfg->global_batch, &samples) ||
-        __builtin_mul_overflow(s.step, (int64_t)t->accum, &micro) || s.consumed_samples != samples ||
-        s.micro_steps != micro)
-        return dt_fail(DT_ECORRUPT, "--load %s: consumed samples %lld / dropout micro-steps %lld do not "
-                       "follow from step %lld", cfg->load_dir, (long long)s.consumed_samples,
-                       (long long)s.micro_steps, (long long)s.step);
-    if (s.step >= cfg->train_iters)
-        return dt_fail(DT_EINVAL, "--load %s is at step %lld: --train-iters %lld leaves nothing to do; "
-                       "raise --train-iters", cfg->load_dir, (long long)s.step, (long long)cfg->train_iters);
-    if ((st = dt_dataset_set_cursor(t->data, s.cursor)) != DT_OK)
-        return dt_fail_context(st, "--load %s", cfg->load_dir);
-    t->start_step = s.step;
-    if (!cfg->quiet)
-        printf("detrain: resumed from %s at step %lld%s%s\n", cfg->load_dir, (long long)s.step,
-               cfg->no_load_optim ? " (fresh optimizer state)" : "",
-               cfg->no_load_rng ? " (this run's seed)" : "");
-    return DT_OK;
-}
-
-/* A resumed run in another environment (build, BLAS, CPU, contract variables) is outside
- * the determinism contract: say so, as `detrain compare` does. Needs this run's env.json. */
-static void warn_environment(const char *load_dir, const char *log_dir) {
-    char it[4096], a[4200], b[4200], keys[1024];
-    int ndiff = 0;
-    if (dt_ckpt_resolve(load_dir, it, sizeof it) != DT_OK) return;
-    snprintf(a, sizeof a, "%s/%s", it, DT_CKPT_ENV_NAME);
-    snprintf(b, sizeof b, "%s/env.json", log_dir);
-    if (dt_compare_fingerprints(a, b, keys, sizeof keys, &ndiff) == DT_OK && ndiff)
-        fprintf(stderr, "detrain: warning: the checkpoint was saved in another environment (contract "
-                "fields differ: %s); a resumed run is bitwise identical only in the same environment\n",
-                keys);
-}
-
-/* Saves the state after `step` steps under --save. */
-static dt_status save(trainer *t, int64_t step) {
-    const dt_train_config *cfg = t->cfg;
-    dt_ckpt_state s = {
-        .step = step,
-        .consumed_samples = step * (int64_t)cfg->global_batch,
-        .consumed_tokens = step * (int64_t)cfg->global_batch * cfg->seq_length,
-        .cursor = dt_dataset_get_cursor(t->data),
-        .train_windows = dt_dataset_train_windows(t->data),
-        .seed = cfg->seed,
-        .micro_steps = step * (int64_t)t->accum,
-    };
-    return dt_ckpt_save(cfg->save_dir, t->model, &t->opt, &s, &t->ck);
-}
-
 static dt_status setup(trainer *t, const dt_train_config *cfg) {
     memset(t, 0, sizeof *t);
     t->cfg = cfg;
@@ -141,15 +68,14 @@ static dt_status setup(trainer *t, const dt_train_config *cfg) {
     if ((st = dt_adamw_init(&t->opt, &ac, t->model->num_params)) != DT_OK) return st;
     /* Initial state: a checkpoint or Hugging Face weights replace the seeded init. Both
      * are read before anything is written, so a bad input leaves no files behind. */
-    if ((st = start_state(t)) != DT_OK) return st;
+    st = dt_train_start_state(cfg, &t->ck, t->accum, t->data, t->model, &t->opt, &t->start_step);
+    if (st != DT_OK) return st;
     if (cfg->log_dir) {
         if ((st = dt_train_make_log_dir(cfg->log_dir)) != DT_OK) return st;
         if ((st = dt_fingerprint_write(cfg->log_dir, NULL)) != DT_OK) return st;
-        if (cfg->load_dir) warn_environment(cfg->load_dir, cfg->log_dir);
+        if (cfg->load_dir) dt_train_warn_environment(cfg->load_dir, cfg->log_dir);
     }
-    /* fail before training, not at the first save */
-    if (cfg->save_dir && (st = dt_durable_mkdir(cfg->save_dir)) != DT_OK)
-        return dt_fail_context(st, "--save %s (its parent directory must exist)", cfg->save_dir);
+    if ((st = dt_train_make_save_dir(cfg)) != DT_OK) return st;
     t->inputs = malloc(sizeof(int) * (size_t)B * T);
     t->targets = malloc(sizeof(int) * (size_t)B * T);
     if (!t->inputs || !t->targets) return dt_fail(DT_ENOMEM, "out of memory for the batch");
@@ -246,8 +172,8 @@ dt_status dt_train_run(const dt_train_config *cfg) {
         dt_step_metrics sm;
         if ((st = train_step(&t, step, &sm)) != DT_OK) break;
         if (t.metrics && (st = dt_metrics_log(t.metrics, &sm)) != DT_OK) break;
-        if (cfg->save_dir && ((cfg->save_interval > 0 && step % cfg->save_interval == 0) ||
-                              step == cfg->train_iters) && (st = save(&t, step)) != DT_OK)
+        if (dt_train_save_due(cfg, step) &&
+            (st = dt_train_save(cfg, &t.ck, t.accum, t.data, t.model, &t.opt, step, NULL)) != DT_OK)
             break;
         dt_train_console(cfg, &sm, t.start_step + 1, &elapsed);
     }

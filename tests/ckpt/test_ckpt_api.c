@@ -2,7 +2,8 @@
  * and the run state bit for bit; a non-zero padded vocabulary row refuses to save and
  * writes no tracker; a config difference or a corrupt file refuses to load and leaves the
  * model and optimizer untouched; --no-load-optim leaves the optimizer alone; config items
- * are formatted exactly; the state file's self digest covers every byte. */
+ * are formatted exactly; the state file's self digest covers every byte; a backend's
+ * device description is recorded in env.json. */
 #include "ckpt/ckpt.h"
 #include "ckpt/ckpt_view.h"
 #include "ckpt/tracker.h"
@@ -186,12 +187,43 @@ static void test_self_digest(void) {
     free(text);
 }
 
+/* dt_ckpt_save_env (the GPU loop's save): the device description lands in env.json's
+ * "contract" as "run", the checkpoint verifies, and its tensors equal a plain save's. */
+static void test_env_extra(void) {
+    char a[300], b[300], path[400], text[16384];
+    snprintf(a, sizeof a, "%s/env_plain", root);
+    snprintf(b, sizeof b, "%s/env_gpu", root);
+    fill(model, &opt, 4);
+    dt_ckpt_state s = state(3);
+    CHECK_OK(dt_ckpt_save(a, model, &opt, &s, &cfg));
+    CHECK_OK(dt_ckpt_save_env(b, model, &opt, &s, &cfg, "{\"device\":\"test-gpu\",\"sms\":132}"));
+    CHECK_OK(dt_ckpt_verify(b, NULL));
+    snprintf(path, sizeof path, "%s/iter_0000003/%s", b, DT_CKPT_ENV_NAME);
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[n] = 0;
+    CHECKF(strstr(text, "\"run\": {\"device\":\"test-gpu\",\"sms\":132}") != NULL, "env.json: %.300s", text);
+    snprintf(path, sizeof path, "%s/iter_0000003/%s", a, DT_CKPT_ENV_NAME);
+    f = fopen(path, "rb");
+    n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[n] = 0;
+    CHECK(n > 0 && strstr(text, "\"run\"") == NULL);
+    FILE *out = tmpfile();
+    int identical = 0;
+    CHECK_OK(dt_ckpt_compare(a, b, out, &identical));
+    CHECK(identical);
+    if (out) fclose(out);
+}
+
 int main(void) {
     setup();
     RUN(test_config_items);
     RUN(test_round_trip);
     RUN(test_padded_rows_must_be_zero);
     RUN(test_self_digest);
+    RUN(test_env_extra);
     dt_gpt_free(model);
     dt_adamw_free(&opt);
     dt_ckpt_config_free(&cfg);

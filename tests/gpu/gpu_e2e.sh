@@ -4,7 +4,12 @@
 #    dropout (GEMM attention) and without (flash attention, the default for that shape);
 #  - a third run with a different seed differs (the comparison can fail);
 #  - GPU and CPU runs of the same config start from the same loss (first step within 2%);
-#  - env.json records the GPU and the pinned GEMM algorithms.
+#  - env.json records the GPU and the pinned GEMM algorithms;
+#  - checkpoints: a 30-step run saving at 15 and 30 vs 15 steps saved then resumed to 30:
+#    metrics bitwise identical (`detrain compare`) and both checkpoints of each step
+#    identical tensor by tensor (`detrain compare` on checkpoints); a GPU checkpoint
+#    verifies (`detrain ckpt verify`) and its env.json describes the GPU run; a corrupted
+#    one is refused with the named error and nothing is written.
 # Not named test_*.sh: tests/run.sh (CI, no GPU) must not pick it up.
 set -u
 cd "$(dirname "$0")/../.."
@@ -37,5 +42,60 @@ c = json.loads(open(sys.argv[2]).readline())["loss"]
 print(f"first-step loss: gpu {g:.6f} cpu {c:.6f}")
 sys.exit(0 if abs(g - c) / c < 0.005 else 1)
 PY
+# checkpoints: uninterrupted (saves at 15 and 30) vs 15 steps, then resumed to 30. Eval
+# every 5 steps so both segments' last steps evaluate like the uninterrupted run; the lr
+# schedule is fixed by --lr-decay-iters (it defaults to --train-iters).
+ck="--device cuda --model small --micro-batch-size 8 --global-batch-size 16 --hidden-dropout 0.1
+    --attention-dropout 0.1 --lr-decay-iters 30 --eval-interval 5 --log-interval 5 --deterministic-mode"
+"$D" train $ck --train-iters 30 --save "$W/sa" --save-interval 15 --log-dir "$W/ra" >/dev/null || fail "ckpt run a"
+"$D" train $ck --train-iters 15 --save "$W/sb" --log-dir "$W/rb1" >/dev/null || fail "ckpt run b (to 15)"
+"$D" train $ck --train-iters 30 --load "$W/sb" --save "$W/sb" --log-dir "$W/rb2" 2>"$W/rb2.err" \
+  || fail "ckpt run b resumed: $(cat "$W/rb2.err")"
+! grep -q "another environment" "$W/rb2.err" || fail "GPU resume warned about the environment: $(cat "$W/rb2.err")"
+"$D" compare "$W/ra" "$W/rb1" || fail "steps 1-15 differ"
+"$D" compare "$W/ra" "$W/rb2" || fail "resumed steps 16-30 differ from the uninterrupted run"
+"$D" compare "$W/sa/iter_0000015" "$W/sb/iter_0000015" || fail "step-15 checkpoints differ"
+"$D" compare "$W/sa" "$W/sb" || fail "final (step 30) checkpoints differ"
+cmp "$W/sa/iter_0000030/model.safetensors" "$W/sb/iter_0000030/model.safetensors" || fail "step-30 weights differ in bytes"
+cmp "$W/sa/iter_0000030/optimizer.safetensors" "$W/sb/iter_0000030/optimizer.safetensors" \
+  || fail "step-30 optimizer states differ in bytes"
+[ "$(wc -l <"$W/rb2/metrics.jsonl")" -eq 15 ] || fail "the resumed log holds $(wc -l <"$W/rb2/metrics.jsonl") steps, expected 15"
+"$D" ckpt verify "$W/sa" || fail "a GPU checkpoint does not verify"
+grep -q '"gemm_algos"' "$W/sa/iter_0000015/env.json" || fail "the checkpoint's env.json lacks the GEMM algorithms"
+grep -q '"gpu"' "$W/sa/iter_0000015/env.json" || fail "the checkpoint's env.json lacks the GPU"
+# the comparisons can fail: two steps' checkpoints differ; another seed is refused
+# (binding config)
+"$D" compare "$W/sa/iter_0000015" "$W/sa/iter_0000030" >/dev/null 2>&1 && fail "checkpoint compare saw no difference"
+"$D" train $ck --train-iters 30 --seed 7 --load "$W/sb/iter_0000015" --log-dir "$W/rseed" >/dev/null 2>"$W/rseed.err" \
+  && fail "a resume with another seed was accepted"
+grep -q "seed = 1234 but this run has 7" "$W/rseed.err" || fail "another seed: unexpected error: $(cat "$W/rseed.err")"
+# corrupted: one bit of the first tensor's data in model.safetensors
+cp -r "$W/sb/iter_0000015" "$W/bad"
+python3 - "$W/bad/model.safetensors" <<'PY'
+import struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[8 + struct.unpack("<Q", b[:8])[0] + 100] ^= 0x10
+open(p, "wb").write(b)
+PY
+"$D" train $ck --train-iters 30 --load "$W/bad" --save "$W/sbad" --log-dir "$W/rbad" 2>"$W/rbad.err" >/dev/null
+rc=$?
+[ $rc -ne 0 ] || fail "a corrupted GPU checkpoint was accepted"
+grep -q "model.safetensors': tensor .* does not match its recorded SHA-256" "$W/rbad.err" \
+  || fail "corrupted checkpoint: unexpected error: $(cat "$W/rbad.err")"
+[ ! -e "$W/sbad" ] && [ ! -e "$W/rbad" ] || fail "a refused resume wrote files"
+"$D" ckpt verify "$W/bad" >/dev/null 2>&1 && fail "ckpt verify accepted a corrupted GPU checkpoint"
+echo "corrupted checkpoint refused: $(head -c 300 "$W/rbad.err")"
+# default mode: --no-load-optim resumes with fresh AdamW state (t counts from 0 again)
+nodet=$(echo "$ck" | sed 's/--deterministic-mode//')
+"$D" train $nodet --train-iters 20 --load "$W/sb/iter_0000015" --no-load-optim --save "$W/sfresh" \
+  >/dev/null 2>"$W/rfresh.err" || fail "--no-load-optim resume on the GPU: $(cat "$W/rfresh.err")"
+python3 - "$W/sfresh/iter_0000020/state.json" <<'PY' || fail "--no-load-optim: AdamW t after 5 fresh updates"
+import json, sys
+t = json.load(open(sys.argv[1]))["optimizer"]["t"]
+print(f"--no-load-optim resume 15 -> 20: AdamW t = {t}")
+sys.exit(0 if t == 5 else 1)
+PY
+
 [ $fails -eq 0 ] && echo "gpu e2e: PASS" || echo "gpu e2e: $fails failure(s)"
 exit $fails

@@ -2,8 +2,10 @@
  * (dt_digest_tree, src/core/digest.c): the same value for sizes around every boundary
  * (empty, one byte, one chunk, one chunk + 1, several levels, a 96 MiB buffer), the same
  * value twice (no order-dependent work), a flipped bit seen; row-chunk digests equal the
- * host's per-chunk values. Run on the GPU machine (tests/gpu/run_gpu_tests.sh). */
+ * host's per-chunk values; the fault-injection flip (trace_cuda.cu) xors exactly the lowest
+ * bit of every bf16 / fp32 / fp64 element and nothing else. Run on the GPU machine (tests/gpu/run_gpu_tests.sh). */
 #include "trace/digest_cuda.h"
+#include "trace/trace_cuda.h"
 
 #include "ops/cuda_common.cuh"
 
@@ -49,7 +51,37 @@ static void test_sizes(void) {
     dt_cu_digest_release();
 }
 
+/* dt_cu_flip_lsb for each element size: every element's lowest bit flipped, the byte after
+ * the buffer untouched, a second flip restores the bytes. */
+static void test_flip(void) {
+    const size_t bytes = 3 * 1000 * 8;
+    std::vector<unsigned char> h(bytes + 8), g(bytes + 8);
+    for (size_t i = 0; i < h.size(); i++) h[i] = (unsigned char)(dt_rng_u32(6, 240, 0, 0, i) >> 24);
+    unsigned char *d = NULL;
+    CHECK(cudaMalloc(&d, h.size()) == cudaSuccess);
+    const int sizes[] = {2, 4, 8};
+    for (int k = 0; k < 3; k++) {
+        int es = sizes[k];
+        size_t n = bytes / (size_t)es;
+        CHECK(cudaMemcpy(d, h.data(), h.size(), cudaMemcpyHostToDevice) == cudaSuccess);
+        CHECK_OK(dt_cu_flip_lsb(d, n, es, 0));
+        CHECK(cudaMemcpy(g.data(), d, g.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+        size_t bad = 0;
+        for (size_t i = 0; i < h.size(); i++) {
+            unsigned char want = i < bytes && i % (size_t)es == 0 ? (unsigned char)(h[i] ^ 1) : h[i];
+            bad += g[i] != want;
+        }
+        CHECKF(bad == 0, "elem size %d: %zu bytes wrong", es, bad);
+        CHECK_OK(dt_cu_flip_lsb(d, n, es, 0));
+        CHECK(cudaMemcpy(g.data(), d, g.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+        CHECK(memcmp(g.data(), h.data(), h.size()) == 0);
+    }
+    CHECK(dt_cu_flip_lsb(d, 4, 3, 0) != DT_OK); /* an element size it cannot flip */
+    cudaFree(d);
+}
+
 int main(void) {
     RUN(test_sizes);
+    RUN(test_flip);
     return dt_test_report();
 }

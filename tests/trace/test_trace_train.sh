@@ -4,17 +4,20 @@
 # at step 3 or later, trace-diff at op level names X as the origin candidate with every
 # later mismatch downstream, and a window that starts after step 3 reports the origin
 # outside the capture. Two clean deterministic runs traced at op level show no mismatch.
+# The GPU runs the same script (tests/gpu/gpu_trace.sh): TRACE_DEVICE=cuda with DETRAIN
+# pointing at build/detrain-cuda, and TRACE_OPS naming the ops to inject into.
 set -euo pipefail
 : "${DETRAIN:?}"
 d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
 common=(--model tiny --num-layers 2 --seq-length 32 --micro-batch-size 2 --train-iters 5
-        --eval-interval 0 --quiet --deterministic-mode --debug-allow-injection)
+        --eval-interval 0 --quiet --deterministic-mode --debug-allow-injection
+        --device "${TRACE_DEVICE:-cpu}")
 run() { "$DETRAIN" train "${common[@]}" "$@"; }
 run --trace-level op --trace-steps 3-4 --trace-dir "$d/clean" --log-dir "$d/clean-log"
 run --trace-level op --trace-steps 3-4 --trace-dir "$d/clean2" --log-dir "$d/clean2-log"
 "$DETRAIN" trace-diff "$d/clean" "$d/clean2" >/dev/null   # exit 0: no mismatch
 "$DETRAIN" compare "$d/clean-log" "$d/clean2-log" >/dev/null
-for op in encoder_bwd layernorm_bwd attention_bwd matmul_bwd adamw; do
+for op in ${TRACE_OPS:-encoder_bwd layernorm_bwd attention_bwd matmul_bwd adamw}; do
   run --inject-nondeterminism "$op@3" --trace-level op --trace-steps 3-4 --trace-dir "$d/$op" --log-dir "$d/$op-log"
   set +e
   cmp_out=$("$DETRAIN" compare "$d/clean-log" "$d/$op-log"); cmp_rc=$?
