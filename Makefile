@@ -109,6 +109,9 @@ CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/cuda/obj/%.cu.o)
 CUDA_CPU_OBJ := $(LIB_SRC:%.c=$(BUILD)/cuda/obj/%.o)
 GPU_TEST_SRC := $(sort $(wildcard tests/gpu/*.cu))
 GPU_TEST_BIN := $(patsubst tests/gpu/%.cu,$(BUILD)/gpu-tests/%,$(GPU_TEST_SRC))
+# CUDA test support (the harness's CUDA backend): linked into every GPU test binary.
+GPU_TEST_SUPPORT_SRC := $(sort $(wildcard tests/kernels/*.cu))
+GPU_TEST_SUPPORT_OBJ := $(GPU_TEST_SUPPORT_SRC:%.cu=$(BUILD)/cuda/obj/%.cu.o)
 
 nvcc-check:
 	@command -v $(NVCC) >/dev/null 2>&1 || { echo "make: '$(NVCC)' not found: the CUDA build needs the CUDA toolkit (nvcc 12.4 or newer; set NVCC=/path/to/nvcc). There is no CPU-only fallback for this target." >&2; exit 1; }
@@ -123,7 +126,7 @@ $(BUILD)/cuda/obj/%.o: %.c | nvcc-check $(DEPS_STAMP)
 	@echo "CC $< (cuda build)"
 	@$(CC) $(CFLAGS_ALL) -DDT_CUDA=1 $(if $(findstring fingerprint,$<),$(DEFS)) -MMD -MP -c $< -o $@
 
-cuda-objs: $(CUDA_OBJ)
+cuda-objs: $(CUDA_OBJ) $(GPU_TEST_SUPPORT_OBJ)
 
 $(BUILD)/libdetrain-cuda.a: $(CUDA_CPU_OBJ) $(CUDA_OBJ)
 	@rm -f $@
@@ -135,7 +138,7 @@ $(BUILD)/detrain-cuda: $(BUILD)/cuda/obj/src/cli/main.o $(BUILD)/libdetrain-cuda
 
 cuda: $(BUILD)/detrain-cuda $(GPU_TEST_BIN)
 
-$(BUILD)/gpu-tests/%: tests/gpu/%.cu $(TEST_SUPPORT_OBJ) $(BUILD)/libdetrain-cuda.a | nvcc-check
+$(BUILD)/gpu-tests/%: tests/gpu/%.cu $(TEST_SUPPORT_OBJ) $(GPU_TEST_SUPPORT_OBJ) $(BUILD)/libdetrain-cuda.a | nvcc-check
 	@mkdir -p $(dir $@)
 	@echo "NVCC $@"
 	@$(NVCC) $(NVCCFLAGS) -DDT_CUDA=1 -Itests -o $@ $< $(filter %.o,$^) $(BUILD)/libdetrain-cuda.a \
@@ -149,4 +152,5 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(LIB_OBJ:.o=.d) $(TEST_SUPPORT_OBJ:.o=.d) $(CUDA_OBJ:.o=.d) $(CUDA_CPU_OBJ:.o=.d) \
-         $(BUILD)/obj/tools/refdump/refdump.d $(BUILD)/cuda/obj/tools/refdump/refdump.d
+         $(BUILD)/obj/tools/refdump/refdump.d $(BUILD)/cuda/obj/tools/refdump/refdump.d \
+         $(GPU_TEST_SUPPORT_OBJ:.o=.d)

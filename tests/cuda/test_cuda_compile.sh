@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# CI check that every CUDA source compiles (`make cuda-objs`: nvcc, sm_90, the project's
-# flags) on a machine with nvcc and no GPU, and that `make cuda` refuses clearly, instead of
-# building a CPU-only binary, when nvcc is missing. The GPU tests themselves run on a GPU
+# CI check that every CUDA source (and tests/kernels/harness_cuda.cu) compiles
+# (`make cuda-objs`: nvcc, sm_90, the project's flags) on a machine with nvcc and no GPU,
+# and that `make cuda` refuses clearly, instead of building a CPU-only binary, when nvcc
+# is missing. The GPU tests themselves run on a GPU
 # machine (bench/gpu.sh).
 set -u
 cd "$(dirname "$0")/../.."
@@ -13,7 +14,8 @@ fi
 n=$(ls src/*/*.cu | wc -l)
 if [ "$n" -lt 5 ]; then echo "FAIL: only $n .cu files found"; fails=$((fails+1)); fi
 if ! make -j2 cuda-objs; then echo "FAIL: make cuda-objs"; fails=$((fails+1)); fi
-for f in src/*/*.cu; do
+# product sources and the CUDA test support (the kernel harness's CUDA backend)
+for f in src/*/*.cu tests/kernels/*.cu; do
   o="build/cuda/obj/${f%.cu}.cu.o"
   [ -s "$o" ] || { echo "FAIL: $f did not produce $o"; fails=$((fails+1)); }
 done

@@ -3,10 +3,10 @@
  *     ||gpu - cpu|| / ||cpu|| (the CPU ops are checked against fp64 in tests/kernels).
  *     Tolerances: bf16 outputs 1e-2 (one bf16 rounding is 2^-9 = 2e-3 relative, plus
  *     accumulation order); fp32 outputs of fp32 reductions 1e-4; fp64 sums 1e-9;
- *  2. bit-exact replays of every det path (3 replays; large inputs with many blocks per
- *     output; a side stream running large GEMMs during each replay): bytes must match;
- *  3. negative controls: the atomic fast paths must differ across replays;
- *  4. the whole model against the CPU model on the same weights (loss, every gradient).
+ *  2. the whole model against the CPU model on the same weights (loss, every gradient).
+ * Bit-exact replays of every op and of the whole model, both branches, under side-stream
+ * contention, and the negative controls of the atomic fast paths are in
+ * tests/gpu/test_gpu_replays.cu (through the kernel harness's CUDA backend).
  * Sources covered: gemm_cuda.cu, encoder_cuda.cu, layernorm_cuda.cu, reduce_cuda.cu,
  * attention_cuda.cu, attention_flash_cuda.cu, crossentropy_cuda.cu, gelu_cuda.cu, adamw_cuda.cu, cuda_common.cuh,
  * gpt_cuda.cu. */
@@ -320,172 +320,7 @@ static void test_elementwise(void) {
     cudaFree(dxx); cudaFree(dg); cudaFree(dy); cudaFree(ddx); cudaFree(d1);
 }
 
-/* ---- 2/3. bit-exact replays and negative controls ---------------------------------------- */
-
-/* Side-stream contention: a stream of large GEMMs competing for the SMs while a replay runs. */
-static cudaStream_t g_side, g_fin;
-static dt_cu_blas *g_side_blas;
-static bf16 *g_ca, *g_cb, *g_cc;
-static void contend(void) {
-    const int n = 4096;
-    for (int i = 0; i < 4; i++) {
-        dt_cu_gemm_args a = {0, 1, n, n, n, g_ca, n, 0, g_cb, n, 0, g_cc, n, 0, 0, 1.0f, 0.0f, 1, NULL};
-        dt_cu_gemm(g_side_blas, &a, g_side);
-    }
-}
-
-typedef void (*replay_fn)(void *ctx, std::vector<unsigned char> *out);
-/* Runs fn `reps` times with contention, returns 1 when every replay matched the first. */
-static int replays_equal(replay_fn fn, void *ctx, int reps) {
-    std::vector<unsigned char> first, cur;
-    int same = 1;
-    for (int r = 0; r < reps; r++) {
-        contend();
-        cur.clear();
-        fn(ctx, r ? &cur : &first);
-        if (r && (cur.size() != first.size() || memcmp(cur.data(), first.data(), cur.size()))) same = 0;
-    }
-    cudaDeviceSynchronize();
-    return same;
-}
-template <typename T> static void grab(std::vector<unsigned char> *out, const T *d, size_t n) {
-    size_t o = out->size();
-    out->resize(o + sizeof(T) * n);
-    cudaStreamSynchronize(0);
-    cudaMemcpy(out->data() + o, d, sizeof(T) * n, cudaMemcpyDeviceToHost);
-}
-
-struct big {
-    int B, T, C, Vp, N, nseg;
-    int *inp, *order, *tok, *start;
-    float *dout32, *gte, *gpe, *w, *mean, *rstd, *part, *dinp, *gw, *gb, *acc, *x32;
-    bf16 *dout16, *x16, *dinp16;
-    double *out, *rp;
-    long long *z;
-};
-
-static void r_encoder(void *c, std::vector<unsigned char> *o) {
-    big *b = (big *)c;
-    cudaMemset(b->gte, 0, sizeof(float) * (size_t)b->Vp * b->C);
-    cudaMemset(b->gpe, 0, sizeof(float) * (size_t)b->T * b->C);
-    dt_cu_encoder_bwd(b->gte, b->gpe, b->dout32, b->inp, b->order, b->tok, b->start, b->nseg, b->B, b->T,
-                      b->C, NULL, 0, 0, 0);
-    grab(o, b->gte, (size_t)b->Vp * b->C);
-    grab(o, b->gpe, (size_t)b->T * b->C);
-}
-static void r_layernorm(void *c, std::vector<unsigned char> *o) {
-    big *b = (big *)c;
-    cudaMemset(b->dinp, 0, sizeof(float) * (size_t)b->N * b->C);
-    cudaMemset(b->gw, 0, sizeof(float) * b->C);
-    cudaMemset(b->gb, 0, sizeof(float) * b->C);
-    dt_cu_layernorm_bwd(b->dinp, b->dinp16, b->gw, b->gb, b->part, b->dout16, b->x16, b->w, b->mean, b->rstd,
-                        b->N, b->C, 0, g_fin);
-    cudaStreamSynchronize(g_fin); /* the det finish runs on its own stream, as in the model */
-    grab(o, b->gw, b->C);
-    grab(o, b->gb, b->C);
-    grab(o, b->dinp16, (size_t)b->N * b->C);
-}
-static void r_colsum(void *c, std::vector<unsigned char> *o) {
-    big *b = (big *)c;
-    cudaMemset(b->acc, 0, sizeof(float) * 4 * b->C);
-    dt_cu_colsum(b->acc, b->part, b->dout16, b->N / 4, 4 * b->C, 0, g_fin); /* (N/4, 4C) view */
-    cudaStreamSynchronize(g_fin);
-    grab(o, b->acc, 4 * b->C);
-}
-static int g_red_det;
-static void r_reduce(void *c, std::vector<unsigned char> *o) {
-    big *b = (big *)c;
-    dt_cu_reduce(b->out, b->z, b->rp, b->x32, (size_t)b->N * b->C * 8, 1, g_red_det, 0);
-    grab(o, b->out, 1);
-    grab(o, b->z, 1);
-}
-struct flashctx { int B, T, C, NH; bf16 *qkv, *out, *dout, *dqkv; float *lse, *D, *dq; };
-static void r_flash(void *c, std::vector<unsigned char> *o) {
-    flashctx *f = (flashctx *)c;
-    dt_cu_flash_fwd(f->out, f->lse, f->qkv, f->B, f->T, f->C, f->NH, 0);
-    dt_cu_flash_bwd(f->dqkv, f->dq, f->D, f->dout, f->qkv, f->out, f->lse, f->B, f->T, f->C, f->NH, 0);
-    grab(o, f->out, (size_t)f->B * f->T * f->C);
-    grab(o, f->dqkv, (size_t)f->B * f->T * 3 * f->C);
-}
-
-static void r_gemm(void *c, std::vector<unsigned char> *o) {
-    big *b = (big *)c;
-    /* a weight-gradient shape: K = N rows (split-K bait) into fp32 with beta = 1 */
-    cudaMemset(b->acc, 0, sizeof(float) * (size_t)b->C * b->C);
-    dt_cu_gemm_args a = {1, 0, b->C, b->C, b->N, b->dout16, b->C, 0, b->x16, b->C, 0, b->acc, b->C, 0, 1,
-                         1.0f, 1.0f, 1, NULL};
-    dt_cu_gemm(g_blas, &a, 0);
-    grab(o, b->acc, (size_t)b->C * b->C);
-}
-
-static void test_replays(void) {
-    big b;
-    memset(&b, 0, sizeof b);
-    b.B = 16; b.T = 1024; b.C = 768; b.Vp = 50304; b.N = b.B * b.T;
-    size_t sc = (size_t)b.N * b.C;
-    /* few distinct tokens: hundreds of positions per table row */
-    std::vector<int> inp(b.N);
-    for (int i = 0; i < b.N; i++) inp[i] = (int)(dt_rng_u32(11, 250, 3, 0, i) % 50);
-    std::vector<int> cnt(b.Vp), order(b.N), tok(b.N), start(b.N + 1);
-    b.nseg = dt_cu_encoder_buckets(inp.data(), b.N, b.Vp, cnt.data(), order.data(), tok.data(), start.data());
-    b.inp = upi(inp); b.order = upi(order); b.tok = upi(tok); b.start = upi(start);
-    vf g = rnd(sc), x = rnd(sc, 2.0f), w = rnd(b.C), mean(b.N, 0.01f), rstd(b.N, 1.3f);
-    b.dout32 = up32(g); b.dout16 = up16(g); b.x16 = up16(x); b.w = up32(w);
-    b.mean = up32(mean); b.rstd = up32(rstd);
-    b.gte = dev<float>((size_t)b.Vp * b.C); b.gpe = dev<float>((size_t)b.T * b.C);
-    b.part = dev<float>((size_t)dt_cu_ln_parts(b.N) * 4 * b.C);
-    b.dinp = dev<float>(sc); b.dinp16 = dev<bf16>(sc); b.gw = dev<float>(b.C); b.gb = dev<float>(b.C);
-    b.acc = dev<float>((size_t)b.C * b.C);
-    vf big8 = rnd(sc * 8);
-    b.x32 = up32(big8);
-    b.out = dev<double>(1); b.rp = dev<double>(2 * DT_CU_RED_MAX_BLOCKS); b.z = dev<long long>(1);
-    struct { const char *name, *det, *fast; replay_fn fn; } cases[] = {
-        {"encoder_bwd", "encoder_bwd=det", "encoder_bwd=fast", r_encoder},
-        {"layernorm_bwd", "layernorm_bwd=det", "layernorm_bwd=fast", r_layernorm},
-        {"bias_bwd", "bias_bwd=det", "bias_bwd=fast", r_colsum},
-        {"gemm (weight grad, K=16384)", "gemm=det", NULL, r_gemm},
-    };
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        variant(cases[k].det);
-        int eq = replays_equal(cases[k].fn, &b, 3);
-        CHECKF(eq, "%s det: replays differ", cases[k].name);
-        fprintf(stderr, "  replay %-28s det : %s\n", cases[k].name, eq ? "bit-exact x3" : "DIFFER");
-        if (cases[k].fast) {
-            variant(cases[k].fast);
-            int eqf = replays_equal(cases[k].fn, &b, 5);
-            CHECKF(!eqf, "%s fast: the negative control saw no difference in 5 replays", cases[k].name);
-            fprintf(stderr, "  replay %-28s fast: %s\n", cases[k].name, eqf ? "identical (control FAILED)" : "differs (control ok)");
-        }
-        dt_op_clear_overrides();
-    }
-    flashctx f = {16, 1024, 768, 12, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    vf fq = rnd(sc * 3, 2.0f);
-    f.qkv = up16(fq); f.out = dev<bf16>(sc); f.dout = b.dout16; f.dqkv = dev<bf16>(sc * 3);
-    f.lse = dev<float>((size_t)16 * 12 * 1024); f.D = dev<float>((size_t)16 * 12 * 1024); f.dq = dev<float>(sc);
-    variant("attention_bwd=det");
-    int feq = replays_equal(r_flash, &f, 3);
-    CHECKF(feq, "flash attention det: replays differ");
-    fprintf(stderr, "  replay %-28s det : %s\n", "flash attention fwd+bwd", feq ? "bit-exact x3" : "DIFFER");
-    variant("attention_bwd=fast");
-    feq = replays_equal(r_flash, &f, 5);
-    CHECKF(!feq, "flash attention fast: the negative control saw no difference in 5 replays");
-    fprintf(stderr, "  replay %-28s fast: %s\n", "flash attention fwd+bwd", feq ? "identical (control FAILED)" : "differs (control ok)");
-    dt_op_clear_overrides();
-    cudaFree(f.qkv); cudaFree(f.out); cudaFree(f.dqkv); cudaFree(f.lse); cudaFree(f.D); cudaFree(f.dq);
-    g_red_det = 1;
-    int eq = replays_equal(r_reduce, &b, 3);
-    CHECKF(eq, "norm det: replays differ");
-    fprintf(stderr, "  replay %-28s det : %s\n", "grad norm (100M)", eq ? "bit-exact x3" : "DIFFER");
-    g_red_det = 0;
-    eq = replays_equal(r_reduce, &b, 5);
-    CHECKF(!eq, "norm fast: the negative control saw no difference in 5 replays");
-    fprintf(stderr, "  replay %-28s fast: %s\n", "grad norm (100M)", eq ? "identical (control FAILED)" : "differs (control ok)");
-    void *bufs[] = {b.inp, b.order, b.tok, b.start, b.dout32, b.dout16, b.x16, b.w, b.mean, b.rstd, b.gte,
-                    b.gpe, b.part, b.dinp, b.dinp16, b.gw, b.gb, b.acc, b.x32, b.out, b.rp, b.z};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
-}
-
-/* ---- 4. the model ------------------------------------------------------------------------ */
+/* ---- 2. the model ------------------------------------------------------------------------ */
 
 static void model_grads(dt_gpt_cuda *g, const int *in, const int *tg, vf *grads, double *loss) {
     dt_gpt_cuda_zero_grad(g);
@@ -540,18 +375,6 @@ static void test_model_nh(int nh) {
         snprintf(what, sizeof what, "model grad %s", d->name);
         CHECK_REL(a, r, 5e-2, what);
     }
-    /* det: two fwd+bwd replays of the whole model, byte-identical; fast must differ */
-    dt_op_clear_overrides();
-    const char *all_det[] = {"gemm=det", "encoder_bwd=det", "layernorm_bwd=det", "bias_bwd=det",
-                             "attention_bwd=det", "crossentropy=det", "norm=det"};
-    for (int k = 0; k < 7; k++) variant(all_det[k]);
-    vf g1(h->num_params), g2(h->num_params);
-    double l1, l2;
-    model_grads(g, in.data(), tg.data(), &g1, &l1);
-    contend();
-    model_grads(g, in.data(), tg.data(), &g2, &l2);
-    CHECKF(!memcmp(g1.data(), g2.data(), sizeof(float) * g1.size()) && l1 == l2, "model det replays differ");
-    dt_op_clear_overrides();
     dt_gpt_cuda_free(g);
     dt_gpt_free(h);
 }
@@ -568,11 +391,6 @@ int main(void) {
         return 1;
     }
     CHECK_OK(dt_cu_blas_create(&g_blas));
-    CHECK_OK(dt_cu_blas_create(&g_side_blas));
-    cudaStreamCreateWithFlags(&g_side, cudaStreamNonBlocking);
-    cudaStreamCreateWithFlags(&g_fin, cudaStreamNonBlocking);
-    vf big = rnd((size_t)4096 * 4096);
-    g_ca = up16(big); g_cb = up16(big); g_cc = dev<bf16>((size_t)4096 * 4096);
     RUN(test_gemm_accuracy);
     RUN(test_encoder_accuracy);
     RUN(test_layernorm_accuracy);
@@ -581,7 +399,6 @@ int main(void) {
     RUN(test_flash_accuracy);
     RUN(test_crossentropy_accuracy);
     RUN(test_elementwise);
-    RUN(test_replays);
     RUN(test_model);
     cudaError_t e = cudaDeviceSynchronize();
     CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));

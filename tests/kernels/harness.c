@@ -17,16 +17,50 @@
 #include <unistd.h>
 
 #define GAP_BITS 0x7fc0deadu /* quiet NaN with a recognisable payload */
+#define GAP_BITS16 0x7fdeu   /* the same for bfloat16 */
+#define POISON 0xff          /* poison byte: a NaN in every float type, -1 in the ints */
 
 static void die(const char *msg) {
     fprintf(stderr, "harness: %s\n", msg);
     abort();
 }
 
-const char *dt_kh_backend_name(dt_kh_backend be) { return be == DT_KH_CPU ? "cpu" : "?"; }
-int dt_kh_backend_available(dt_kh_backend be) { return be == DT_KH_CPU; }
+/* Registered device backends (NULL: not available in this binary). */
+static const dt_kh_device *g_devices[DT_KH_NUM_BACKENDS];
 
-size_t dt_kh_dtype_size(dt_kh_dtype d) { return (d == DT_KH_F64 || d == DT_KH_I64) ? 8 : 4; }
+const char *dt_kh_backend_name(dt_kh_backend be) {
+    return be == DT_KH_CPU ? "cpu" : be == DT_KH_CUDA ? "cuda" : "?";
+}
+int dt_kh_backend_available(dt_kh_backend be) {
+    return be == DT_KH_CPU || (be > DT_KH_CPU && be < DT_KH_NUM_BACKENDS && g_devices[be]);
+}
+void dt_kh_register_device(dt_kh_backend be, const dt_kh_device *dev) {
+    if (be <= DT_KH_CPU || be >= DT_KH_NUM_BACKENDS) die("only device backends register hooks");
+    g_devices[be] = dev;
+}
+
+size_t dt_kh_dtype_size(dt_kh_dtype d) {
+    return (d == DT_KH_F64 || d == DT_KH_I64) ? 8 : d == DT_KH_BF16 ? 2 : 4;
+}
+
+uint16_t dt_kh_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even */
+    return (uint16_t)(u >> 16);
+}
+float dt_kh_from_bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+dt_kview *dt_kv_role(dt_kview *v, dt_kh_role role) {
+    v->role = role;
+    return v;
+}
 
 size_t dt_kv_numel(const dt_kview *v) {
     size_t n = 1;
@@ -50,6 +84,7 @@ double dt_kv_get(const dt_kview *v, size_t k) {
     case DT_KH_F32: return ((const float *)v->base)[i];
     case DT_KH_I32: return ((const int *)v->base)[i];
     case DT_KH_F64: return ((const double *)v->base)[i];
+    case DT_KH_BF16: return dt_kh_from_bf16(((const uint16_t *)v->base)[i]);
     default: return (double)((const int64_t *)v->base)[i];
     }
 }
@@ -60,6 +95,7 @@ static void kv_set(dt_kview *v, size_t k, double x) {
     case DT_KH_F32: ((float *)v->base)[i] = (float)x; break;
     case DT_KH_I32: ((int *)v->base)[i] = (int)x; break;
     case DT_KH_F64: ((double *)v->base)[i] = x; break;
+    case DT_KH_BF16: ((uint16_t *)v->base)[i] = dt_kh_to_bf16((float)x); break;
     default: ((int64_t *)v->base)[i] = (int64_t)x; break;
     }
 }
@@ -105,7 +141,8 @@ dt_kview *dt_kset_add(dt_kset *s, const char *name, dt_kh_dtype dtype, int ndim,
     v->base = alloc64(v->base_numel * es);
     /* Gaps get the NaN sentinel; reached elements start at zero. */
     for (size_t i = 0; i < v->base_numel; i++) {
-        if (es == 4) ((uint32_t *)v->base)[i] = GAP_BITS;
+        if (es == 2) ((uint16_t *)v->base)[i] = GAP_BITS16;
+        else if (es == 4) ((uint32_t *)v->base)[i] = GAP_BITS;
         else ((uint64_t *)v->base)[i] = ((uint64_t)GAP_BITS << 32) | GAP_BITS;
     }
     size_t n = dt_kv_numel(v);
@@ -229,6 +266,18 @@ void dt_kh_spin_stop(dt_kh_spin *s) {
     free(s);
 }
 
+/* 1 when the view covers its whole base in row-major order (no gaps, no broadcast):
+ * element k is base element k, so whole-base loops replace index arithmetic (the GPU
+ * cases have tensors of 10^8 elements). */
+static int dense(const dt_kview *v) {
+    int64_t run = 1;
+    for (int d = v->ndim - 1; d >= 0; d--) {
+        if (v->stride[d] != run && v->shape[d] > 1) return 0;
+        run *= v->shape[d];
+    }
+    return v->offset == 0 && v->base_numel == (size_t)run;
+}
+
 /* ---- comparison --------------------------------------------------------------------- */
 
 static void fmt_elem(char *buf, size_t cap, const dt_kview *v, const void *base, size_t i) {
@@ -255,6 +304,12 @@ static void fmt_elem(char *buf, size_t cap, const dt_kview *v, const void *base,
         snprintf(buf, cap, "0x%08" PRIx32 " (%d)", (uint32_t)x, x);
         break;
     }
+    case DT_KH_BF16: {
+        uint16_t h;
+        memcpy(&h, (const char *)base + 2 * i, 2);
+        snprintf(buf, cap, "0x%04x (%.4g)", (unsigned)h, (double)dt_kh_from_bf16(h));
+        break;
+    }
     default: {
         int64_t x;
         memcpy(&x, (const char *)base + 8 * i, 8);
@@ -269,6 +324,7 @@ static double elem_value(const dt_kview *v, const void *base, size_t i) {
     case DT_KH_F32: { float f; memcpy(&f, (const char *)base + 4 * i, 4); return f; }
     case DT_KH_F64: { double f; memcpy(&f, (const char *)base + 8 * i, 8); return f; }
     case DT_KH_I32: { int32_t x; memcpy(&x, (const char *)base + 4 * i, 4); return x; }
+    case DT_KH_BF16: { uint16_t h; memcpy(&h, (const char *)base + 2 * i, 2); return dt_kh_from_bf16(h); }
     default: { int64_t x; memcpy(&x, (const char *)base + 8 * i, 8); return (double)x; }
     }
 }
@@ -298,6 +354,7 @@ int dt_kh_compare(const char *what, const dt_kset *a, const dt_kset *b, int quie
     for (int t = 0; t < a->n; t++) {
         const dt_kview *v = &a->t[t];
         size_t es = dt_kh_dtype_size(v->dtype), n = v->base_numel;
+        if (v->role == DT_KH_SCRATCH) continue; /* workspace, not a result */
         if (!memcmp(a->t[t].base, b->t[t].base, n * es)) continue;
         bad++;
         if (quiet) continue;
@@ -325,6 +382,7 @@ int dt_kh_gaps_changed(const dt_kset *before, const dt_kset *after) {
     int bad = 0;
     for (int t = 0; t < before->n; t++) {
         const dt_kview *v = &before->t[t];
+        if (dense(v)) continue; /* no gaps */
         size_t es = dt_kh_dtype_size(v->dtype), n = dt_kv_numel(v);
         unsigned char *reached = calloc(v->base_numel, 1);
         if (!reached) die("out of memory");
@@ -341,13 +399,79 @@ int dt_kh_gaps_changed(const dt_kset *before, const dt_kset *after) {
     return bad;
 }
 
+/* ---- poison ------------------------------------------------------------------------- */
+
+/* Outputs: every reached element gets the poison bytes (gaps keep their sentinel, so the
+ * gap check still sees a write outside the view); scratch: the whole base. */
+static void poison(dt_kset *s) {
+    for (int t = 0; t < s->n; t++) {
+        dt_kview *v = &s->t[t];
+        size_t es = dt_kh_dtype_size(v->dtype);
+        if (v->role == DT_KH_SCRATCH || (v->role == DT_KH_OUT && dense(v))) {
+            memset(v->base, POISON, v->base_numel * es);
+        } else if (v->role == DT_KH_OUT) {
+            size_t n = dt_kv_numel(v);
+            for (size_t k = 0; k < n; k++) memset((char *)v->base + dt_kv_index(v, k) * es, POISON, es);
+        }
+    }
+}
+
+static int is_poison(const unsigned char *p, size_t es) {
+    for (size_t b = 0; b < es; b++)
+        if (p[b] != POISON) return 0;
+    return 1;
+}
+
+int dt_kh_unwritten(const char *what, const dt_kset *s, int quiet) {
+    int bad = 0;
+    for (int t = 0; t < s->n; t++) {
+        const dt_kview *v = &s->t[t];
+        if (v->role != DT_KH_OUT) continue;
+        size_t es = dt_kh_dtype_size(v->dtype), n = dt_kv_numel(v), left = 0, first = 0;
+        int flat = dense(v);
+        for (size_t k = 0; k < n; k++)
+            if (is_poison((const unsigned char *)v->base + (flat ? k : dt_kv_index(v, k)) * es, es)
+                && !left++)
+                first = k;
+        if (!left) continue;
+        bad++;
+        if (!quiet)
+            fprintf(stderr, "  %s: output '%s': %zu of %zu elements never written (first: "
+                    "element %zu)\n", what, v->name, left, n, first);
+    }
+    return bad;
+}
+
 /* ---- replays ------------------------------------------------------------------------ */
 
+/* One replay: a fresh clone of the inputs, outputs and scratch poisoned, the RNG state
+ * restored, then the op, on the host or (device backends) on fresh device buffers holding
+ * the clone, with the backend's competing work queued first; the result ends in `clone`. */
 static void run_once(dt_kset *clone, const dt_kset *inputs, dt_kh_fn fn, const void *ctx,
                      const dt_kh_opts *o) {
     dt_kset_clone(clone, inputs);
+    poison(clone);
     if (o->rng) memcpy(o->rng->live, o->rng->snapshot, o->rng->bytes);
-    fn(clone, ctx, o->backend);
+    if (o->backend == DT_KH_CPU) {
+        fn(clone, ctx, o->backend);
+        return;
+    }
+    const dt_kh_device *dev = dt_kh_backend_available(o->backend) ? g_devices[o->backend] : NULL;
+    if (!dev) die("replay on a backend that is not registered in this binary");
+    dt_kset d = *clone;
+    for (int t = 0; t < d.n; t++) {
+        size_t bytes = d.t[t].base_numel * dt_kh_dtype_size(d.t[t].dtype);
+        d.t[t].base = dev->alloc(bytes);
+        dev->upload(d.t[t].base, clone->t[t].base, bytes);
+    }
+    if (o->contention > 0 && dev->contend) dev->contend(o->contention);
+    fn(&d, ctx, o->backend);
+    dev->finish();
+    for (int t = 0; t < d.n; t++) {
+        dev->download(clone->t[t].base, d.t[t].base,
+                      d.t[t].base_numel * dt_kh_dtype_size(d.t[t].dtype));
+        dev->release(d.t[t].base);
+    }
 }
 
 int dt_kh_replay(const char *op, const char *config, dt_kh_fn fn, const void *ctx,
@@ -360,13 +484,18 @@ int dt_kh_replay(const char *op, const char *config, dt_kh_fn fn, const void *ct
     dt_kset ref, cur;
     int differing = 0, ran = 1;
     run_once(&ref, inputs, fn, ctx, opts);
+    char what[512];
+    snprintf(what, sizeof what, "%s [%s] %s backend=%s: replay 0", op, config,
+             opts->det ? "det" : "fast", dt_kh_backend_name(opts->backend));
+    int unwritten = dt_kh_unwritten(what, &ref, opts->quiet);
     for (int r = 1; r < n; r++) {
         run_once(&cur, inputs, fn, ctx, opts);
         ran++;
-        char what[512];
-        snprintf(what, sizeof what, "%s [%s] %s backend=%s threads=%d spin=%d: replay %d vs 0",
-                 op, config, opts->det ? "det" : "fast", dt_kh_backend_name(opts->backend),
-                 opts->threads > 0 ? opts->threads : omp_get_max_threads(), opts->spin_threads, r);
+        snprintf(what, sizeof what,
+                 "%s [%s] %s backend=%s threads=%d spin=%d contention=%d: replay %d vs 0", op,
+                 config, opts->det ? "det" : "fast", dt_kh_backend_name(opts->backend),
+                 opts->threads > 0 ? opts->threads : omp_get_max_threads(), opts->spin_threads,
+                 opts->contention, r);
         int bad = dt_kh_compare(what, &ref, &cur, opts->quiet);
         dt_kset_free(&cur);
         if (bad) {
@@ -381,8 +510,9 @@ int dt_kh_replay(const char *op, const char *config, dt_kh_fn fn, const void *ct
     if (res) {
         res->replays = ran;
         res->differing_replays = differing;
+        res->unwritten = unwritten;
     }
-    return differing == 0;
+    return differing == 0 && unwritten == 0;
 }
 
 int dt_kh_thread_sweep(const char *op, const char *config, dt_kh_fn fn, const void *ctx,
