@@ -429,6 +429,23 @@ def check_optimizer(torch, ix, d, ck, device="cpu"):
     return worst
 
 
+def load_step(torch, ix, d, k, device):
+    """Step k of a dump: detrain's lr, loss and grad norm, the batch (on `device`), and its
+    gradients and parameters after the step (float64; on the CPU when device is None)."""
+    n = ix["num_floats"]
+    B, T, V = ix["batch"], ix["seq_len"], ix["model"]["vocab_size"]
+    log = ix["step_log"][k - 1]
+    tok = read_raw(torch, d, f"tokens_{k}.bin", 2 * B * T, torch.int32).long()
+    if tok.min().item() < 0 or tok.max().item() >= V:
+        die(f"{d}/tokens_{k}.bin: token outside [0, {V})")
+    dev = device or "cpu"
+    idx, tgt = tok[:B * T].view(B, T).to(dev), tok[B * T:].view(B, T).to(dev)
+    g_dt = read_raw(torch, d, f"grads_{k}.bin", n, torch.float32).to(dev).double()
+    p_dt = read_raw(torch, d, f"params_{k}.bin", n, torch.float32).to(dev).double()
+    return (f32_from_hex(log["lr_hex"]), f64_from_hex(log["loss_hex"]),
+            f64_from_hex(log["grad_norm_hex"]), idx, tgt, g_dt, p_dt)
+
+
 def run(torch, ix, d, dtype, device, free, ck):
     tag = str(dtype).replace("torch.", "")
     torch.manual_seed(0)  # the constructor's own init is overwritten by detrain's weights
@@ -444,16 +461,8 @@ def run(torch, ix, d, dtype, device, free, ck):
     print(f"\n== {tag} on {device}, "
           f"{'free-running' if free else 'from detrain parameters at every step'}")
     for k in range(1, ix["steps"] + 1):
-        log = ix["step_log"][k - 1]
-        lr_dt = f32_from_hex(log["lr_hex"])
-        loss_dt = f64_from_hex(log["loss_hex"])
-        gn_dt = f64_from_hex(log["grad_norm_hex"])
-        tok = read_raw(torch, d, f"tokens_{k}.bin", 2 * B * T, torch.int32).long()
-        if tok.min().item() < 0 or tok.max().item() >= V:
-            die(f"{d}/tokens_{k}.bin: token outside [0, {V})")
-        idx, tgt = tok[:B * T].view(B, T).to(device), tok[B * T:].view(B, T).to(device)
-        g_dt = read_raw(torch, d, f"grads_{k}.bin", n, torch.float32).double()
-        p_dt = read_raw(torch, d, f"params_{k}.bin", n, torch.float32).double()
+        lr_dt, loss_dt, gn_dt, idx, tgt, g_dt, p_dt = load_step(torch, ix, d, k, None)
+        idx, tgt = idx.to(device), tgt.to(device)
 
         lr_py = lr_schedule(o, k)
         ck.check(f"{tag} step {k} lr", abs(lr_py - lr_dt) <= TOL["lr"] * abs(lr_py),
@@ -547,16 +556,7 @@ def run_bf16(torch, ix, d, device, ck, summary):
     print(f"\n== detrain bf16 ({ix.get('device', '?')}) against torch fp32 (TF32 off) and torch "
           f"bf16 autocast on {device}, from detrain parameters at every step")
     for k in range(1, ix["steps"] + 1):
-        log = ix["step_log"][k - 1]
-        lr_dt = f32_from_hex(log["lr_hex"])
-        loss_dt = f64_from_hex(log["loss_hex"])
-        gn_dt = f64_from_hex(log["grad_norm_hex"])
-        tok = read_raw(torch, d, f"tokens_{k}.bin", 2 * B * T, torch.int32).long()
-        if tok.min().item() < 0 or tok.max().item() >= V:
-            die(f"{d}/tokens_{k}.bin: token outside [0, {V})")
-        idx, tgt = tok[:B * T].view(B, T).to(device), tok[B * T:].view(B, T).to(device)
-        g_dt = read_raw(torch, d, f"grads_{k}.bin", n, torch.float32).to(device).double()
-        p_dt = read_raw(torch, d, f"params_{k}.bin", n, torch.float32).to(device).double()
+        lr_dt, loss_dt, gn_dt, idx, tgt, g_dt, p_dt = load_step(torch, ix, d, k, device)
         lr_py = lr_schedule(o, k)
         ck.check(f"step {k} lr", abs(lr_py - lr_dt) <= TOL["lr"] * abs(lr_py),
                  f"detrain {lr_dt!r}, schedule {lr_py!r}")
