@@ -144,6 +144,12 @@ void dt_cu_crossentropy(float *losses, bf16 *logits, const int *targets, float d
 /* ---- elementwise (gelu_cuda.cu): deterministic by nature ---------------------------- */
 void dt_cu_gelu_fwd(bf16 *out, const bf16 *inp, size_t n, cudaStream_t s);
 void dt_cu_gelu_bwd(bf16 *dinp, const bf16 *inp, const bf16 *dout, size_t n, cudaStream_t s);
+/* dt_cu_gelu_bwd over a (rows, cols) buffer fused with dt_cu_colsum(acc, part, dinp, rows,
+ * cols, s, fs) (DT_OP_BIAS_BWD, same partials, same order, same bits): the bias gradient of
+ * the layer that fed the GELU without reading dinp back. cols % 8 == 0. */
+#define DT_CU_HAVE_GELU_BWD_COLSUM 1
+void dt_cu_gelu_bwd_colsum(bf16 *dinp, float *acc, float *part, const bf16 *inp, const bf16 *dout,
+                           int rows, int cols, cudaStream_t s, cudaStream_t fs);
 /* out = bf16(x * dropout factor) (factor 1 when drop is off); x fp32, n elements. */
 void dt_cu_to_bf16_dropout(bf16 *out, const float *x, size_t n, const dt_dropout *drop,
                            uint32_t purpose, uint32_t layer, cudaStream_t s);
