@@ -4,10 +4,12 @@
  *
  * Why the order is fixed: thread (tx, ty) adds rows r0 + ty, r0 + ty + LANES, ... of columns
  * 8 tx .. 8 tx + 7 in row order; the LANES row sums of a column are then added in ty order
- * by one thread; det writes that chunk partial (dt_cu_parts_finish adds the chunks in
- * order). Every addition is placed by the thread and block indices alone, and both kernels
- * add the same bf16 values in the same order, so the fused GELU backward gives the bits of
- * dt_cu_gelu_bwd followed by dt_cu_colsum. */
+ * by one thread, which writes that chunk partial. Every addition is placed by the thread
+ * and block indices alone, and both kernels add the same bf16 values in the same order, so
+ * the fused GELU backward gives the bits of dt_cu_gelu_bwd followed by dt_cu_colsum. The
+ * partials are then added by dt_cu_colsum_finish: in a fixed order (det) or with atomics
+ * (fast). Both branches write partials: atomics straight from these blocks (one per chunk
+ * and column) were measured slower than the det path. */
 #ifndef DT_OPS_COLSUM_CUDA_CUH
 #define DT_OPS_COLSUM_CUDA_CUH
 
@@ -28,12 +30,10 @@ static __device__ __forceinline__ void dt_cu_colsum_add8(float s[8], const dt_bf
 }
 
 /* The block's end: the LANES row sums of each column added in ty order, then written as
- * chunk p's partial (det) or added into acc with atomics (fast: arrival order). s holds
- * this thread's sums of columns c .. c + 7 (zeros when c >= cols). */
-static __device__ __forceinline__ void dt_cu_colsum_block_end(float *acc, float *part,
-                                                              float (*sh)[8 * 33],
-                                                              const float s[8], int cols,
-                                                              int p, int det) {
+ * chunk p's partial. s holds this thread's sums of columns c .. c + 7 (zeros when
+ * c >= cols). */
+static __device__ __forceinline__ void dt_cu_colsum_block_end(float *part, float (*sh)[8 * 33],
+                                                              const float s[8], int cols, int p) {
     int tx = threadIdx.x, ty = threadIdx.y;
 #pragma unroll
     for (int k = 0; k < 8; k++) sh[ty][k * 33 + tx] = s[k]; /* conflict-free */
@@ -44,8 +44,7 @@ static __device__ __forceinline__ void dt_cu_colsum_block_end(float *acc, float 
     float t = 0.0f;
 #pragma unroll
     for (int l = 0; l < DT_CU_COLSUM_LANES; l++) t += sh[l][ty * 33 + tx];
-    if (det) part[(size_t)p * cols + c] = t;
-    else atomicAdd(&acc[c], t);
+    part[(size_t)p * cols + c] = t;
 }
 
 #endif

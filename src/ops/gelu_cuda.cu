@@ -41,10 +41,9 @@ __global__ void gelu_bwd_kernel(bf16 *dinp, const bf16 *inp, const bf16 *dout, s
 /* GELU backward fused with the column sums of its output (the bias gradient of the layer
  * whose output fed the GELU): row chunk p = blockIdx.y, the layout and order of
  * colsum_cuda.cuh, summing the stored bf16 values (the bits of gelu_bwd + colsum). */
-#define GELU_COLSUM_BATCH 4
-__global__ void __launch_bounds__(256) gelu_bwd_colsum_kernel(bf16 *dinp, float *acc, float *part,
-                                                              const bf16 *inp, const bf16 *dout,
-                                                              int rows, int cols, int det) {
+#define GELU_COLSUM_BATCH 2
+__global__ void __launch_bounds__(256) gelu_bwd_colsum_kernel(bf16 *dinp, float *part, const bf16 *inp,
+                                                              const bf16 *dout, int rows, int cols) {
     __shared__ float sh[DT_CU_COLSUM_LANES][8 * 33];
     int c = (blockIdx.x * 32 + threadIdx.x) * 8, p = blockIdx.y;
     int r0 = p * DT_CU_COLSUM_ROWS + threadIdx.y;
@@ -72,7 +71,7 @@ __global__ void __launch_bounds__(256) gelu_bwd_colsum_kernel(bf16 *dinp, float 
             }
         }
     }
-    dt_cu_colsum_block_end(acc, part, sh, s, cols, p, det);
+    dt_cu_colsum_block_end(part, sh, s, cols, p);
 }
 
 __global__ void to_bf16_dropout_kernel(bf16 *out, const float *x, size_t n, dt_dropout d,
@@ -98,13 +97,10 @@ void dt_cu_gelu_bwd(bf16 *dinp, const bf16 *inp, const bf16 *dout, size_t n, cud
 }
 void dt_cu_gelu_bwd_colsum(bf16 *dinp, float *acc, float *part, const bf16 *inp, const bf16 *dout,
                            int rows, int cols, cudaStream_t s, cudaStream_t fs) {
-    int det = dt_op_variant(DT_OP_BIAS_BWD) == DT_VARIANT_DET, nparts = dt_cu_colsum_parts(rows);
+    int nparts = dt_cu_colsum_parts(rows);
     dim3 g(dt_cu_div((size_t)cols / 8, 32), (unsigned)nparts), b(32, DT_CU_COLSUM_LANES);
-    gelu_bwd_colsum_kernel<<<g, b, 0, s>>>(dinp, acc, part, inp, dout, rows, cols, det);
-    if (det) {
-        dt_cu_fork(s, fs);
-        dt_cu_parts_finish(acc, NULL, part, nparts, cols, fs);
-    }
+    gelu_bwd_colsum_kernel<<<g, b, 0, s>>>(dinp, part, inp, dout, rows, cols);
+    dt_cu_colsum_finish(acc, part, nparts, cols, s, fs);
 }
 void dt_cu_to_bf16_dropout(bf16 *out, const float *x, size_t n, const dt_dropout *drop,
                            uint32_t purpose, uint32_t layer, cudaStream_t s) {

@@ -7,8 +7,8 @@
 
 /* Column sums of one row chunk p = blockIdx.y; the order is colsum_cuda.cuh's. Each thread
  * loads DT_CU_COLSUM_BATCH row vectors before adding them in row order. */
-__global__ void __launch_bounds__(256) colsum_part_kernel(float *acc, float *part, const bf16 *x,
-                                                          int rows, int cols, int det) {
+__global__ void __launch_bounds__(256) colsum_part_kernel(float *part, const bf16 *x, int rows,
+                                                          int cols) {
     __shared__ float sh[DT_CU_COLSUM_LANES][8 * 33];
     int c = (blockIdx.x * 32 + threadIdx.x) * 8, p = blockIdx.y;
     int r0 = p * DT_CU_COLSUM_ROWS + threadIdx.y;
@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(256) colsum_part_kernel(float *acc, float *par
                 if (r0 + (i + j) * DT_CU_COLSUM_LANES < rows) dt_cu_colsum_add8(s, v[j]);
         }
     }
-    dt_cu_colsum_block_end(acc, part, sh, s, cols, p, det);
+    dt_cu_colsum_block_end(part, sh, s, cols, p);
 }
 
 /* det finish (see dt_cu_parts_finish): block (32, 8), blockIdx.y picks acc or acc2. */
@@ -48,10 +48,41 @@ __global__ void parts_finish_kernel(float *acc, float *acc2, const float *part, 
     }
 }
 
+/* fast finish: block (32, 8) of group g = blockIdx.y (of PARTS_GROUPS) sums partials
+ * g, g + PARTS_GROUPS, ... of its 32 columns and adds the sum with one atomic per column:
+ * PARTS_GROUPS atomics per column from different blocks, in arrival order. */
+#define PARTS_GROUPS 16
+__global__ void parts_atomic_kernel(float *acc, const float *part, int nparts, int cols) {
+    __shared__ float sh[8][33];
+    int tx = threadIdx.x, ty = threadIdx.y, c = blockIdx.x * 32 + tx;
+    float s = 0.0f;
+    if (c < cols)
+        for (int k = blockIdx.y + PARTS_GROUPS * ty; k < nparts; k += 8 * PARTS_GROUPS)
+            s += part[(size_t)k * cols + c];
+    sh[ty][tx] = s;
+    __syncthreads();
+    if (ty == 0 && c < cols) {
+        float t = 0.0f;
+        for (int k = 0; k < 8; k++) t += sh[k][tx];
+        atomicAdd(&acc[c], t);
+    }
+}
+
 void dt_cu_parts_finish(float *acc, float *acc2, const float *part, int nparts, int cols,
                         cudaStream_t s) {
     dim3 g(dt_cu_div((size_t)cols, 32), acc2 ? 2 : 1), b(32, 8);
     parts_finish_kernel<<<g, b, 0, s>>>(acc, acc2, part, nparts, cols);
+}
+
+void dt_cu_colsum_finish(float *acc, const float *part, int nparts, int cols, cudaStream_t s,
+                         cudaStream_t fs) {
+    dt_cu_fork(s, fs);
+    if (dt_op_variant(DT_OP_BIAS_BWD) == DT_VARIANT_DET) {
+        dt_cu_parts_finish(acc, NULL, part, nparts, cols, fs);
+    } else {
+        dim3 g(dt_cu_div((size_t)cols, 32), PARTS_GROUPS), b(32, 8);
+        parts_atomic_kernel<<<g, b, 0, fs>>>(acc, part, nparts, cols);
+    }
 }
 
 void dt_cu_fork(cudaStream_t s, cudaStream_t fs) {
@@ -64,13 +95,10 @@ void dt_cu_fork(cudaStream_t s, cudaStream_t fs) {
 
 void dt_cu_colsum(float *acc, float *part, const bf16 *x, int rows, int cols, cudaStream_t s,
                   cudaStream_t fs) {
-    int det = dt_op_variant(DT_OP_BIAS_BWD) == DT_VARIANT_DET, nparts = dt_cu_colsum_parts(rows);
+    int nparts = dt_cu_colsum_parts(rows);
     dim3 g(dt_cu_div((size_t)cols / 8, 32), (unsigned)nparts), b(32, DT_CU_COLSUM_LANES);
-    colsum_part_kernel<<<g, b, 0, s>>>(acc, part, x, rows, cols, det);
-    if (det) {
-        dt_cu_fork(s, fs);
-        dt_cu_parts_finish(acc, NULL, part, nparts, cols, fs);
-    }
+    colsum_part_kernel<<<g, b, 0, s>>>(part, x, rows, cols);
+    dt_cu_colsum_finish(acc, part, nparts, cols, s, fs);
 }
 
 /* Each thread visits the float4 vectors g, g + stride, ... in order (g its global index;
