@@ -1,6 +1,8 @@
 /* Elementwise ops on the GPU: GELU forward/backward (the CPU formulas of gelu_cpu.c in
  * fp32), dtype conversions and dropout-masked copies. Deterministic by nature: every output
- * element is written by one thread from its own inputs. */
+ * element is written by one thread from its own inputs. The one reduction here, the GELU
+ * backward fused with the bias gradient (dt_cu_gelu_bwd_colsum), follows colsum_cuda.cuh's
+ * order and finish (DT_OP_BIAS_BWD). */
 #include "ops/ops_cuda.h"
 
 #include "ops/colsum_cuda.cuh"
