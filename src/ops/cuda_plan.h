@@ -18,7 +18,7 @@ extern "C" {
 #include <stdint.h>
 
 /* Rows per partial of the column sums (bias gradients) and of LayerNorm dweight/dbias. */
-#define DT_CU_COLSUM_ROWS 128
+#define DT_CU_COLSUM_ROWS 64
 #define DT_CU_LN_ROWS 32
 /* Elements one thread of the det whole-buffer reduction handles per grid pass. */
 #define DT_CU_RED_THREADS 256

@@ -6,8 +6,85 @@
 
 #define LN_EPS 1e-5f
 
-/* Forward, optionally fused with the residual add res = a + dropout(b). */
-__global__ void layernorm_fwd_kernel(bf16 *out, float *mean, float *rstd, bf16 *res, const bf16 *a,
+/* Forward, optionally fused with the residual add res = a + dropout(b); lane holds vectors
+ * v = lane + 32 i (i < NV) of its row in registers, so the row is read once. The sums run
+ * over i then k in the lane, then a butterfly: the same order for every launch. */
+#define LN_FWD_THREADS 128 /* 4 rows per block: measured faster than 8 on the 124M shape */
+template <int NV>
+__global__ void __launch_bounds__(LN_FWD_THREADS) layernorm_fwd_kernel(bf16 *out, float *mean, float *rstd, bf16 *res,
+                                                            const bf16 *a, const bf16 *b, const float *w,
+                                                            const float *bias, int N, int C, dt_dropout d,
+                                                            uint32_t purpose, uint32_t layer) {
+    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31, C8 = C / 8;
+    if (row >= N) return;
+    size_t base = (size_t)row * C;
+    float x[NV][8];
+    dt_bf16x8 xa[NV], xb[NV];
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        int v = lane + 32 * i;
+        if (v < C8) {
+            xa[i] = dt_ld8(a + base + v * 8);
+            if (b) xb[i] = dt_ld8(b + base + v * 8);
+        }
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        int v = lane + 32 * i;
+        if (v >= C8) continue;
+        if (b) { /* the residual add, rounded to bf16 as stored; the norm reads the stored value */
+            dt_bf16x8 r;
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                float y = __bfloat162float(xb[i].v[k]);
+                if (d.p > 0.0f) y *= dt_cu_drop_factor(d, purpose, layer, base + v * 8 + k);
+                r.v[k] = __float2bfloat16(__bfloat162float(xa[i].v[k]) + y);
+            }
+            dt_st8(res + base + v * 8, r);
+            xa[i] = r;
+        }
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            x[i][k] = __bfloat162float(xa[i].v[k]);
+            s += x[i][k];
+        }
+    }
+    float m = dt_warp_sum(s) / (float)C;
+    float q = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        if (lane + 32 * i >= C8) continue;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            float dx = x[i][k] - m;
+            q += dx * dx;
+        }
+    }
+    float r = rsqrtf(dt_warp_sum(q) / (float)C + LN_EPS);
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        int v = lane + 32 * i;
+        if (v >= C8) continue;
+        const float4 *w4 = reinterpret_cast<const float4 *>(w + v * 8);
+        const float4 *b4 = reinterpret_cast<const float4 *>(bias + v * 8);
+        float4 w0 = w4[0], w1 = w4[1], b0 = b4[0], b1 = b4[1];
+        float wk[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+        float bk[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+        dt_bf16x8 o;
+#pragma unroll
+        for (int k = 0; k < 8; k++) o.v[k] = __float2bfloat16((x[i][k] - m) * r * wk[k] + bk[k]);
+        dt_st8(out + base + v * 8, o);
+    }
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+}
+
+/* The same forward for rows wider than the register kernel holds (C > 8 * 32 * LN_MAX_NV)
+ * or weights not 16-byte aligned: the row is read again per pass (from L1). */
+__global__ void layernorm_fwd_wide_kernel(bf16 *out, float *mean, float *rstd, bf16 *res, const bf16 *a,
                                      const bf16 *b, const float *w, const float *bias, int N, int C,
                                      dt_dropout d, uint32_t purpose, uint32_t layer) {
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
@@ -62,12 +139,126 @@ __global__ void layernorm_fwd_kernel(bf16 *out, float *mean, float *rstd, bf16 *
 
 #define LN_BWD_WARPS 8
 
+/* Four bf16 at p (8-byte aligned) as floats. */
+static __device__ __forceinline__ void ln_ld4(const bf16 *p, float f[4]) {
+    uint2 u = *reinterpret_cast<const uint2 *>(p);
+    float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u.x));
+    float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u.y));
+    f[0] = lo.x; f[1] = lo.y; f[2] = hi.x; f[3] = hi.y;
+}
+
 /* Backward. Block k owns rows [k*R, (k+1)*R) (R = DT_CU_LN_ROWS); warp w takes rows
- * w, w+8, ... of them in order and accumulates dweight/dbias for its channels in its own
- * shared-memory row; the eight warp rows are then added in warp order. det writes the
- * block partial (summed by dt_cu_parts_finish); fast adds it into dweight/dbias with
- * atomics. */
-__global__ void layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias,
+ * w, w+8, ... of them in order, one row at a time in registers (lane: channels 4u .. 4u+3
+ * for u = lane + 32 i, so every load and store of the warp is one contiguous run, the fp32
+ * dinp included), and accumulates dweight/dbias for its channels in registers in row
+ * order; the eight warp sums are then added in warp order through shared memory. det
+ * writes the block partial (summed by dt_cu_parts_finish); fast adds it into
+ * dweight/dbias with atomics. */
+template <int NV4>
+__global__ void __launch_bounds__(32 * LN_BWD_WARPS, NV4 <= 6 ? 2 : 1) /* more would spill */
+layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *part,
+                     const bf16 *dout, const bf16 *inp, const float *w, const float *mean,
+                     const float *rstd, int N, int C, int det) {
+    /* [LN_BWD_WARPS][2][C], channel c = 4u + k stored at k * C/4 + u: consecutive lanes
+     * (consecutive u) hit consecutive banks */
+    extern __shared__ float sh[];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nparts = gridDim.x, C4 = C / 4;
+    float dw[NV4][4], db[NV4][4];
+#pragma unroll
+    for (int i = 0; i < NV4; i++)
+#pragma unroll
+        for (int k = 0; k < 4; k++) dw[i][k] = db[i][k] = 0.0f;
+    const float4 *w4 = reinterpret_cast<const float4 *>(w);
+    int r0 = blockIdx.x * DT_CU_LN_ROWS, r1 = min(r0 + DT_CU_LN_ROWS, N);
+    for (int row = r0 + warp; row < r1; row += LN_BWD_WARPS) {
+        size_t base = (size_t)row * C;
+        uint2 xv[NV4], gv[NV4];
+#pragma unroll
+        for (int i = 0; i < NV4; i++) {
+            int u = lane + 32 * i;
+            if (u < C4) {
+                xv[i] = *reinterpret_cast<const uint2 *>(inp + base + u * 4);
+                gv[i] = *reinterpret_cast<const uint2 *>(dout + base + u * 4);
+            }
+        }
+        float m = mean[row], r = rstd[row], sdn = 0.0f, sdnn = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NV4; i++) {
+            int u = lane + 32 * i;
+            if (u >= C4) continue;
+            float x[4], g[4];
+            ln_ld4(reinterpret_cast<const bf16 *>(&xv[i]), x);
+            ln_ld4(reinterpret_cast<const bf16 *>(&gv[i]), g);
+            float4 wv = w4[u];
+            float wk[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                float n = (x[k] - m) * r, dn = wk[k] * g[k];
+                sdn += dn;
+                sdnn += dn * n;
+            }
+        }
+        sdn = dt_warp_sum(sdn) / (float)C;
+        sdnn = dt_warp_sum(sdnn) / (float)C;
+#pragma unroll
+        for (int i = 0; i < NV4; i++) {
+            int u = lane + 32 * i;
+            if (u >= C4) continue;
+            float x[4], g[4];
+            ln_ld4(reinterpret_cast<const bf16 *>(&xv[i]), x);
+            ln_ld4(reinterpret_cast<const bf16 *>(&gv[i]), g);
+            float4 wv = w4[u];
+            float wk[4] = {wv.x, wv.y, wv.z, wv.w};
+            float4 *dp = reinterpret_cast<float4 *>(dinp + base + u * 4);
+            float4 d = *dp;
+            float di[4] = {d.x, d.y, d.z, d.w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                float n = (x[k] - m) * r, dn = wk[k] * g[k];
+                db[i][k] += g[k];
+                dw[i][k] += n * g[k];
+                di[k] += (dn - sdn - n * sdnn) * r;
+            }
+            *dp = make_float4(di[0], di[1], di[2], di[3]);
+            __nv_bfloat162 lo = __floats2bfloat162_rn(di[0], di[1]), hi = __floats2bfloat162_rn(di[2], di[3]);
+            uint2 o;
+            o.x = *reinterpret_cast<uint32_t *>(&lo);
+            o.y = *reinterpret_cast<uint32_t *>(&hi);
+            *reinterpret_cast<uint2 *>(dinp16 + base + u * 4) = o;
+        }
+    }
+    float *sw = sh + (size_t)warp * 2 * C, *sb = sw + C;
+#pragma unroll
+    for (int i = 0; i < NV4; i++) {
+        int u = lane + 32 * i;
+        if (u >= C4) continue;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            sw[k * C4 + u] = dw[i][k];
+            sb[k * C4 + u] = db[i][k];
+        }
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float tw = 0.0f, tb = 0.0f;
+        int at = (c % 4) * C4 + c / 4;
+        for (int k = 0; k < LN_BWD_WARPS; k++) { /* warp order */
+            tw += sh[(size_t)k * 2 * C + at];
+            tb += sh[(size_t)k * 2 * C + C + at];
+        }
+        if (det) {
+            part[(size_t)blockIdx.x * C + c] = tw;
+            part[(size_t)(nparts + blockIdx.x) * C + c] = tb;
+        } else {
+            atomicAdd(&dweight[c], tw);
+            atomicAdd(&dbias[c], tb);
+        }
+    }
+}
+
+/* The same backward for C > 8 * 32 * LN_MAX_NV or weights not 16-byte aligned: the warps
+ * accumulate dweight/dbias in their shared rows element by element (same order). */
+__global__ void layernorm_bwd_wide_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias,
                                      float *part, const bf16 *dout, const bf16 *inp, const float *w,
                                      const float *mean, const float *rstd, int N, int C, int det) {
     /* [LN_BWD_WARPS][2][C], channel c = 8v + k stored at k * C/8 + v: consecutive lanes
@@ -131,14 +322,39 @@ __global__ void layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, 
     }
 }
 
+/* Register vectors per lane for C channels: the smallest instantiated NV >= C / 256, or 0
+ * when C is wider than LN_MAX_NV * 256 (then the wide kernels run). */
+#define LN_MAX_NV 8
+static int ln_nv(int C) {
+    int need = (C / 8 + 31) / 32;
+    static const int nvs[] = {1, 2, 3, 4, 6, 8};
+    for (int i = 0; i < 6; i++)
+        if (nvs[i] >= need) return nvs[i];
+    return 0;
+}
+static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
 void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const bf16 *a,
                          const bf16 *b, const float *weight, const float *bias, int N, int C,
                          const dt_dropout *drop, uint32_t purpose, uint32_t layer,
                          cudaStream_t s) {
-    layernorm_fwd_kernel<<<dt_cu_div((size_t)N, 8), 256, 0, s>>>(
-        out, mean, rstd, res, a, b, weight, bias, N, C, dt_cu_drop_arg(drop), purpose, layer);
+    dt_dropout d = dt_cu_drop_arg(drop);
+    unsigned g = dt_cu_div((size_t)N, LN_FWD_THREADS / 32);
+    int nv = aligned16(weight) && aligned16(bias) ? ln_nv(C) : 0;
+#define LN_FWD(NV) layernorm_fwd_kernel<NV><<<g, LN_FWD_THREADS, 0, s>>>(out, mean, rstd, res, a, b, weight, bias, N, C, d, purpose, layer)
+    switch (nv) {
+    case 1: LN_FWD(1); break;
+    case 2: LN_FWD(2); break;
+    case 3: LN_FWD(3); break;
+    case 4: LN_FWD(4); break;
+    case 6: LN_FWD(6); break;
+    case 8: LN_FWD(8); break;
+    default:
+        layernorm_fwd_wide_kernel<<<dt_cu_div((size_t)N, 8), 256, 0, s>>>(out, mean, rstd, res, a, b, weight, bias, N, C, d,
+                                                   purpose, layer);
+    }
+#undef LN_FWD
 }
-
 void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *part,
                          const bf16 *dout, const bf16 *inp, const float *weight,
                          const float *mean, const float *rstd, int N, int C, cudaStream_t s,
@@ -146,13 +362,31 @@ void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias
     int det = dt_op_variant(DT_OP_LAYERNORM_BWD) == DT_VARIANT_DET, nparts = dt_cu_ln_parts(N);
     size_t shm = sizeof(float) * 2 * LN_BWD_WARPS * (size_t)C;
     static int attr_set;
-    if (!attr_set) {
-        cudaFuncSetAttribute(layernorm_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             200 * 1024);
+    if (!attr_set) { /* up to C = 3200 (the wide kernel) */
+        const void *k[] = {(const void *)layernorm_bwd_wide_kernel, (const void *)layernorm_bwd_kernel<2>,
+                           (const void *)layernorm_bwd_kernel<4>, (const void *)layernorm_bwd_kernel<6>,
+                           (const void *)layernorm_bwd_kernel<8>, (const void *)layernorm_bwd_kernel<12>,
+                           (const void *)layernorm_bwd_kernel<16>};
+        for (int i = 0; i < 7; i++)
+            cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
         attr_set = 1;
     }
-    layernorm_bwd_kernel<<<nparts, 32 * LN_BWD_WARPS, shm, s>>>(dinp, dinp16, dweight, dbias, part,
-                                                               dout, inp, weight, mean, rstd, N, C, det);
+    unsigned nt = 32 * LN_BWD_WARPS;
+    int nv = aligned16(weight) ? ln_nv(C) : 0; /* in 8-channel vectors; the kernel counts 4 */
+#define LN_BWD(NV) layernorm_bwd_kernel<2 * NV><<<nparts, nt, shm, s>>>(dinp, dinp16, dweight, dbias, part, \
+                                                                        dout, inp, weight, mean, rstd, N, C, det)
+    switch (nv) {
+    case 1: LN_BWD(1); break;
+    case 2: LN_BWD(2); break;
+    case 3: LN_BWD(3); break;
+    case 4: LN_BWD(4); break;
+    case 6: LN_BWD(6); break;
+    case 8: LN_BWD(8); break;
+    default:
+        layernorm_bwd_wide_kernel<<<nparts, nt, shm, s>>>(dinp, dinp16, dweight, dbias, part, dout, inp,
+                                                          weight, mean, rstd, N, C, det);
+    }
+#undef LN_BWD
     if (det) {
         dt_cu_fork(s, fs);
         dt_cu_parts_finish(dweight, dbias, part, nparts, C, fs);

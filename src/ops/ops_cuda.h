@@ -88,10 +88,15 @@ void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias
 
 /* ---- bias gradient / column sums (reduce_cuda.cu), DT_OP_BIAS_BWD -------------------- */
 /* acc (fp32, cols) += column sums of x (bf16, rows x cols), cols % 8 == 0. part: dt_cu_colsum_parts(rows)
- * * cols floats. det: row-chunk partials, then a fixed-order sum (on fs, as in
- * dt_cu_layernorm_bwd); fast: atomic partials. */
+ * * cols floats. Both branches: row-chunk partials (DT_CU_COLSUM_ROWS rows each, a fixed
+ * order inside), then dt_cu_colsum_finish on fs (forked from s with dt_cu_fork when fs != s;
+ * `part` must then stay untouched until fs is joined). */
 void dt_cu_colsum(float *acc, float *part, const bf16 *x, int rows, int cols, cudaStream_t s,
                   cudaStream_t fs);
+/* Forks fs from s and adds the nparts chunk partials into acc on fs. det: dt_cu_parts_finish
+ * (fixed order); fast: 16 group sums per column added with atomics (arrival order). */
+void dt_cu_colsum_finish(float *acc, const float *part, int nparts, int cols, cudaStream_t s,
+                         cudaStream_t fs);
 /* Makes fs wait for the work enqueued on s so far (no-op when fs == s). */
 void dt_cu_fork(cudaStream_t s, cudaStream_t fs);
 
@@ -147,6 +152,12 @@ void dt_cu_crossentropy(float *losses, bf16 *logits, const int *targets, float d
 /* ---- elementwise (gelu_cuda.cu): deterministic by nature ---------------------------- */
 void dt_cu_gelu_fwd(bf16 *out, const bf16 *inp, size_t n, cudaStream_t s);
 void dt_cu_gelu_bwd(bf16 *dinp, const bf16 *inp, const bf16 *dout, size_t n, cudaStream_t s);
+/* dt_cu_gelu_bwd over a (rows, cols) buffer fused with dt_cu_colsum(acc, part, dinp, rows,
+ * cols, s, fs) (DT_OP_BIAS_BWD, same partials, same order, same bits): the bias gradient of
+ * the layer that fed the GELU without reading dinp back. cols % 8 == 0. */
+#define DT_CU_HAVE_GELU_BWD_COLSUM 1
+void dt_cu_gelu_bwd_colsum(bf16 *dinp, float *acc, float *part, const bf16 *inp, const bf16 *dout,
+                           int rows, int cols, cudaStream_t s, cudaStream_t fs);
 /* out = bf16(x * dropout factor) (factor 1 when drop is off); x fp32, n elements. */
 void dt_cu_to_bf16_dropout(bf16 *out, const float *x, size_t n, const dt_dropout *drop,
                            uint32_t purpose, uint32_t layer, cudaStream_t s);

@@ -2,26 +2,32 @@
  * (see reduce.h, ops_cuda.h). */
 #include "ops/ops_cuda.h"
 
+#include "ops/colsum_cuda.cuh"
 #include "ops/cuda_plan.h"
 
-/* Column sums of one row chunk: thread j adds rows r0..r1 of columns 8j..8j+7 in row order
- * (16-byte loads; cols % 8 == 0). */
-__global__ void colsum_part_kernel(float *acc, float *part, const bf16 *x, int rows, int cols,
-                                   int det) {
-    int c = (blockIdx.x * blockDim.x + threadIdx.x) * 8, p = blockIdx.y;
-    if (c >= cols) return;
-    int r0 = p * DT_CU_COLSUM_ROWS, r1 = min(r0 + DT_CU_COLSUM_ROWS, rows);
+/* Column sums of one row chunk p = blockIdx.y; the order is colsum_cuda.cuh's. Each thread
+ * loads DT_CU_COLSUM_BATCH row vectors before adding them in row order. */
+__global__ void __launch_bounds__(256) colsum_part_kernel(float *part, const bf16 *x, int rows,
+                                                          int cols) {
+    __shared__ float sh[DT_CU_COLSUM_LANES][8 * 33];
+    int c = (blockIdx.x * 32 + threadIdx.x) * 8, p = blockIdx.y;
+    int r0 = p * DT_CU_COLSUM_ROWS + threadIdx.y;
     float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int r = r0; r < r1; r++) {
-        dt_bf16x8 v = dt_ld8(x + (size_t)r * cols + c);
+    if (c < cols) {
 #pragma unroll
-        for (int k = 0; k < 8; k++) s[k] += __bfloat162float(v.v[k]);
-    }
+        for (int i = 0; i < DT_CU_COLSUM_ROWS / DT_CU_COLSUM_LANES; i += DT_CU_COLSUM_BATCH) {
+            dt_bf16x8 v[DT_CU_COLSUM_BATCH];
 #pragma unroll
-    for (int k = 0; k < 8; k++) {
-        if (det) part[(size_t)p * cols + c + k] = s[k];
-        else atomicAdd(&acc[c + k], s[k]); /* fast: partials land in arrival order */
+            for (int j = 0; j < DT_CU_COLSUM_BATCH; j++) {
+                int r = r0 + (i + j) * DT_CU_COLSUM_LANES;
+                if (r < rows) v[j] = dt_ld8(x + (size_t)r * cols + c);
+            }
+#pragma unroll
+            for (int j = 0; j < DT_CU_COLSUM_BATCH; j++)
+                if (r0 + (i + j) * DT_CU_COLSUM_LANES < rows) dt_cu_colsum_add8(s, v[j]);
+        }
     }
+    dt_cu_colsum_block_end(part, sh, s, cols, p);
 }
 
 /* det finish (see dt_cu_parts_finish): block (32, 8), blockIdx.y picks acc or acc2. */
@@ -42,10 +48,41 @@ __global__ void parts_finish_kernel(float *acc, float *acc2, const float *part, 
     }
 }
 
+/* fast finish: block (32, 8) of group g = blockIdx.y (of PARTS_GROUPS) sums partials
+ * g, g + PARTS_GROUPS, ... of its 32 columns and adds the sum with one atomic per column:
+ * PARTS_GROUPS atomics per column from different blocks, in arrival order. */
+#define PARTS_GROUPS 16
+__global__ void parts_atomic_kernel(float *acc, const float *part, int nparts, int cols) {
+    __shared__ float sh[8][33];
+    int tx = threadIdx.x, ty = threadIdx.y, c = blockIdx.x * 32 + tx;
+    float s = 0.0f;
+    if (c < cols)
+        for (int k = blockIdx.y + PARTS_GROUPS * ty; k < nparts; k += 8 * PARTS_GROUPS)
+            s += part[(size_t)k * cols + c];
+    sh[ty][tx] = s;
+    __syncthreads();
+    if (ty == 0 && c < cols) {
+        float t = 0.0f;
+        for (int k = 0; k < 8; k++) t += sh[k][tx];
+        atomicAdd(&acc[c], t);
+    }
+}
+
 void dt_cu_parts_finish(float *acc, float *acc2, const float *part, int nparts, int cols,
                         cudaStream_t s) {
     dim3 g(dt_cu_div((size_t)cols, 32), acc2 ? 2 : 1), b(32, 8);
     parts_finish_kernel<<<g, b, 0, s>>>(acc, acc2, part, nparts, cols);
+}
+
+void dt_cu_colsum_finish(float *acc, const float *part, int nparts, int cols, cudaStream_t s,
+                         cudaStream_t fs) {
+    dt_cu_fork(s, fs);
+    if (dt_op_variant(DT_OP_BIAS_BWD) == DT_VARIANT_DET) {
+        dt_cu_parts_finish(acc, NULL, part, nparts, cols, fs);
+    } else {
+        dim3 g(dt_cu_div((size_t)cols, 32), PARTS_GROUPS), b(32, 8);
+        parts_atomic_kernel<<<g, b, 0, fs>>>(acc, part, nparts, cols);
+    }
 }
 
 void dt_cu_fork(cudaStream_t s, cudaStream_t fs) {
@@ -58,25 +95,36 @@ void dt_cu_fork(cudaStream_t s, cudaStream_t fs) {
 
 void dt_cu_colsum(float *acc, float *part, const bf16 *x, int rows, int cols, cudaStream_t s,
                   cudaStream_t fs) {
-    int det = dt_op_variant(DT_OP_BIAS_BWD) == DT_VARIANT_DET, nparts = dt_cu_colsum_parts(rows);
-    dim3 g(dt_cu_div((size_t)cols / 8, 64), (unsigned)nparts);
-    colsum_part_kernel<<<g, 64, 0, s>>>(acc, part, x, rows, cols, det);
-    if (det) {
-        dt_cu_fork(s, fs);
-        dt_cu_parts_finish(acc, NULL, part, nparts, cols, fs);
-    }
+    int nparts = dt_cu_colsum_parts(rows);
+    dim3 g(dt_cu_div((size_t)cols / 8, 32), (unsigned)nparts), b(32, DT_CU_COLSUM_LANES);
+    colsum_part_kernel<<<g, b, 0, s>>>(part, x, rows, cols);
+    dt_cu_colsum_finish(acc, part, nparts, cols, s, fs);
 }
 
-/* Each thread visits elements g, g + stride, ... in order (g its global index), in fp64;
- * the block adds its threads in the fixed tree of dt_block_sum. */
+/* Each thread visits the float4 vectors g, g + stride, ... in order (g its global index;
+ * the four elements of a vector in order), then the scalar tail elements 4 n4 + g, ...; in
+ * fp64; the block adds its threads in the fixed tree of dt_block_sum. vec: x is 16-byte
+ * aligned (else every element goes the scalar way); a function of the buffer, not of timing. */
 __global__ void reduce_part_kernel(double *out, long long *zeros, double *part, long long *zpart,
-                                   const float *x, size_t n, int square, int det) {
+                                   const float *x, size_t n, int square, int det, int vec) {
     __shared__ double sd[32];
     __shared__ long long sz[32];
-    size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t stride = (size_t)gridDim.x * blockDim.x, g = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t n4 = vec ? n / 4 : 0;
     double acc = 0.0;
     long long z = 0;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float4 *x4 = reinterpret_cast<const float4 *>(x);
+#pragma unroll 4
+    for (size_t i = g; i < n4; i += stride) {
+        float4 q = x4[i];
+        float e[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            acc += square ? (double)e[k] * (double)e[k] : (double)e[k];
+            z += e[k] == 0.0f;
+        }
+    }
+    for (size_t i = 4 * n4 + g; i < n; i += stride) {
         float v = x[i];
         acc += square ? (double)v * (double)v : (double)v;
         z += v == 0.0f;
@@ -115,10 +163,11 @@ __global__ void reduce_finish_kernel(double *out, long long *zeros, const double
 
 void dt_cu_reduce(double *out, long long *zeros, double *part, const float *x, size_t n,
                   int square, int det, cudaStream_t s) {
+    int vec = ((uintptr_t)x & 15u) == 0;
     if (det) {
         int nb = dt_cu_reduce_blocks(n);
         long long *zpart = (long long *)(part + DT_CU_RED_MAX_BLOCKS);
-        reduce_part_kernel<<<nb, DT_CU_RED_THREADS, 0, s>>>(out, zeros, part, zpart, x, n, square, 1);
+        reduce_part_kernel<<<nb, DT_CU_RED_THREADS, 0, s>>>(out, zeros, part, zpart, x, n, square, 1, vec);
         reduce_finish_kernel<<<1, 1024, 0, s>>>(out, zeros, part, zpart, nb);
     } else {
         static int nsm;
@@ -130,6 +179,6 @@ void dt_cu_reduce(double *out, long long *zeros, double *part, const float *x, s
         }
         cudaMemsetAsync(out, 0, sizeof(double), s);
         if (zeros) cudaMemsetAsync(zeros, 0, sizeof(long long), s);
-        reduce_part_kernel<<<nsm * 8, DT_CU_RED_THREADS, 0, s>>>(out, zeros, NULL, NULL, x, n, square, 0);
+        reduce_part_kernel<<<nsm * 8, DT_CU_RED_THREADS, 0, s>>>(out, zeros, NULL, NULL, x, n, square, 0, vec);
     }
 }
