@@ -655,12 +655,16 @@ static dt_status t_layernorm_bwd(dt_gpt_cuda *m, float *dw, float *db, const bf1
     return DT_OK;
 }
 
-static dt_status t_gelu_bwd(dt_gpt_cuda *m, bf16 *dinp, const bf16 *inp, const bf16 *dout, size_t n) {
-    int64_t BT = (int64_t)m->B * m->T;
-    OP_BEGIN(DT_PHASE_BWD, "gelu_bwd", -1, (IN("x", inp, BF, BT, (int64_t)n / BT), IN("dy", dout, BF, BT, (int64_t)n / BT)));
-    dt_cu_gelu_bwd(dinp, inp, dout, n, m->s);
-    TRY(inject(m, "gelu_bwd", dinp, n, 2));
-    OP_END(OUT("dx", dinp, BF, BT, (int64_t)n / BT));
+/* GELU backward of the (rows, cols) fc activation fused with the fc bias gradient
+ * (db += column sums of dinp, DT_OP_BIAS_BWD, the same bits as the unfused pair), so dinp
+ * is not read back for it. */
+static dt_status t_gelu_bwd(dt_gpt_cuda *m, bf16 *dinp, float *db, const bf16 *inp, const bf16 *dout, int rows,
+                            int cols) {
+    OP_BEGIN(DT_PHASE_BWD, "gelu_bwd", DT_OP_BIAS_BWD,
+             (IN("x", inp, BF, rows, cols), IN("dy", dout, BF, rows, cols), IN("db", db, F32, 1, cols)));
+    dt_cu_gelu_bwd_colsum(dinp, db, next_part(m), inp, dout, rows, cols, m->s, m->fin);
+    TRY(inject(m, "gelu_bwd", dinp, (size_t)rows * cols, 2));
+    OP_END((OUT("dx", dinp, BF, rows, cols), OUT("db", db, F32, 1, cols)));
     return DT_OK;
 }
 
@@ -738,10 +742,10 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
                        m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C));
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_GELU_BWD);
-        TRY(t_gelu_bwd(m, m->dfch, m->fch + l * sc * 4, m->dfchg, sc * 4));
+        TRY(t_gelu_bwd(m, m->dfch, G(DT_P_FCB) + lC * 4, m->fch + l * sc * 4, m->dfchg, BT, 4 * C));
         rend(m, DT_R_GELU_BWD);
-        rbegin(m, DT_R_MATMUL_BWD);
-        TRY(linear_bwd(m, m->dc1, G(DT_P_FCW) + lC * 4 * C, G(DT_P_FCB) + lC * 4, m->dfch,
+        rbegin(m, DT_R_MATMUL_BWD); /* the fc bias gradient came with the GELU backward */
+        TRY(linear_bwd(m, m->dc1, G(DT_P_FCW) + lC * 4 * C, NULL, m->dfch,
                        m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C));
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_LN_BWD);
