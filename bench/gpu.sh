@@ -34,6 +34,10 @@ if [ -x build/gpu-tests/bench_attention ]; then
   stamp "attention kernels: flash vs GEMM formulation, one layer of GPT-2 124M"
   build/gpu-tests/bench_attention | tee "$OUT/bench_attention.txt"; [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
+if [ -x build/gpu-tests/bench_ops ]; then
+  stamp "memory-bound kernels at the 124M shapes (checks, det replays, ms and GB/s)"
+  build/gpu-tests/bench_ops | tee "$OUT/bench_ops.txt"; [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+fi
 stamp "gpu e2e"
 bash tests/gpu/gpu_e2e.sh "$OUT/e2e" || rc=1
 rm -rf "$OUT/e2e"
