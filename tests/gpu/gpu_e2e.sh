@@ -86,9 +86,11 @@ grep -q "model.safetensors': tensor .* does not match its recorded SHA-256" "$W/
 [ ! -e "$W/sbad" ] && [ ! -e "$W/rbad" ] || fail "a refused resume wrote files"
 "$D" ckpt verify "$W/bad" >/dev/null 2>&1 && fail "ckpt verify accepted a corrupted GPU checkpoint"
 echo "corrupted checkpoint refused: $(head -c 300 "$W/rbad.err")"
-# default mode: --no-load-optim resumes with fresh AdamW state (t counts from 0 again)
+# default mode (deterministic mode refuses it): --no-load-optim resumes a default-mode
+# checkpoint with fresh AdamW state (t counts from 0 again)
 nodet=$(echo "$ck" | sed 's/--deterministic-mode//')
-"$D" train $nodet --train-iters 20 --load "$W/sb/iter_0000015" --no-load-optim --save "$W/sfresh" \
+"$D" train $nodet --train-iters 15 --save "$W/sdef" >/dev/null || fail "default-mode run to 15"
+"$D" train $nodet --train-iters 20 --load "$W/sdef" --no-load-optim --save "$W/sfresh" \
   >/dev/null 2>"$W/rfresh.err" || fail "--no-load-optim resume on the GPU: $(cat "$W/rfresh.err")"
 python3 - "$W/sfresh/iter_0000020/state.json" <<'PY' || fail "--no-load-optim: AdamW t after 5 fresh updates"
 import json, sys
