@@ -7,6 +7,8 @@
 #             attention is the default where the shape allows)
 #   CARRY=dir prebuilt build/detrain-cuda and build/gpu-tests/* to use if the build fails
 #             (bench/gpu-carry.sh makes them)
+#   TESTS=0   skip the test binaries, kernel benches, gpu_trace.sh and the PyTorch model check
+#             (gpu_e2e.sh, the bench and the peers still run)
 #   TORCH_CHECK=0  skip the whole-model check against PyTorch (tools/torch_check_gpu.sh)
 #   TRACE_BENCH=1  also measure the tracing overhead (bench/trace_overhead_gpu.sh; needs
 #             CARRY's detrain-cuda-notrace)
@@ -29,20 +31,22 @@ fi
 export DETRAIN_CUDA=build/detrain-cuda
 rc=0
 stamp "gpu tests (build/gpu-tests/test_*)"
-for t in build/gpu-tests/test_*; do echo "-- $t"; "$t" || { echo "FAIL $t"; rc=1; }; done
-if [ -x build/gpu-tests/bench_attention ]; then
+[ "${TESTS:-1}" != 0 ] && for t in build/gpu-tests/test_*; do echo "-- $t"; "$t" || { echo "FAIL $t"; rc=1; }; done
+if [ "${TESTS:-1}" != 0 ] && [ -x build/gpu-tests/bench_attention ]; then
   stamp "attention kernels: flash vs GEMM formulation, one layer of GPT-2 124M"
   build/gpu-tests/bench_attention | tee "$OUT/bench_attention.txt"; [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
-if [ -x build/gpu-tests/bench_ops ]; then
+if [ "${TESTS:-1}" != 0 ] && [ -x build/gpu-tests/bench_ops ]; then
   stamp "memory-bound kernels at the 124M shapes (checks, det replays, ms and GB/s)"
   build/gpu-tests/bench_ops | tee "$OUT/bench_ops.txt"; [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
 stamp "gpu e2e"
 bash tests/gpu/gpu_e2e.sh "$OUT/e2e" || rc=1
 rm -rf "$OUT/e2e"
-stamp "gpu trace"
-bash tests/gpu/gpu_trace.sh || rc=1
+if [ "${TESTS:-1}" != 0 ]; then
+  stamp "gpu trace"
+  bash tests/gpu/gpu_trace.sh || rc=1
+fi
 stamp "bench"
 build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --max-tax 1 --json "$OUT/bench.json" | tee "$OUT/bench.txt"
 brc=${PIPESTATUS[0]}
@@ -65,7 +69,7 @@ if [ "${TRACE_BENCH:-0}" != 0 ] && [ -x "${CARRY:-}/detrain-cuda-notrace" ]; the
   stamp "tracing overhead, GPT-2 124M (compiled out / off / each level)"
   DETRAIN_NOTRACE="$CARRY/detrain-cuda-notrace" bash bench/trace_overhead_gpu.sh | tee "$OUT/trace_overhead.txt" || rc=1
 fi
-if [ "${TORCH_CHECK:-1}" != 0 ]; then
+if [ "${TESTS:-1}" != 0 ] && [ "${TORCH_CHECK:-1}" != 0 ]; then
   stamp "the GPU model against PyTorch (fp32 and bf16 autocast; tools/torch_check_gpu.sh)"
   DUMP_REFERENCE_GPU=build/gpu-tests/dump_reference_gpu OUT="$OUT/torch" bash tools/torch_check_gpu.sh || rc=1
 fi
