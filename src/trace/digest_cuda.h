@@ -5,7 +5,7 @@
  * is left. Every value is a fixed function of the bytes: no atomics, no reduction whose
  * order could vary. The work is queued on the producer's stream, so the digest reads the
  * buffer only after the op that wrote it; the 8-byte result is copied back asynchronously
- * into pinned memory and read after the stream is synchronised. */
+ * into pinned memory and read after the stream is synchronised (once for a whole batch). */
 #ifndef DT_TRACE_DIGEST_CUDA_H
 #define DT_TRACE_DIGEST_CUDA_H
 
@@ -23,6 +23,13 @@ extern "C" {
  * the call returns (it synchronises s). Scratch memory is owned by this module and grows
  * as needed; dt_cu_digest_release frees it. */
 dt_status dt_cu_digest_tree(const void *dev, size_t n, cudaStream_t s, uint64_t *out);
+/* count digests (buffer i: n[i] bytes at dev[i]) queued on s with one synchronisation at
+ * the end; out[i] (host) = dt_cu_digest_tree of buffer i. */
+dt_status dt_cu_digest_batch(const void *const *dev, const size_t *n, size_t count, cudaStream_t s,
+                             uint64_t *out);
+/* The (pointer, size) of each row chunk, as dt_cu_digest_rows cuts them. */
+void dt_cu_digest_row_pieces(const void *dev, size_t row_bytes, int64_t rows, int64_t per,
+                             int64_t nchunks, const void **ptrs, size_t *sizes);
 /* Per-chunk digests of an order-sensitive tensor: rows of row_bytes each, `per` rows a
  * chunk (dt_trace_row_chunks), nchunks values into out[] (host), each the chunk-tree
  * digest of its chunk's bytes. */

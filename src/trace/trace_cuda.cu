@@ -42,23 +42,41 @@ dt_status dt_gtrace_digest(dt_gtrace_set *s, cudaStream_t st) {
     if (s->overflow)
         return dt_fail(DT_EINVAL, "trace hook with more than %d tensors or two order-sensitive "
                        "ones: a bug in the hook site (raise DT_GTRACE_MAX)", DT_GTRACE_MAX);
+    /* one batch (one synchronisation): every tensor's digest, then the row chunks of the
+     * order-sensitive one. Static arrays: one host thread drives the hooks (trace.h). */
+    enum { MAXP = DT_GTRACE_MAX + DT_TRACE_MAX_ROW_DIGESTS };
+    static const void *ptrs[MAXP];
+    static size_t sizes[MAXP];
+    static uint64_t vals[MAXP];
+    size_t np = (size_t)s->n;
+    int rows_of = -1;
+    int64_t nch = 0;
     for (int i = 0; i < s->n; i++) {
         dt_tensor_ref *r = &s->r[i];
         int64_t numel = r->shape[0] * r->shape[1];
-        size_t bytes = (size_t)numel * dt_trace_dtype_size(r->dtype);
-        dt_status e;
+        ptrs[i] = r->data;
+        sizes[i] = (size_t)numel * dt_trace_dtype_size(r->dtype);
         if (r->order_sensitive && numel > 0) {
-            int64_t rows = 0, per = 0, nch = dt_trace_row_chunks(r, &rows, &per);
+            int64_t rows = 0, per = 0;
+            nch = dt_trace_row_chunks(r, &rows, &per);
             if (nch <= 0 || nch > DT_TRACE_MAX_ROW_DIGESTS)
                 return dt_fail(DT_EINVAL, "trace tensor %s: %lld rows do not cut into row chunks",
                                r->name, (long long)rows);
-            if ((e = dt_cu_digest_tree(r->data, bytes, st, &s->rows[0])) != DT_OK) return e;
-            if ((e = dt_cu_digest_rows(r->data, bytes / (size_t)rows, rows, per, nch, st, s->rows + 1)) != DT_OK)
-                return e;
-            r->digests = s->rows;
+            dt_cu_digest_row_pieces(r->data, sizes[i] / (size_t)rows, rows, per, nch, ptrs + np, sizes + np);
+            rows_of = i;
+        }
+    }
+    size_t total = np + (size_t)(rows_of >= 0 ? nch : 0);
+    dt_status e = dt_cu_digest_batch(ptrs, sizes, total, st, vals);
+    if (e != DT_OK) return e;
+    for (int i = 0; i < s->n; i++) {
+        if (i == rows_of) {
+            s->rows[0] = vals[i];
+            memcpy(s->rows + 1, vals + np, sizeof(uint64_t) * (size_t)nch);
+            s->r[i].digests = s->rows;
         } else {
-            if ((e = dt_cu_digest_tree(r->data, bytes, st, &s->d[i])) != DT_OK) return e;
-            r->digests = &s->d[i];
+            s->d[i] = vals[i];
+            s->r[i].digests = &s->d[i];
         }
     }
     return DT_OK;
