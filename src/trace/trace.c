@@ -28,7 +28,7 @@ int dt_trace_level_now_ = DT_TRACE_OFF;
 struct dt_trace_op {
     unsigned char *buf;
     size_t len, cap;
-    char kernel[256];
+    char kernel[1024];
 };
 
 /* Occurrence counter table entry: key = scope "\0" op, stored in the key arena. */
@@ -434,9 +434,16 @@ dt_trace_op *dt_trace_begin(int level, int phase, const char *op, const char *va
 
 void dt_trace_kernel_info(dt_trace_op *h, const char *fmt, ...) {
     if (!h || S.level < DT_TRACE_KERNEL) return;
+    /* repeated calls append ("; "-separated); what does not fit is cut */
+    size_t used = strlen(h->kernel);
+    if (used && used + 2 < sizeof h->kernel) {
+        memcpy(h->kernel + used, "; ", 3);
+        used += 2;
+    }
+    if (used + 1 >= sizeof h->kernel) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(h->kernel, sizeof h->kernel, fmt, ap);
+    vsnprintf(h->kernel + used, sizeof h->kernel - used, fmt, ap);
     va_end(ap);
 }
 

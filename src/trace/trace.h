@@ -171,7 +171,9 @@ typedef struct dt_trace_op dt_trace_op;
  * "det" / "fast" or NULL. Tensor pointers are read only during the call. */
 dt_trace_op *dt_trace_begin(int level, int phase, const char *op, const char *variant,
                             const dt_tensor_ref *ins, int nin);
-/* Attaches kernel info (algorithm choice, launch shape); kept only at level kernel. */
+/* Attaches kernel info (algorithm choice, launch shape); kept only at level kernel.
+ * Repeated calls on one event append, separated by "; " (an op of several launches notes
+ * each); at most 1023 bytes are kept. */
 void dt_trace_kernel_info(dt_trace_op *h, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Digests the outputs and writes the event. h may be NULL (no-op). */

@@ -76,6 +76,7 @@ static void write_sample(const char *dir, int level, const char *steps) {
             dt_tensor_ref in[2] = {{"x", xs, DT_DT_F32, 2, {4, 3}, 0, 0, NULL}, {"w", ws, DT_DT_F32, 1, {3}, 0, 0, NULL}};
             dt_trace_op *h = dt_trace_begin(DT_TRACE_OP, DT_PHASE_FWD, "scale", "det", in, 2);
             dt_trace_kernel_info(h, "algo=%d grid=%d", 7, 4);
+            dt_trace_kernel_info(h, "finish grid=%d", 1); /* a second launch appends */
             for (int i = 0; i < 12; i++) ys[i / 3][i % 3] = xs[i / 3][i % 3] * ws[i % 3];
             dt_tensor_ref out[1] = {{"y", ys, DT_DT_F32, 2, {4, 3}, 0, 0, NULL}};
             dt_trace_end(h, out, 1);
@@ -111,7 +112,7 @@ static void test_round_trip(void) {
     const dt_trace_rec *e = f.events;
     CHECK(e[0].step == 1 && e[0].micro == 0 && !strcmp(e[0].scope, "h.0.mlp") && !strcmp(e[0].op, "scale"));
     CHECK(e[0].occurrence == 0 && e[1].occurrence == 1 && e[2].occurrence == 0);
-    CHECK(!strcmp(e[0].variant, "det") && !strcmp(e[0].kernel, "algo=7 grid=4"));
+    CHECK(!strcmp(e[0].variant, "det") && !strcmp(e[0].kernel, "algo=7 grid=4; finish grid=1"));
     CHECK(e[0].level == DT_TRACE_OP && e[0].phase == DT_PHASE_FWD && e[0].nin == 2 && e[0].nout == 1);
     CHECK(!strcmp(e[3].op, "block") && !strcmp(e[3].scope, "h.0") && e[3].level == DT_TRACE_MODULE);
     CHECK(!strcmp(e[4].op, "adamw") && !strcmp(e[4].scope, "") && e[4].phase == DT_PHASE_OPT);
@@ -313,6 +314,30 @@ static void test_hook_misuse(void) {
     dt_trace_file_free(&f);
 }
 
+/* Kernel info of many launches on one event: appended in order, cut at the buffer without
+ * overrunning it, and the file stays valid. */
+static void test_kernel_info_append(void) {
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/kinfo", tmpdir);
+    dt_trace_config cfg = {DT_TRACE_KERNEL, dir, NULL, NULL};
+    CHECK_OK(dt_trace_open(&cfg, 0));
+    dt_trace_set_step(1, 0);
+    dt_trace_op *h = dt_trace_begin(DT_TRACE_OP, DT_PHASE_FWD, "many_launches", "det", NULL, 0);
+    for (int i = 0; i < 300; i++) dt_trace_kernel_info(h, "k%03d<<<%d>>>", i, i);
+    dt_trace_end(h, NULL, 0);
+    CHECK_OK(dt_trace_close());
+    snprintf(path, sizeof path, "%s/rank_000000.trace", dir);
+    dt_trace_file f;
+    CHECK_OK(dt_trace_file_load(path, 0, &f));
+    CHECK(f.nevents == 1);
+    if (f.nevents == 1) {
+        const char *k = f.events[0].kernel;
+        CHECK(!strncmp(k, "k000<<<0>>>; k001<<<1>>>; k002<<<2>>>", 37));
+        CHECKF(strlen(k) <= 1023 && strlen(k) > 900, "kernel info of %zu bytes", strlen(k));
+    }
+    dt_trace_file_free(&f);
+}
+
 static void test_inject(void) {
     dt_inject in;
     CHECK_OK(dt_inject_parse("layernorm_bwd@3", &in));
@@ -348,6 +373,7 @@ int main(void) {
     RUN(test_truncated_and_corrupt);
     RUN(test_resealed_mutations);
     RUN(test_hook_misuse);
+    RUN(test_kernel_info_append);
     RUN(test_inject);
     dt_test_scratch_remove(tmpdir);
     return dt_test_report();
