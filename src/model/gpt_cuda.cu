@@ -330,9 +330,11 @@ static dt_dropout attn_drop(const dt_gpt_cuda *m) {
         __VA_ARGS__;                                                                         \
         TRY(join_fin(m));                                                                    \
         TRY(dt_gtrace_begin(&h_, DT_TRACE_OP, phase, op, variant_name(vid), &ts_, m->s));    \
+        dt_cu_launch_take(NULL, 0); /* the launch log holds this op's launches only */       \
     }
 #define OP_END(...)                                                                          \
     if (h_) {                                                                                \
+        launch_info(h_);                                                                     \
         dt_gtrace_set ts_;                                                                   \
         gset_init(&ts_);                                                                     \
         __VA_ARGS__;                                                                         \
@@ -359,6 +361,14 @@ static dt_status join_fin(dt_gpt_cuda *m) {
 /* --inject-nondeterminism: flips the lowest bit of n elements at p after `op`. */
 static dt_status inject(dt_gpt_cuda *m, const char *op, void *p, size_t n, int esize) {
     return dt_gtrace_inject(op, m->step, p, n, esize, m->s);
+}
+
+/* Kernel-level detail of the op's own kernels: every launch noted since OP_BEGIN (name,
+ * grid, block, shared memory; the launch log of cuda_plan.h). */
+static void launch_info(dt_trace_op *h) {
+    if (!dt_trace_on(DT_TRACE_KERNEL)) return;
+    char buf[1024];
+    if (dt_cu_launch_take(buf, sizeof buf) > 0) dt_trace_kernel_info(h, "%s", buf);
 }
 
 /* Kernel-level detail of the GEMM just queued (algorithm, tile, split-K). */
@@ -549,6 +559,7 @@ dt_status dt_gpt_cuda_forward(dt_gpt_cuda *m, const int *inputs, const int *targ
     TRY(dt_cu_check(cudaMemcpyAsync(m->d_in, m->h_in, sizeof(int) * BT, cudaMemcpyHostToDevice, s), "upload"));
     TRY(dt_cu_check(cudaMemcpyAsync(m->d_tg, m->h_tg, sizeof(int) * BT, cudaMemcpyHostToDevice, s), "upload"));
     m->loss_scale = loss_scale;
+    dt_cu_launch_log(dt_trace_on(DT_TRACE_KERNEL)); /* launches noted only for kernel-level events */
     m->nseg = 0; /* the det embedding buckets are built in backward, while the forward runs */
     size_t sc = (size_t)BT * C, TT = (size_t)T * T;
     dt_dropout hd = hidden_drop(m), ad = attn_drop(m);

@@ -132,7 +132,7 @@ dt_status dt_cu_attention_fwd(dt_cu_blas *h, bf16 *out, bf16 *att, const bf16 *q
     size_t blk = (size_t)B * T * C, TT = (size_t)T * T;
     bf16 *q = scratch, *k = q + blk, *v = k + blk, *y = v + blk, *S = scratch + 7 * blk;
     bf16 *D = dt_dropout_on(drop) ? S + (size_t)BH * TT : NULL;
-    permute_kernel<<<dt_cu_div(blk / 8, 256), 256, 0, s>>>(q, k, v, qkv, B, T, NH, HS);
+    permute_kernel<<<dt_cu_noted(dt_cu_div(blk / 8, 256), 256, 0, "permute_kernel"), 256, 0, s>>>(q, k, v, qkv, B, T, NH, HS);
     dt_status st;
     float scale = 1.0f / sqrtf((float)HS);
     int nch = att_chunks(T), ch = T / nch;
@@ -141,16 +141,16 @@ dt_status dt_cu_attention_fwd(dt_cu_blas *h, bf16 *out, bf16 *att, const bf16 *q
     for (int c = 0; c < nch; c++)
         if ((st = bgemm(h, 0, 1, ch, (c + 1) * ch, HS, q + (size_t)c * ch * HS, HS, sh, k, HS, sh,
                         S + (size_t)c * ch * T, T, (long long)TT, scale, BH, s)) != DT_OK) return st;
-    softmax_fwd_kernel<<<dt_cu_div((size_t)BH * T, 8), 256, 0, s>>>(att, S, BH * T, T, ch);
+    softmax_fwd_kernel<<<dt_cu_noted(dt_cu_div((size_t)BH * T, 8), 256, 0, "softmax_fwd_kernel"), 256, 0, s>>>(att, S, BH * T, T, ch);
     if (D)
-        drop_probs_kernel<<<dt_cu_div((size_t)BH * TT, 256), 256, 0, s>>>(D, att, (size_t)BH * TT,
+        drop_probs_kernel<<<dt_cu_noted(dt_cu_div((size_t)BH * TT, 256), 256, 0, "drop_probs_kernel"), 256, 0, s>>>(D, att, (size_t)BH * TT,
                                                                          dt_cu_drop_arg(drop), layer);
     /* y[c] = P[c, keys [0, (c+1)h)] v[0, (c+1)h) */
     const bf16 *P = D ? D : att;
     for (int c = 0; c < nch; c++)
         if ((st = bgemm(h, 0, 0, ch, HS, (c + 1) * ch, P + (size_t)c * ch * T, T, (long long)TT, v, HS, sh,
                         y + (size_t)c * ch * HS, HS, sh, 1.0f, BH, s)) != DT_OK) return st;
-    unpermute_kernel<<<dt_cu_div(blk / 8, 256), 256, 0, s>>>(out, y, NULL, NULL, B, T, NH, HS);
+    unpermute_kernel<<<dt_cu_noted(dt_cu_div(blk / 8, 256), 256, 0, "unpermute_kernel"), 256, 0, s>>>(out, y, NULL, NULL, B, T, NH, HS);
     return DT_OK;
 }
 
@@ -165,12 +165,12 @@ dt_status dt_cu_attention_bwd(dt_cu_blas *h, bf16 *dqkv, const bf16 *dout, const
     int dropping = dt_dropout_on(drop);
     bf16 *D = dropping ? dS + (size_t)BH * TT : NULL;
     dt_dropout d = dt_cu_drop_arg(drop);
-    permute_kernel<<<dt_cu_div(blk / 8, 256), 256, 0, s>>>(q, k, v, qkv, B, T, NH, HS);
+    permute_kernel<<<dt_cu_noted(dt_cu_div(blk / 8, 256), 256, 0, "permute_kernel"), 256, 0, s>>>(q, k, v, qkv, B, T, NH, HS);
     /* dy (B,NH,T,HS) from dout (B,T,C): the same permutation as q */
-    permute1_kernel<<<dt_cu_div(blk / 8, 256), 256, 0, s>>>(dy, dout, B, T, NH, HS);
+    permute1_kernel<<<dt_cu_noted(dt_cu_div(blk / 8, 256), 256, 0, "permute1_kernel"), 256, 0, s>>>(dy, dout, B, T, NH, HS);
     dt_status st;
     if (D) /* the dropped probabilities again, for dV */
-        drop_probs_kernel<<<dt_cu_div((size_t)BH * TT, 256), 256, 0, s>>>(D, att, (size_t)BH * TT, d, layer);
+        drop_probs_kernel<<<dt_cu_noted(dt_cu_div((size_t)BH * TT, 256), 256, 0, "drop_probs_kernel"), 256, 0, s>>>(D, att, (size_t)BH * TT, d, layer);
     int nch = att_chunks(T), ch = T / nch;
     const bf16 *P = D ? D : att;
     for (int c = 0; c < nch; c++) {
@@ -182,7 +182,7 @@ dt_status dt_cu_attention_bwd(dt_cu_blas *h, bf16 *dqkv, const bf16 *dout, const
         if ((st = bgemm(h, 1, 0, ch, HS, T - (int)r0, P + r0 * T + r0, T, (long long)TT, dy + r0 * HS, HS, sh,
                         dv + r0 * HS, HS, sh, 1.0f, BH, s)) != DT_OK) return st;
     }
-    softmax_bwd_kernel<<<dt_cu_div((size_t)BH * T, 8), 256, 0, s>>>(dS, att, BH * T, T, ch, d, layer);
+    softmax_bwd_kernel<<<dt_cu_noted(dt_cu_div((size_t)BH * T, 8), 256, 0, "softmax_bwd_kernel"), 256, 0, s>>>(dS, att, BH * T, T, ch, d, layer);
     float scale = 1.0f / sqrtf((float)HS);
     for (int c = 0; c < nch; c++) {
         size_t r0 = (size_t)c * ch;
@@ -193,6 +193,6 @@ dt_status dt_cu_attention_bwd(dt_cu_blas *h, bf16 *dqkv, const bf16 *dout, const
         if ((st = bgemm(h, 1, 0, ch, HS, T - (int)r0, dS + r0 * T + r0, T, (long long)TT, q + r0 * HS, HS, sh,
                         dk + r0 * HS, HS, sh, scale, BH, s)) != DT_OK) return st;
     }
-    unpermute_kernel<<<dt_cu_div(blk / 8, 256), 256, 0, s>>>(dqkv, dq, dk, dv, B, T, NH, HS);
+    unpermute_kernel<<<dt_cu_noted(dt_cu_div(blk / 8, 256), 256, 0, "unpermute_kernel"), 256, 0, s>>>(dqkv, dq, dk, dv, B, T, NH, HS);
     return DT_OK;
 }

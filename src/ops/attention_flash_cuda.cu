@@ -451,7 +451,7 @@ static void set_attrs(void) {
 
 void dt_cu_flash_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH, cudaStream_t s) {
     dim3 g((unsigned)(B * NH), (unsigned)(T / FB));
-    flash_fwd_kernel<<<g, NT, 0, s>>>(out, lse, qkv, T, NH, LOG2E / sqrtf((float)FD));
+    flash_fwd_kernel<<<dt_cu_noted(g, NT, 0, "flash_fwd_kernel"), NT, 0, s>>>(out, lse, qkv, T, NH, LOG2E / sqrtf((float)FD));
     (void)C;
 }
 
@@ -460,13 +460,13 @@ void dt_cu_flash_bwd(bf16 *dqkv, float *dq, float *D, const bf16 *dout, const bf
     set_attrs();
     float scale = 1.0f / sqrtf((float)FD);
     int det = dt_op_variant(DT_OP_ATTENTION_BWD) == DT_VARIANT_DET;
-    flash_dot_kernel<<<dt_cu_div((size_t)B * NH * T, 8), 256, 0, s>>>(D, dout, out, B, T, NH);
+    flash_dot_kernel<<<dt_cu_noted(dt_cu_div((size_t)B * NH * T, 8), 256, 0, "flash_dot_kernel"), 256, 0, s>>>(D, dout, out, B, T, NH);
     dim3 g((unsigned)(B * NH), (unsigned)(T / FB));
     if (!det) cudaMemsetAsync(dq, 0, sizeof(float) * (size_t)B * T * C, s);
     dim3 gk = det ? g : dim3((unsigned)(T / FB), (unsigned)(B * NH));
-    flash_bwd_kv_kernel<<<gk, NT, BWDA_SMEM, s>>>(dqkv, det ? NULL : dq, qkv, dout, lse, D, T, NH, scale, !det);
+    flash_bwd_kv_kernel<<<dt_cu_noted(gk, NT, BWDA_SMEM, "flash_bwd_kv_kernel"), NT, BWDA_SMEM, s>>>(dqkv, det ? NULL : dq, qkv, dout, lse, D, T, NH, scale, !det);
     if (det)
-        flash_bwd_q_kernel<<<g, NT, BWDQ_SMEM, s>>>(dqkv, qkv, dout, lse, D, T, NH, scale);
+        flash_bwd_q_kernel<<<dt_cu_noted(g, NT, BWDQ_SMEM, "flash_bwd_q_kernel"), NT, BWDQ_SMEM, s>>>(dqkv, qkv, dout, lse, D, T, NH, scale);
     else
-        flash_dq_store_kernel<<<dt_cu_div((size_t)B * T * C, 256), 256, 0, s>>>(dqkv, dq, B, T, C);
+        flash_dq_store_kernel<<<dt_cu_noted(dt_cu_div((size_t)B * T * C, 256), 256, 0, "flash_dq_store_kernel"), 256, 0, s>>>(dqkv, dq, B, T, C);
 }

@@ -159,7 +159,7 @@ void dt_cu_crossentropy(float *losses, bf16 *logits, const int *targets, float d
                         int V, int Vp, cudaStream_t s) {
     size_t shm = sizeof(bf16) * (size_t)Vp;
     if (shm > CE_SMEM_MAX) {
-        crossentropy_wide_kernel<<<N, CE_THREADS, 0, s>>>(losses, logits, targets, dloss, V, Vp);
+        crossentropy_wide_kernel<<<dt_cu_noted(N, CE_THREADS, 0, "crossentropy_wide_kernel"), CE_THREADS, 0, s>>>(losses, logits, targets, dloss, V, Vp);
         return;
     }
     static int attr_set;
@@ -167,5 +167,5 @@ void dt_cu_crossentropy(float *losses, bf16 *logits, const int *targets, float d
         cudaFuncSetAttribute(crossentropy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CE_SMEM_MAX);
         attr_set = 1;
     }
-    crossentropy_kernel<<<N, CE_ROW_THREADS, shm, s>>>(losses, logits, targets, dloss, V, Vp);
+    crossentropy_kernel<<<dt_cu_noted(N, CE_ROW_THREADS, shm, "crossentropy_kernel"), CE_ROW_THREADS, shm, s>>>(losses, logits, targets, dloss, V, Vp);
 }

@@ -20,6 +20,14 @@ extern "C" {
 #include "detrain/detrain.h"
 #include "core/philox.h"
 #include "ops/dropout.h"
+#include "ops/cuda_plan.h"
+}
+
+/* The grid argument of every launch in src/ops goes through this: it notes the launch in
+ * the launch log (cuda_plan.h; kernel-level tracing) and returns the grid unchanged. */
+static inline dim3 dt_cu_noted(dim3 grid, dim3 block, size_t smem, const char *kernel) {
+    dt_cu_launch_note(kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem);
+    return grid;
 }
 
 typedef __nv_bfloat16 bf16;

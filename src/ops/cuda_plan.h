@@ -81,6 +81,19 @@ int dt_cu_gemm_pick(const dt_cu_gemm_cand *c, int n, int det, size_t ws_limit);
  * Vp columns with `threads` threads: ceil(Vp / (8 * threads)). Vp must be a multiple of 8. */
 int dt_cu_ce_vectors_per_thread(int Vp, int threads);
 
+/* ---- launch log (kernel-level tracing) -------------------------------------------------
+ * While on, every CUDA launcher of src/ops notes each launch (kernel name, grid, block,
+ * dynamic shared memory: cuda_common.cuh's dt_cu_noted wraps the grid argument); the GPU
+ * model takes the notes of one op as text for its kernel-level trace event. Off (the
+ * default) a note costs one compare. One host thread (the one driving the model). */
+void dt_cu_launch_log(int on);
+void dt_cu_launch_note(const char *kernel, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                       unsigned by, unsigned bz, size_t smem);
+/* Writes the notes since the last take as "name<<<(gx,gy,gz),(bx,by,bz),smem>>>" joined by
+ * "; " into buf (cut to cap - 1 bytes; "+N more" when more launches were noted than kept),
+ * clears them and returns how many launches were noted. buf may be NULL (just clears). */
+int dt_cu_launch_take(char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -61,7 +61,7 @@ void dt_cu_encoder_fwd(bf16 *out, const int *inp, const float *wte, const float 
                        int C, const dt_dropout *drop, uint32_t purpose, uint32_t layer,
                        cudaStream_t s) {
     size_t n = (size_t)B * T * C;
-    encoder_fwd_kernel<<<dt_cu_div(n, 256), 256, 0, s>>>(out, inp, wte, wpe, B * T, T, C,
+    encoder_fwd_kernel<<<dt_cu_noted(dt_cu_div(n, 256), 256, 0, "encoder_fwd_kernel"), 256, 0, s>>>(out, inp, wte, wpe, B * T, T, C,
                                                          dt_cu_drop_arg(drop), purpose, layer);
 }
 
@@ -72,12 +72,12 @@ void dt_cu_encoder_bwd(float *dwte, float *dwpe, const float *dout, const int *i
     dt_dropout d = dt_cu_drop_arg(drop);
     if (dt_op_variant(DT_OP_ENCODER_BWD) == DT_VARIANT_DET) {
         dim3 g((unsigned)nseg, dt_cu_div((size_t)C, 128));
-        encoder_bwd_wte_det<<<g, 128, 0, s>>>(dwte, dout, order, seg_tok, seg_start, C, d, purpose, layer);
-        encoder_bwd_wpe_det<<<dt_cu_div((size_t)T * C, 256), 256, 0, s>>>(dwpe, dout, B, T, C, d,
+        encoder_bwd_wte_det<<<dt_cu_noted(g, 128, 0, "encoder_bwd_wte_det"), 128, 0, s>>>(dwte, dout, order, seg_tok, seg_start, C, d, purpose, layer);
+        encoder_bwd_wpe_det<<<dt_cu_noted(dt_cu_div((size_t)T * C, 256), 256, 0, "encoder_bwd_wpe_det"), 256, 0, s>>>(dwpe, dout, B, T, C, d,
                                                                           purpose, layer);
     } else {
         size_t n = (size_t)B * T * C;
-        encoder_bwd_fast<<<dt_cu_div(n, 256), 256, 0, s>>>(dwte, dwpe, dout, inp, B * T, T, C, d,
+        encoder_bwd_fast<<<dt_cu_noted(dt_cu_div(n, 256), 256, 0, "encoder_bwd_fast"), 256, 0, s>>>(dwte, dwpe, dout, inp, B * T, T, C, d,
                                                            purpose, layer);
     }
 }

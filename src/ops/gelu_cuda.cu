@@ -92,25 +92,25 @@ __global__ void bf16_to_f32_kernel(float *out, const bf16 *x, size_t n) {
 
 /* n must be a multiple of 8 for the vector kernels (the model's sizes are). */
 void dt_cu_gelu_fwd(bf16 *out, const bf16 *inp, size_t n, cudaStream_t s) {
-    gelu_fwd_kernel<<<dt_cu_div(n / 8, 256), 256, 0, s>>>(out, inp, n);
+    gelu_fwd_kernel<<<dt_cu_noted(dt_cu_div(n / 8, 256), 256, 0, "gelu_fwd_kernel"), 256, 0, s>>>(out, inp, n);
 }
 void dt_cu_gelu_bwd(bf16 *dinp, const bf16 *inp, const bf16 *dout, size_t n, cudaStream_t s) {
-    gelu_bwd_kernel<<<dt_cu_div(n / 8, 256), 256, 0, s>>>(dinp, inp, dout, n);
+    gelu_bwd_kernel<<<dt_cu_noted(dt_cu_div(n / 8, 256), 256, 0, "gelu_bwd_kernel"), 256, 0, s>>>(dinp, inp, dout, n);
 }
 void dt_cu_gelu_bwd_colsum(bf16 *dinp, float *acc, float *part, const bf16 *inp, const bf16 *dout,
                            int rows, int cols, cudaStream_t s, cudaStream_t fs) {
     int nparts = dt_cu_colsum_parts(rows);
     dim3 g(dt_cu_div((size_t)cols / 8, 32), (unsigned)nparts), b(32, DT_CU_COLSUM_LANES);
-    gelu_bwd_colsum_kernel<<<g, b, 0, s>>>(dinp, part, inp, dout, rows, cols);
+    gelu_bwd_colsum_kernel<<<dt_cu_noted(g, b, 0, "gelu_bwd_colsum_kernel"), b, 0, s>>>(dinp, part, inp, dout, rows, cols);
     dt_cu_colsum_finish(acc, part, nparts, cols, s, fs);
 }
 void dt_cu_to_bf16_dropout(bf16 *out, const float *x, size_t n, const dt_dropout *drop,
                            uint32_t purpose, uint32_t layer, cudaStream_t s) {
-    to_bf16_dropout_kernel<<<dt_cu_div(n, 256), 256, 0, s>>>(out, x, n, dt_cu_drop_arg(drop), purpose, layer);
+    to_bf16_dropout_kernel<<<dt_cu_noted(dt_cu_div(n, 256), 256, 0, "to_bf16_dropout_kernel"), 256, 0, s>>>(out, x, n, dt_cu_drop_arg(drop), purpose, layer);
 }
 void dt_cu_f32_to_bf16(bf16 *out, const float *x, size_t n, cudaStream_t s) {
-    to_bf16_dropout_kernel<<<dt_cu_div(n, 256), 256, 0, s>>>(out, x, n, dt_cu_drop_arg(NULL), 0, 0);
+    to_bf16_dropout_kernel<<<dt_cu_noted(dt_cu_div(n, 256), 256, 0, "to_bf16_dropout_kernel"), 256, 0, s>>>(out, x, n, dt_cu_drop_arg(NULL), 0, 0);
 }
 void dt_cu_bf16_to_f32(float *out, const bf16 *x, size_t n, cudaStream_t s) {
-    bf16_to_f32_kernel<<<dt_cu_div(n, 256), 256, 0, s>>>(out, x, n);
+    bf16_to_f32_kernel<<<dt_cu_noted(dt_cu_div(n, 256), 256, 0, "bf16_to_f32_kernel"), 256, 0, s>>>(out, x, n);
 }

@@ -341,7 +341,7 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
     dt_dropout d = dt_cu_drop_arg(drop);
     unsigned g = dt_cu_div((size_t)N, LN_FWD_THREADS / 32);
     int nv = aligned16(weight) && aligned16(bias) ? ln_nv(C) : 0;
-#define LN_FWD(NV) layernorm_fwd_kernel<NV><<<g, LN_FWD_THREADS, 0, s>>>(out, mean, rstd, res, a, b, weight, bias, N, C, d, purpose, layer)
+#define LN_FWD(NV) layernorm_fwd_kernel<NV><<<dt_cu_noted(g, LN_FWD_THREADS, 0, "layernorm_fwd_kernel"), LN_FWD_THREADS, 0, s>>>(out, mean, rstd, res, a, b, weight, bias, N, C, d, purpose, layer)
     switch (nv) {
     case 1: LN_FWD(1); break;
     case 2: LN_FWD(2); break;
@@ -350,7 +350,7 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
     case 6: LN_FWD(6); break;
     case 8: LN_FWD(8); break;
     default:
-        layernorm_fwd_wide_kernel<<<dt_cu_div((size_t)N, 8), 256, 0, s>>>(out, mean, rstd, res, a, b, weight, bias, N, C, d,
+        layernorm_fwd_wide_kernel<<<dt_cu_noted(dt_cu_div((size_t)N, 8), 256, 0, "layernorm_fwd_wide_kernel"), 256, 0, s>>>(out, mean, rstd, res, a, b, weight, bias, N, C, d,
                                                    purpose, layer);
     }
 #undef LN_FWD
@@ -373,7 +373,7 @@ void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias
     }
     unsigned nt = 32 * LN_BWD_WARPS;
     int nv = aligned16(weight) ? ln_nv(C) : 0; /* in 8-channel vectors; the kernel counts 4 */
-#define LN_BWD(NV) layernorm_bwd_kernel<2 * NV><<<nparts, nt, shm, s>>>(dinp, dinp16, dweight, dbias, part, \
+#define LN_BWD(NV) layernorm_bwd_kernel<2 * NV><<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_kernel"), nt, shm, s>>>(dinp, dinp16, dweight, dbias, part, \
                                                                         dout, inp, weight, mean, rstd, N, C, det)
     switch (nv) {
     case 1: LN_BWD(1); break;
@@ -383,7 +383,7 @@ void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias
     case 6: LN_BWD(6); break;
     case 8: LN_BWD(8); break;
     default:
-        layernorm_bwd_wide_kernel<<<nparts, nt, shm, s>>>(dinp, dinp16, dweight, dbias, part, dout, inp,
+        layernorm_bwd_wide_kernel<<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_wide_kernel"), nt, shm, s>>>(dinp, dinp16, dweight, dbias, part, dout, inp,
                                                           weight, mean, rstd, N, C, det);
     }
 #undef LN_BWD

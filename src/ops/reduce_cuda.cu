@@ -71,7 +71,7 @@ __global__ void parts_atomic_kernel(float *acc, const float *part, int nparts, i
 void dt_cu_parts_finish(float *acc, float *acc2, const float *part, int nparts, int cols,
                         cudaStream_t s) {
     dim3 g(dt_cu_div((size_t)cols, 32), acc2 ? 2 : 1), b(32, 8);
-    parts_finish_kernel<<<g, b, 0, s>>>(acc, acc2, part, nparts, cols);
+    parts_finish_kernel<<<dt_cu_noted(g, b, 0, "parts_finish_kernel"), b, 0, s>>>(acc, acc2, part, nparts, cols);
 }
 
 void dt_cu_colsum_finish(float *acc, const float *part, int nparts, int cols, cudaStream_t s,
@@ -81,7 +81,7 @@ void dt_cu_colsum_finish(float *acc, const float *part, int nparts, int cols, cu
         dt_cu_parts_finish(acc, NULL, part, nparts, cols, fs);
     } else {
         dim3 g(dt_cu_div((size_t)cols, 32), PARTS_GROUPS), b(32, 8);
-        parts_atomic_kernel<<<g, b, 0, fs>>>(acc, part, nparts, cols);
+        parts_atomic_kernel<<<dt_cu_noted(g, b, 0, "parts_atomic_kernel"), b, 0, fs>>>(acc, part, nparts, cols);
     }
 }
 
@@ -97,7 +97,7 @@ void dt_cu_colsum(float *acc, float *part, const bf16 *x, int rows, int cols, cu
                   cudaStream_t fs) {
     int nparts = dt_cu_colsum_parts(rows);
     dim3 g(dt_cu_div((size_t)cols / 8, 32), (unsigned)nparts), b(32, DT_CU_COLSUM_LANES);
-    colsum_part_kernel<<<g, b, 0, s>>>(part, x, rows, cols);
+    colsum_part_kernel<<<dt_cu_noted(g, b, 0, "colsum_part_kernel"), b, 0, s>>>(part, x, rows, cols);
     dt_cu_colsum_finish(acc, part, nparts, cols, s, fs);
 }
 
@@ -167,8 +167,8 @@ void dt_cu_reduce(double *out, long long *zeros, double *part, const float *x, s
     if (det) {
         int nb = dt_cu_reduce_blocks(n);
         long long *zpart = (long long *)(part + DT_CU_RED_MAX_BLOCKS);
-        reduce_part_kernel<<<nb, DT_CU_RED_THREADS, 0, s>>>(out, zeros, part, zpart, x, n, square, 1, vec);
-        reduce_finish_kernel<<<1, 1024, 0, s>>>(out, zeros, part, zpart, nb);
+        reduce_part_kernel<<<dt_cu_noted(nb, DT_CU_RED_THREADS, 0, "reduce_part_kernel"), DT_CU_RED_THREADS, 0, s>>>(out, zeros, part, zpart, x, n, square, 1, vec);
+        reduce_finish_kernel<<<dt_cu_noted(1, 1024, 0, "reduce_finish_kernel"), 1024, 0, s>>>(out, zeros, part, zpart, nb);
     } else {
         static int nsm;
         if (!nsm) {
@@ -179,6 +179,6 @@ void dt_cu_reduce(double *out, long long *zeros, double *part, const float *x, s
         }
         cudaMemsetAsync(out, 0, sizeof(double), s);
         if (zeros) cudaMemsetAsync(zeros, 0, sizeof(long long), s);
-        reduce_part_kernel<<<nsm * 8, DT_CU_RED_THREADS, 0, s>>>(out, zeros, NULL, NULL, x, n, square, 0, vec);
+        reduce_part_kernel<<<dt_cu_noted(nsm * 8, DT_CU_RED_THREADS, 0, "reduce_part_kernel"), DT_CU_RED_THREADS, 0, s>>>(out, zeros, NULL, NULL, x, n, square, 0, vec);
     }
 }

@@ -80,5 +80,5 @@ adamw_kernel(float *__restrict__ param, bf16 *__restrict__ param16, const float 
 
 void dt_cu_adamw(float *param, bf16 *param16, const float *grad, float *m, float *v,
                  const dt_cu_adamw_args *a, cudaStream_t s) {
-    adamw_kernel<<<a->nchunks, ADAMW_THREADS, 0, s>>>(param, param16, grad, m, v, *a);
+    adamw_kernel<<<dt_cu_noted(a->nchunks, ADAMW_THREADS, 0, "adamw_kernel"), ADAMW_THREADS, 0, s>>>(param, param16, grad, m, v, *a);
 }

@@ -6,7 +6,8 @@
 #    downstream, a late window reports the origin outside the capture, two clean traced
 #    runs match, overwrite is refused;
 #  - two deterministic runs traced at kernel level (every op, module and semantic event,
-#    device digests) show no mismatch, and the events carry the pinned cuBLASLt algorithm;
+#    device digests) show no mismatch, and the events carry the pinned cuBLASLt algorithm
+#    and every launch's grid, block and shared memory (the launch log, src/ops/cuda_plan.c);
 #  - a run with another seed is reported as differing (the comparison can fail).
 # Not named test_*.sh: CI has no GPU.
 set -u
@@ -24,6 +25,7 @@ common="--device cuda --model tiny --num-layers 2 --seq-length 64 --micro-batch-
 "$D" trace-diff "$W/a" "$W/b" > "$W/ab.txt" || { cat "$W/ab.txt"; fail "two deterministic GPU runs traced at kernel level differ"; }
 grep -aq "cublasLt det" "$W/a/rank_000000.trace" || fail "kernel-level events lack the cuBLASLt algorithm"
 grep -aq "block_bwd" "$W/a/rank_000000.trace" || fail "no module-level events"
+grep -aq "layernorm_bwd_kernel<<<(" "$W/a/rank_000000.trace" || fail "kernel-level events lack the launch shapes"
 "$D" train $common --deterministic-mode --seed 7 --trace-level kernel --trace-dir "$W/c" || fail "traced run with another seed"
 if "$D" trace-diff "$W/a" "$W/c" > "$W/ac.txt"; then fail "trace-diff saw no difference with another seed"; fi
 head -5 "$W/ac.txt"
