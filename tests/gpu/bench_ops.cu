@@ -18,6 +18,8 @@
  * lacks are skipped by their DT_CU_HAVE_* macros. */
 #include "ops/ops_cuda.h"
 
+#include "gpu_check.cuh"
+
 extern "C" {
 #include "core/philox.h"
 #include "ops/crossentropy.h"
@@ -30,70 +32,11 @@ extern "C" {
 #include <algorithm>
 #include <vector>
 
-typedef std::vector<float> vf;
 static const int NR = 16384, CH = 768, NL = 12, VV = 50257, VP = 50304;
 
-static void ok(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) { fprintf(stderr, "bench_ops: %s: %s\n", what, cudaGetErrorString(e)); exit(2); }
-}
-template <typename T> static T *dev(size_t n) {
-    T *p = NULL;
-    ok(cudaMalloc(&p, sizeof(T) * (n ? n : 1)), "cudaMalloc");
-    ok(cudaMemset(p, 0, sizeof(T) * (n ? n : 1)), "cudaMemset");
-    return p;
-}
 static uint32_t g_draw = 1;
 /* Fresh random values in [-scale, scale), rounded to bf16 (CPU and GPU read the same). */
-static vf rnd(size_t n, float scale = 1.0f) {
-    vf v(n);
-    uint32_t d = g_draw++;
-    for (size_t i = 0; i < n; i++)
-        v[i] = __bfloat162float(__float2bfloat16((dt_rng_uniform(11, 251, d, 0, i) * 2.0f - 1.0f) * scale));
-    return v;
-}
-static bf16 *up16(const vf &v) {
-    std::vector<bf16> h(v.size());
-    for (size_t i = 0; i < v.size(); i++) h[i] = __float2bfloat16(v[i]);
-    bf16 *d = dev<bf16>(v.size());
-    ok(cudaMemcpy(d, h.data(), sizeof(bf16) * v.size(), cudaMemcpyHostToDevice), "upload");
-    return d;
-}
-static float *up32(const vf &v) {
-    float *d = dev<float>(v.size());
-    ok(cudaMemcpy(d, v.data(), sizeof(float) * v.size(), cudaMemcpyHostToDevice), "upload");
-    return d;
-}
-static vf down16(const bf16 *d, size_t n) {
-    std::vector<bf16> h(n);
-    ok(cudaDeviceSynchronize(), "sync");
-    ok(cudaMemcpy(h.data(), d, sizeof(bf16) * n, cudaMemcpyDeviceToHost), "download");
-    vf v(n);
-    for (size_t i = 0; i < n; i++) v[i] = __bfloat162float(h[i]);
-    return v;
-}
-static vf down32(const float *d, size_t n) {
-    vf v(n);
-    ok(cudaDeviceSynchronize(), "sync");
-    ok(cudaMemcpy(v.data(), d, sizeof(float) * n, cudaMemcpyDeviceToHost), "download");
-    return v;
-}
-static double relerr(const vf &a, const vf &ref) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); i++) {
-        if (a[i] != a[i]) return 1e30; /* NaN never passes */
-        double d = (double)a[i] - ref[i];
-        num += d * d;
-        den += (double)ref[i] * ref[i];
-    }
-    return sqrt(num / (den > 0 ? den : 1e-300));
-}
-#define CHECK_REL(a, ref, tol, ...) do { double e_ = relerr(a, ref); char w_[96]; \
-    snprintf(w_, sizeof w_, __VA_ARGS__); \
-    CHECKF(e_ < (tol), "%s: rel err %.3g >= %.3g", w_, e_, (double)(tol)); \
-    fprintf(stderr, "  %-44s rel err %.3g (tol %.0e)\n", w_, e_, (double)(tol)); } while (0)
-static void variant(const char *spec) {
-    if (dt_op_override(spec) != DT_OK) { fprintf(stderr, "override %s: %s\n", spec, dt_errmsg()); exit(2); }
-}
+static vf rnd(size_t n, float scale = 1.0f) { return rnd_bf16(11, 251, &g_draw, n, scale); }
 static const char *br_name(int br) { return br ? "fast" : "det"; }
 
 /* ---- 1. accuracy ---------------------------------------------------------------------- */
@@ -106,13 +49,13 @@ static void check_layernorm(int N, int C) {
     bf16 *da = up16(a), *db = up16(b), *dres = dev<bf16>((size_t)N * C), *dout16 = dev<bf16>((size_t)N * C);
     float *dw = up32(w), *dbias = up32(bias), *dmean = dev<float>(N), *drstd = dev<float>(N);
     dt_cu_layernorm_fwd(dout16, dmean, drstd, dres, da, db, dw, dbias, N, C, NULL, 0, 0, 0);
-    CHECK_REL(down16(dres, (size_t)N * C), x, 1e-7, "C %d residual add (bf16 rounding)", C);
-    CHECK_REL(down16(dout16, (size_t)N * C), out, 1e-2, "C %d layernorm fwd", C);
-    CHECK_REL(down32(drstd, N), rstd, 1e-4, "C %d layernorm rstd", C);
-    CHECK_REL(down32(dmean, N), mean, 1e-4, "C %d layernorm mean", C);
+    CHECK_RELF(down16(dres, (size_t)N * C), x, 1e-7, "C %d residual add (bf16 rounding)", C);
+    CHECK_RELF(down16(dout16, (size_t)N * C), out, 1e-2, "C %d layernorm fwd", C);
+    CHECK_RELF(down32(drstd, N), rstd, 1e-4, "C %d layernorm rstd", C);
+    CHECK_RELF(down32(dmean, N), mean, 1e-4, "C %d layernorm mean", C);
     /* without the residual: the GPU's own stored sum as input */
     dt_cu_layernorm_fwd(dout16, dmean, drstd, NULL, dres, NULL, dw, dbias, N, C, NULL, 0, 0, 0);
-    CHECK_REL(down16(dout16, (size_t)N * C), out, 1e-2, "C %d layernorm fwd (no residual)", C);
+    CHECK_RELF(down16(dout16, (size_t)N * C), out, 1e-2, "C %d layernorm fwd (no residual)", C);
     vf dinp((size_t)N * C, 0.0f), gw(C, 0.0f), gb(C, 0.0f);
     vf dinp0 = rnd((size_t)N * C); /* dinp accumulates: start from a nonzero gradient */
     for (size_t i = 0; i < dinp.size(); i++) dinp[i] = dinp0[i];
@@ -125,10 +68,10 @@ static void check_layernorm(int N, int C) {
         float *part = dev<float>((size_t)2 * dt_cu_ln_parts(N) * C);
         bf16 *ddinp16 = dev<bf16>((size_t)N * C);
         dt_cu_layernorm_bwd(ddinp, ddinp16, dgw, dgb, part, dg, dres, dw, dmean, drstd, N, C, 0, 0);
-        CHECK_REL(down32(ddinp, (size_t)N * C), dinp, 1e-3, "C %d layernorm bwd dinp %s", C, br_name(br));
-        CHECK_REL(down16(ddinp16, (size_t)N * C), dinp, 1e-2, "C %d layernorm bwd dinp16 %s", C, br_name(br));
-        CHECK_REL(down32(dgw, C), gw, 1e-3, "C %d layernorm bwd dweight %s", C, br_name(br));
-        CHECK_REL(down32(dgb, C), gb, 1e-5, "C %d layernorm bwd dbias %s", C, br_name(br));
+        CHECK_RELF(down32(ddinp, (size_t)N * C), dinp, 1e-3, "C %d layernorm bwd dinp %s", C, br_name(br));
+        CHECK_RELF(down16(ddinp16, (size_t)N * C), dinp, 1e-2, "C %d layernorm bwd dinp16 %s", C, br_name(br));
+        CHECK_RELF(down32(dgw, C), gw, 1e-3, "C %d layernorm bwd dweight %s", C, br_name(br));
+        CHECK_RELF(down32(dgb, C), gb, 1e-5, "C %d layernorm bwd dbias %s", C, br_name(br));
         cudaFree(ddinp); cudaFree(dgw); cudaFree(dgb); cudaFree(part); cudaFree(ddinp16);
     }
     dt_op_clear_overrides();
@@ -145,7 +88,7 @@ static void check_colsum(int rows, int cols) {
         variant(br ? "bias_bwd=fast" : "bias_bwd=det");
         float *acc = dev<float>(cols);
         dt_cu_colsum(acc, part, dx, rows, cols, 0, 0);
-        CHECK_REL(down32(acc, cols), ref, 1e-5, "colsum %dx%d %s", rows, cols, br_name(br));
+        CHECK_RELF(down32(acc, cols), ref, 1e-5, "colsum %dx%d %s", rows, cols, br_name(br));
         cudaFree(acc);
     }
     dt_op_clear_overrides();
@@ -160,8 +103,8 @@ static void check_gelu(int rows, int cols) {
     bf16 *dxx = up16(x), *dg = up16(g), *dy = dev<bf16>(n), *ddx = dev<bf16>(n);
     dt_cu_gelu_fwd(dy, dxx, n, 0);
     dt_cu_gelu_bwd(ddx, dxx, dg, n, 0);
-    CHECK_REL(down16(dy, n), y, 1e-2, "gelu fwd");
-    CHECK_REL(down16(ddx, n), dx, 1e-2, "gelu bwd");
+    CHECK_RELF(down16(dy, n), y, 1e-2, "gelu fwd");
+    CHECK_RELF(down16(ddx, n), dx, 1e-2, "gelu bwd");
 #ifdef DT_CU_HAVE_GELU_BWD_COLSUM
     vf gpu = down16(ddx, n), ref(cols, 0.0f);
     dt_colsum_det(gpu.data(), rows, cols, ref.data()); /* the sum of the stored bf16 values */
@@ -173,7 +116,7 @@ static void check_gelu(int rows, int cols) {
         dt_cu_gelu_bwd_colsum(ddx2, acc, part, dxx, dg, rows, cols, 0, 0);
         vf got = down16(ddx2, n);
         CHECK(memcmp(got.data(), gpu.data(), sizeof(float) * n) == 0);
-        CHECK_REL(down32(acc, cols), ref, 1e-5, "gelu bwd + colsum %dx%d %s", rows, cols, br_name(br));
+        CHECK_RELF(down32(acc, cols), ref, 1e-5, "gelu bwd + colsum %dx%d %s", rows, cols, br_name(br));
         if (!br) { /* det: the bits of gelu_bwd followed by colsum */
             dt_cu_colsum(acc2, part, ddx, rows, cols, 0, 0);
             vf a1 = down32(acc, cols), a2 = down32(acc2, cols);
@@ -198,11 +141,11 @@ static void check_crossentropy(int N, int V, int Vp) {
     dt_crossentropy_bwd(dl.data(), lse.data(), tg.data(), 0.5f, N, V, Vp);
     bf16 *dlog = up16(logits);
     int *dtg = dev<int>(N);
-    ok(cudaMemcpy(dtg, tg.data(), sizeof(int) * N, cudaMemcpyHostToDevice), "upload");
+    gpu_ok(cudaMemcpy(dtg, tg.data(), sizeof(int) * N, cudaMemcpyHostToDevice), "upload");
     float *dloss = dev<float>(N);
     dt_cu_crossentropy(dloss, dlog, dtg, 0.5f, N, V, Vp, 0);
-    CHECK_REL(down32(dloss, N), losses, 1e-5, "crossentropy losses V %d Vp %d", V, Vp);
-    CHECK_REL(down16(dlog, (size_t)N * Vp), dl, 1e-2, "crossentropy dlogits V %d Vp %d", V, Vp);
+    CHECK_RELF(down32(dloss, N), losses, 1e-5, "crossentropy losses V %d Vp %d", V, Vp);
+    CHECK_RELF(down16(dlog, (size_t)N * Vp), dl, 1e-2, "crossentropy dlogits V %d Vp %d", V, Vp);
     vf got = down16(dlog, (size_t)N * Vp);
     size_t pad = 0;
     for (int i = 0; i < N; i++)
@@ -240,16 +183,16 @@ static void check_adamw(void) {
         }
     float *dp = up32(p), *dg = up32(g), *dm = up32(m), *dv = up32(v), *dwd = up32(vf(wd, wd + 3));
     double *dgn = dev<double>(1);
-    ok(cudaMemcpy(dgn, &gn, sizeof gn, cudaMemcpyHostToDevice), "upload");
+    gpu_ok(cudaMemcpy(dgn, &gn, sizeof gn, cudaMemcpyHostToDevice), "upload");
     dt_cu_chunk *dch = dev<dt_cu_chunk>(nch);
-    ok(cudaMemcpy(dch, ch.data(), sizeof(dt_cu_chunk) * nch, cudaMemcpyHostToDevice), "upload");
+    gpu_ok(cudaMemcpy(dch, ch.data(), sizeof(dt_cu_chunk) * nch, cudaMemcpyHostToDevice), "upload");
     bf16 *dp16 = dev<bf16>(n);
     a.grad_norm = dgn; a.decay = dwd; a.chunks = dch; a.nchunks = (int)nch;
     dt_cu_adamw(dp, dp16, dg, dm, dv, &a, 0);
     vf gp = down32(dp, n);
-    CHECK_REL(gp, pr, 1e-6, "adamw params");
-    CHECK_REL(down32(dm, n), mr, 1e-6, "adamw m");
-    CHECK_REL(down32(dv, n), vrr, 1e-6, "adamw v");
+    CHECK_RELF(gp, pr, 1e-6, "adamw params");
+    CHECK_RELF(down32(dm, n), mr, 1e-6, "adamw m");
+    CHECK_RELF(down32(dv, n), vrr, 1e-6, "adamw v");
     vf g16 = down16(dp16, n);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += g16[i] != __bfloat162float(__float2bfloat16(gp[i]));
@@ -272,8 +215,8 @@ static void check_reduce(void) {
             dt_cu_reduce(out, dz, rp, dy + off, n, 1, det, 0);
             double got = 0;
             long long gz = 0;
-            ok(cudaMemcpy(&got, out, sizeof got, cudaMemcpyDeviceToHost), "download");
-            ok(cudaMemcpy(&gz, dz, sizeof gz, cudaMemcpyDeviceToHost), "download");
+            gpu_ok(cudaMemcpy(&got, out, sizeof got, cudaMemcpyDeviceToHost), "download");
+            gpu_ok(cudaMemcpy(&gz, dz, sizeof gz, cudaMemcpyDeviceToHost), "download");
             CHECKF(fabs(got - ref) / ref < 1e-9, "sumsq %s off %d: %.17g vs %.17g", det ? "det" : "fast", off, got, ref);
             CHECKF(gz == z, "zeros %s off %d: %lld vs %lld", det ? "det" : "fast", off, gz, (long long)z);
         }
@@ -331,8 +274,8 @@ static bufs g;
 template <typename T> static void grab(std::vector<unsigned char> *out, const T *d, size_t n) {
     size_t o = out->size();
     out->resize(o + sizeof(T) * n);
-    ok(cudaDeviceSynchronize(), "sync");
-    ok(cudaMemcpy(out->data() + o, d, sizeof(T) * n, cudaMemcpyDeviceToHost), "download");
+    gpu_ok(cudaDeviceSynchronize(), "sync");
+    gpu_ok(cudaMemcpy(out->data() + o, d, sizeof(T) * n, cudaMemcpyDeviceToHost), "download");
 }
 typedef void (*op_fn)(void);
 /* The ops as the model calls them (fs = g_fin for the det finishes in replays). */
@@ -361,10 +304,10 @@ static int replays_equal(void (*reset)(void), op_fn op, void (*take)(std::vector
     int same = 1;
     for (int r = 0; r < 3; r++) {
         reset();
-        ok(cudaDeviceSynchronize(), "sync");
+        gpu_ok(cudaDeviceSynchronize(), "sync");
         contend();
         op();
-        ok(cudaStreamSynchronize(g_fin), "sync");
+        gpu_ok(cudaStreamSynchronize(g_fin), "sync");
         cur.clear();
         take(r ? &cur : &first);
         if (r && (cur.size() != first.size() || memcmp(cur.data(), first.data(), cur.size()))) same = 0;
@@ -481,7 +424,7 @@ static void bench(void) {
         row("crossentropy", b, op_ce, NULL, (double)NR * VP * e2 * 2, 1, wh);
         row("adamw", b, op_adamw, NULL, (double)g.np * 30, 1, wh);
         row("norm (sumsq + zeros)", b, op_norm, NULL, (double)g.np * 4, 2, wh);
-        ok(cudaDeviceSynchronize(), "bench");
+        gpu_ok(cudaDeviceSynchronize(), "bench");
     }
     dt_op_clear_overrides();
     printf("sum per step (gelu_bwd and its colsum fc not included): det %.3f ms, fast %.3f ms\n", g_step[0],
@@ -505,14 +448,14 @@ static void setup(void) {
         vf chunk = rnd(n, 8.0f);
         bf16 *d = up16(chunk);
         for (int k = 0; k < NR / (int)rows; k++)
-            ok(cudaMemcpy(g.logits0 + (size_t)k * n, d, sizeof(bf16) * n, cudaMemcpyDeviceToDevice), "copy");
+            gpu_ok(cudaMemcpy(g.logits0 + (size_t)k * n, d, sizeof(bf16) * n, cudaMemcpyDeviceToDevice), "copy");
         cudaFree(d);
     }
     reset_ce();
     std::vector<int> tg(NR);
     for (int i = 0; i < NR; i++) tg[i] = (int)(dt_rng_u32(5, 251, 3, 0, i) % VV);
     g.tg = dev<int>(NR);
-    ok(cudaMemcpy(g.tg, tg.data(), sizeof(int) * NR, cudaMemcpyHostToDevice), "upload");
+    gpu_ok(cudaMemcpy(g.tg, tg.data(), sizeof(int) * NR, cudaMemcpyHostToDevice), "upload");
     g.losses = dev<float>(NR);
     /* the 124M parameter tensors in the model's order */
     const size_t L = NL, C = CH;
@@ -531,7 +474,7 @@ static void setup(void) {
         vf chunk = rnd(1 << 22, 0.02f);
         float *d = up32(chunk);
         for (size_t k = 0; k < o; k += chunk.size())
-            ok(cudaMemcpy(g.grad + k, d, sizeof(float) * std::min(chunk.size(), o - k), cudaMemcpyDeviceToDevice), "copy");
+            gpu_ok(cudaMemcpy(g.grad + k, d, sizeof(float) * std::min(chunk.size(), o - k), cudaMemcpyDeviceToDevice), "copy");
         cudaFree(d);
     }
     reset_adamw();
@@ -539,26 +482,26 @@ static void setup(void) {
     std::vector<dt_cu_chunk> ch(nch);
     dt_cu_adamw_chunks(offs, nums, 16, DT_CU_ADAMW_CHUNK, ch.data(), nch);
     g.chunks = dev<dt_cu_chunk>(nch);
-    ok(cudaMemcpy(g.chunks, ch.data(), sizeof(dt_cu_chunk) * nch, cudaMemcpyHostToDevice), "upload");
+    gpu_ok(cudaMemcpy(g.chunks, ch.data(), sizeof(dt_cu_chunk) * nch, cudaMemcpyHostToDevice), "upload");
     g.decay = up32(vf(wd, wd + 16));
     g.gn = dev<double>(1);
     double gn = 0.5;
-    ok(cudaMemcpy(g.gn, &gn, sizeof gn, cudaMemcpyHostToDevice), "upload");
+    gpu_ok(cudaMemcpy(g.gn, &gn, sizeof gn, cudaMemcpyHostToDevice), "upload");
     dt_cu_adamw_args &a = g.aa;
     a.lr = 6e-4f; a.beta1 = 0.9f; a.beta2 = 0.95f; a.eps = 1e-8f; a.bc1 = 0.1f; a.bc2 = 0.05f;
     a.clip_grad = 1.0f; a.grad_norm = g.gn; a.decay = g.decay; a.chunks = g.chunks; a.nchunks = (int)nch;
     g.red_out = dev<double>(1); g.red_part = dev<double>(2 * DT_CU_RED_MAX_BLOCKS); g.zeros = dev<long long>(1);
     g_busy = dev<float>(1 << 24);
-    ok(cudaStreamCreateWithFlags(&g_side, cudaStreamNonBlocking), "stream");
-    ok(cudaStreamCreateWithFlags(&g_fin, cudaStreamNonBlocking), "stream");
+    gpu_ok(cudaStreamCreateWithFlags(&g_side, cudaStreamNonBlocking), "stream");
+    gpu_ok(cudaStreamCreateWithFlags(&g_fin, cudaStreamNonBlocking), "stream");
     /* the model's forward statistics for the backward */
     op_ln_fwd();
-    ok(cudaDeviceSynchronize(), "setup");
+    gpu_ok(cudaDeviceSynchronize(), "setup");
 }
 
 int main(void) {
     cudaDeviceProp prop;
-    ok(cudaGetDeviceProperties(&prop, 0), "device");
+    gpu_ok(cudaGetDeviceProperties(&prop, 0), "device");
     printf("bench_ops on %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
     const char *skip = getenv("BENCH_OPS_SKIP_CHECKS");
     int checks = !(skip && *skip == '1');

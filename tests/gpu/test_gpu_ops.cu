@@ -12,6 +12,7 @@
  * gpt_cuda.cu. */
 #include "ops/ops_cuda.h"
 
+#include "gpu_check.cuh"
 #include "model/gpt_cuda.h"
 extern "C" {
 #include "core/philox.h"
@@ -27,71 +28,9 @@ extern "C" {
 
 #include <vector>
 
-typedef std::vector<float> vf;
-
 static uint32_t g_draw = 1;
 /* Fresh random values in [-scale, scale), rounded to bf16 (so CPU and GPU read the same). */
-static vf rnd(size_t n, float scale = 1.0f) {
-    vf v(n);
-    uint32_t d = g_draw++;
-    for (size_t i = 0; i < n; i++)
-        v[i] = __bfloat162float(__float2bfloat16((dt_rng_uniform(7, 250, d, 0, i) * 2.0f - 1.0f) * scale));
-    return v;
-}
-template <typename T> static T *dev(size_t n) {
-    T *p = NULL;
-    if (cudaMalloc(&p, sizeof(T) * (n ? n : 1)) != cudaSuccess) { fprintf(stderr, "cudaMalloc\n"); exit(2); }
-    cudaMemset(p, 0, sizeof(T) * (n ? n : 1));
-    return p;
-}
-static bf16 *up16(const vf &v) {
-    std::vector<bf16> h(v.size());
-    for (size_t i = 0; i < v.size(); i++) h[i] = __float2bfloat16(v[i]);
-    bf16 *d = dev<bf16>(v.size());
-    cudaMemcpy(d, h.data(), sizeof(bf16) * v.size(), cudaMemcpyHostToDevice);
-    return d;
-}
-static float *up32(const vf &v) {
-    float *d = dev<float>(v.size());
-    cudaMemcpy(d, v.data(), sizeof(float) * v.size(), cudaMemcpyHostToDevice);
-    return d;
-}
-static int *upi(const std::vector<int> &v) {
-    int *d = dev<int>(v.size());
-    cudaMemcpy(d, v.data(), sizeof(int) * v.size(), cudaMemcpyHostToDevice);
-    return d;
-}
-static vf down16(const bf16 *d, size_t n) {
-    std::vector<bf16> h(n);
-    cudaDeviceSynchronize();
-    cudaMemcpy(h.data(), d, sizeof(bf16) * n, cudaMemcpyDeviceToHost);
-    vf v(n);
-    for (size_t i = 0; i < n; i++) v[i] = __bfloat162float(h[i]);
-    return v;
-}
-static vf down32(const float *d, size_t n) {
-    vf v(n);
-    cudaDeviceSynchronize();
-    cudaMemcpy(v.data(), d, sizeof(float) * n, cudaMemcpyDeviceToHost);
-    return v;
-}
-static double relerr(const vf &a, const vf &ref) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); i++) {
-        if (a[i] != a[i]) return 1e30; /* NaN never passes */
-        double d = (double)a[i] - ref[i];
-        num += d * d;
-        den += (double)ref[i] * ref[i];
-    }
-    return sqrt(num / (den > 0 ? den : 1e-300));
-}
-#define CHECK_REL(a, ref, tol, what) do { double e_ = relerr(a, ref); \
-    CHECKF(e_ < (tol), "%s: rel err %.3g >= %.3g", what, e_, (double)(tol)); \
-    fprintf(stderr, "  %-36s rel err %.3g (tol %.0e)\n", what, e_, (double)(tol)); } while (0)
-
-static void variant(const char *spec) {
-    if (dt_op_override(spec) != DT_OK) { fprintf(stderr, "override %s: %s\n", spec, dt_errmsg()); exit(2); }
-}
+static vf rnd(size_t n, float scale = 1.0f) { return rnd_bf16(7, 250, &g_draw, n, scale); }
 
 static dt_cu_blas *g_blas;
 

@@ -1,0 +1,97 @@
+/* Helpers shared by the GPU accuracy tests (test_gpu_ops.cu, bench_ops.cu): device buffers
+ * from host vectors and back, bf16-rounded random inputs (the CPU reference reads the same
+ * values), and the relative-L2 check against a CPU result. Header-only: each test binary
+ * includes it once. A CUDA error here ends the test with exit status 2. */
+#ifndef DT_TESTS_GPU_CHECK_CUH
+#define DT_TESTS_GPU_CHECK_CUH
+
+#include "ops/cuda_common.cuh"
+
+extern "C" {
+#include "core/philox.h"
+#include "ops/op.h"
+#include "dt_test.h"
+}
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <vector>
+
+typedef std::vector<float> vf;
+
+static void gpu_ok(cudaError_t e, const char *what) {
+    if (e != cudaSuccess) { fprintf(stderr, "gpu test: %s: %s\n", what, cudaGetErrorString(e)); exit(2); }
+}
+/* n zeroed device elements (at least one, so an empty tensor still has an address). */
+template <typename T> static T *dev(size_t n) {
+    T *p = NULL;
+    gpu_ok(cudaMalloc(&p, sizeof(T) * (n ? n : 1)), "cudaMalloc");
+    gpu_ok(cudaMemset(p, 0, sizeof(T) * (n ? n : 1)), "cudaMemset");
+    return p;
+}
+/* Fresh random values in [-scale, scale), rounded to bf16, from the Philox stream
+ * (key, purpose); *draw numbers the draws so each call gets new values. */
+static vf rnd_bf16(uint64_t key, uint32_t purpose, uint32_t *draw, size_t n, float scale) {
+    vf v(n);
+    uint32_t d = (*draw)++;
+    for (size_t i = 0; i < n; i++)
+        v[i] = __bfloat162float(__float2bfloat16((dt_rng_uniform(key, purpose, d, 0, i) * 2.0f - 1.0f) * scale));
+    return v;
+}
+static bf16 *up16(const vf &v) {
+    std::vector<bf16> h(v.size());
+    for (size_t i = 0; i < v.size(); i++) h[i] = __float2bfloat16(v[i]);
+    bf16 *d = dev<bf16>(v.size());
+    gpu_ok(cudaMemcpy(d, h.data(), sizeof(bf16) * v.size(), cudaMemcpyHostToDevice), "upload");
+    return d;
+}
+static float *up32(const vf &v) {
+    float *d = dev<float>(v.size());
+    gpu_ok(cudaMemcpy(d, v.data(), sizeof(float) * v.size(), cudaMemcpyHostToDevice), "upload");
+    return d;
+}
+static int *upi(const std::vector<int> &v) {
+    int *d = dev<int>(v.size());
+    gpu_ok(cudaMemcpy(d, v.data(), sizeof(int) * v.size(), cudaMemcpyHostToDevice), "upload");
+    return d;
+}
+/* Waits for the device, then copies back (as floats). */
+static vf down16(const bf16 *d, size_t n) {
+    std::vector<bf16> h(n);
+    gpu_ok(cudaDeviceSynchronize(), "sync");
+    gpu_ok(cudaMemcpy(h.data(), d, sizeof(bf16) * n, cudaMemcpyDeviceToHost), "download");
+    vf v(n);
+    for (size_t i = 0; i < n; i++) v[i] = __bfloat162float(h[i]);
+    return v;
+}
+static vf down32(const float *d, size_t n) {
+    vf v(n);
+    gpu_ok(cudaDeviceSynchronize(), "sync");
+    gpu_ok(cudaMemcpy(v.data(), d, sizeof(float) * n, cudaMemcpyDeviceToHost), "download");
+    return v;
+}
+/* ||a - ref|| / ||ref|| in double; a NaN anywhere never passes. */
+static double relerr(const vf &a, const vf &ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        if (a[i] != a[i]) return 1e30;
+        double d = (double)a[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1e-300));
+}
+/* The check (a macro, so a failure names the caller's line), printing every figure. */
+#define CHECK_REL(a, ref, tol, what) do { double e_ = relerr(a, ref); const char *w_ = (what); \
+    CHECKF(e_ < (tol), "%s: rel err %.3g >= %.3g", w_, e_, (double)(tol)); \
+    fprintf(stderr, "  %-44s rel err %.3g (tol %.0e)\n", w_, e_, (double)(tol)); } while (0)
+/* The same with a printf-style name. */
+#define CHECK_RELF(a, ref, tol, ...) do { char wf_[96]; snprintf(wf_, sizeof wf_, __VA_ARGS__); \
+    CHECK_REL(a, ref, tol, wf_); } while (0)
+/* Forces a branch ("name=det|fast"); a bad spec ends the test. */
+static void variant(const char *spec) {
+    if (dt_op_override(spec) != DT_OK) { fprintf(stderr, "override %s: %s\n", spec, dt_errmsg()); exit(2); }
+}
+
+#endif
