@@ -292,6 +292,19 @@ dt_status dt_trace_config_check(const dt_trace_config *cfg) {
     return parse_config(cfg, &steps, &ranks);
 }
 
+dt_status dt_trace_precheck(const dt_trace_config *cfg, int rank) {
+    dt_range_list ranks, steps;
+    dt_status st;
+    if ((st = parse_config(cfg, &steps, &ranks))) return st;
+    if (cfg->level == DT_TRACE_OFF || !dt_range_list_has(&ranks, rank)) return DT_OK;
+    char path[sizeof S.path];
+    snprintf(path, sizeof path, "%s/rank_%06d.trace", cfg->dir, rank);
+    if (access(path, F_OK) == 0)
+        return dt_fail(DT_EIO, "cannot create trace file %s: File exists (traces are never "
+                       "overwritten: choose a new --trace-dir or remove the old trace)", path);
+    return DT_OK;
+}
+
 dt_status dt_trace_open(const dt_trace_config *cfg, int rank) {
     if (S.open) return dt_fail(DT_ESTATE, "dt_trace_open: a trace session is already open (%s)", S.path);
     dt_range_list ranks, steps;

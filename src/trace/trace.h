@@ -130,6 +130,10 @@ dt_status dt_trace_config_check(const dt_trace_config *cfg);
  * (DT_EIO naming it: choose a new --trace-dir or remove the old trace). Writes the file
  * header. Fails with DT_ESTATE if a session is already open. */
 dt_status dt_trace_open(const dt_trace_config *cfg, int rank);
+/* The refusal dt_trace_open would give for an existing rank file (and a bad config), checked
+ * without creating anything: the trainers call it before they create logs or checkpoints,
+ * so a run stopped by an old trace leaves no files behind. */
+dt_status dt_trace_precheck(const dt_trace_config *cfg, int rank);
 /* Flushes, writes the end record and closes. Returns the first error any hook hit (hooks
  * cannot return errors; they record the first one and stop writing). Safe to call when
  * no session is open (returns DT_OK). */

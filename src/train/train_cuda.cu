@@ -56,6 +56,8 @@ static dt_status gsetup(gtrainer *t, const dt_train_config *cfg) {
     int B = cfg->micro_batch, T = cfg->seq_length;
     dt_status st = dt_train_accum(cfg, &t->accum);
     if (st != DT_OK) return st;
+    /* an old trace stops the run before any log or checkpoint is created */
+    if ((st = dt_trace_precheck(&cfg->trace, 0)) != DT_OK) return st;
     dt_train_ckpt_config(cfg, &t->ck);
     if ((st = dt_train_open_data(cfg, &t->data)) != DT_OK) return st;
     if ((st = dt_gpt_create(&t->host, &cfg->gpt, B, T, cfg->seed)) != DT_OK) return st;

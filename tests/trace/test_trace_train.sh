@@ -49,7 +49,9 @@ set +e
 out=$("$DETRAIN" train --deterministic-mode --inject-nondeterminism adamw@1 --train-iters 1 --quiet 2>&1); rc=$?
 set -e
 [ $rc -ne 0 ] && grep -q -- "--inject-nondeterminism" <<<"$out"
-# an existing trace file is never overwritten
-set +e; out=$(run --trace-level op --trace-dir "$d/clean" 2>&1); rc=$?; set -e
+# an existing trace file is never overwritten, and the refused run creates nothing (no log
+# directory, no checkpoint directory)
+set +e; out=$(run --trace-level op --trace-dir "$d/clean" --log-dir "$d/refused-log" --save "$d/refused-ckpt" 2>&1); rc=$?; set -e
 [ $rc -ne 0 ] && grep -q "rank_000000.trace" <<<"$out"
+[ ! -e "$d/refused-log" ] && [ ! -e "$d/refused-ckpt" ] || { echo "a run refused for its old trace left files"; exit 1; }
 echo ok
