@@ -5,7 +5,11 @@
  * machine that separate runs pick up. Prints the median and minimum step time of each
  * branch set and the tax.
  *
- * usage: build/tools/bench_cpu_tax [--model small] [--steps 40] [--threads 2] [--B 8] */
+ * --only OP: the "det" set runs only OP's det branch (every other op fast), to find which
+ * op the tax comes from.
+ *
+ * usage: build/tools/bench_cpu_tax [--model small] [--steps 40] [--threads 2] [--B 8]
+ *                                  [--only OP] */
 #include "core/determinism.h"
 #include "data/dataset.h"
 #include "model/gpt.h"
@@ -23,11 +27,15 @@ static double now_ms(void) {
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-static void all_ops(const char *variant) {
+/* Every op's branch = variant, except `only` (when set) which runs det while the rest run
+ * fast. */
+static void all_ops(const char *variant, const char *only) {
     dt_op_clear_overrides();
     for (int i = 0; i < DT_OP_COUNT; i++) {
         char spec[64];
-        snprintf(spec, sizeof spec, "%s=%s", dt_op_name((dt_op_id)i), variant);
+        const char *name = dt_op_name((dt_op_id)i);
+        const char *v = only && !strcmp(variant, "det") ? (!strcmp(name, only) ? "det" : "fast") : variant;
+        snprintf(spec, sizeof spec, "%s=%s", name, v);
         if (dt_op_override(spec) != DT_OK) { fprintf(stderr, "%s\n", dt_errmsg()); exit(2); }
     }
 }
@@ -38,13 +46,14 @@ static int cmp(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    const char *model = "small", *threads = "2";
+    const char *model = "small", *threads = "2", *only = NULL;
     int steps = 40, B = 8;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) model = argv[i + 1];
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--threads")) threads = argv[i + 1];
         else if (!strcmp(argv[i], "--B")) B = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--only")) only = argv[i + 1];
         else { fprintf(stderr, "unknown flag %s\n", argv[i]); return 2; }
     }
     if (steps < 4 || B < 1) { fprintf(stderr, "need --steps >= 4 and --B >= 1\n"); return 2; }
@@ -70,7 +79,7 @@ int main(int argc, char **argv) {
     const char *names[2] = {"fast", "det"};
     for (int s = 0; s < 2 * steps + 4; s++) {
         int v = s & 1; /* alternate every step */
-        all_ops(names[v]);
+        all_ops(names[v], only);
         if (dt_dataset_next_train(ds, in, tg) != DT_OK) return 2;
         double t0 = now_ms(), loss;
         dt_gpt_zero_grad(m);
@@ -89,8 +98,8 @@ int main(int argc, char **argv) {
         med[v] = steps % 2 ? t[v][steps / 2] : 0.5 * (t[v][steps / 2 - 1] + t[v][steps / 2]);
         mn[v] = t[v][0];
     }
-    printf("model %s, B %d, T %d, %s threads, %d interleaved steps of each\n", model, B,
-           cfg.max_seq_len, threads, steps);
+    printf("model %s, B %d, T %d, %s threads, %d interleaved steps of each%s%s\n", model, B,
+           cfg.max_seq_len, threads, steps, only ? "; det set: only " : "", only ? only : "");
     printf("%-5s %10s %10s %10s\n", "ops", "median ms", "min ms", "tok/s");
     for (int v = 0; v < 2; v++)
         printf("%-5s %10.2f %10.2f %10.0f\n", names[v], med[v], mn[v], (double)BT / med[v] * 1e3);
