@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # CI check that every CUDA source (and tests/kernels/harness_cuda.cu) compiles
 # (`make cuda-objs`: nvcc, sm_90, the project's flags) on a machine with nvcc and no GPU,
+# that `make cuda` links build/detrain-cuda and one binary per tests/gpu/*.cu (so a GPU
+# test that no longer builds is caught here, not on the device),
 # and that `make cuda` refuses clearly, instead of building a CPU-only binary, when nvcc
 # is missing. The GPU tests themselves run on a GPU
 # machine (bench/gpu.sh).
@@ -19,10 +21,17 @@ for f in src/*/*.cu tests/kernels/*.cu; do
   o="build/cuda/obj/${f%.cu}.cu.o"
   [ -s "$o" ] || { echo "FAIL: $f did not produce $o"; fails=$((fails+1)); }
 done
+# the whole CUDA build links: the trainer and every GPU test program
+if ! make -j2 cuda; then echo "FAIL: make cuda"; fails=$((fails+1)); fi
+[ -x build/detrain-cuda ] || { echo "FAIL: no build/detrain-cuda"; fails=$((fails+1)); }
+for f in tests/gpu/*.cu; do
+  b="build/gpu-tests/$(basename "${f%.cu}")"
+  [ -x "$b" ] || { echo "FAIL: $f did not link into $b"; fails=$((fails+1)); }
+done
 # no nvcc: a clear error and a non-zero exit, never a silent CPU build
 out=$(make NVCC=/nonexistent/nvcc cuda-objs 2>&1); rc=$?
 if [ $rc -eq 0 ]; then echo "FAIL: make cuda-objs succeeded without nvcc"; fails=$((fails+1)); fi
 echo "$out" | grep -q "not found: the CUDA build needs the CUDA toolkit" || {
   echo "FAIL: missing-nvcc message not shown: $out"; fails=$((fails+1)); }
-[ $fails -eq 0 ] && echo "cuda compile: $n files OK"
+[ $fails -eq 0 ] && echo "cuda compile: $n files OK, detrain-cuda and $(ls tests/gpu/*.cu | wc -l) GPU test programs linked"
 exit $fails
