@@ -251,7 +251,7 @@ int dt_cmd_train(int argc, char **argv) {
             return 2;
         }
     if (!a.global_batch) a.global_batch = a.micro_batch;
-    dt_trace_config tc = {0, a.trace_dir, a.trace_steps, a.trace_ranks};
+    dt_trace_config tc = {0, a.trace_dir, a.trace_steps, a.trace_ranks, NULL};
     if (dt_trace_level_parse(a.trace_level ? a.trace_level : "off", &tc.level) != DT_OK ||
         dt_trace_config_check(&tc) != DT_OK) {
         fprintf(stderr, "detrain train: %s\n", dt_errmsg());

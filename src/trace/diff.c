@@ -228,6 +228,16 @@ static dt_status diff_rank(const char *pa, const char *pb, int allow_unclosed,
     dt_status st = dt_trace_file_load(pa, allow_unclosed, &fa);
     if (st) return st;
     if ((st = dt_trace_file_load(pb, allow_unclosed, &fb))) { dt_trace_file_free(&fa); return st; }
+    if (strcmp(fa.digest, fb.digest)) {
+        /* a flat XXH64 and a chunk-tree digest of the same bytes differ: every event would
+         * look different, which says nothing about the runs */
+        st = dt_fail(DT_EINVAL, "%s digests tensors as %s, %s as %s: traces of different digest "
+                     "forms (a CPU and a GPU run) cannot be compared; compare CPU traces with CPU "
+                     "traces and GPU traces with GPU traces", pa, fa.digest, pb, fb.digest);
+        dt_trace_file_free(&fa);
+        dt_trace_file_free(&fb);
+        return st;
+    }
     if ((st = keymap_build(&ma, &fa)) || (st = keymap_build(&mb, &fb))) goto done;
     r->events_a = fa.nevents;
     r->events_b = fb.nevents;

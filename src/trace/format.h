@@ -1,4 +1,4 @@
-/* Trace file format, version 1 (internal to src/trace/: writer in trace.c, reader in
+/* Trace file format, version 2 (internal to src/trace/: writer in trace.c, reader in
  * reader.c). All integers little-endian.
  *
  *   file     := preamble record*            (first record HEADER, last record END)
@@ -8,7 +8,9 @@
  *               byte or a corrupt length is detected; a missing END record means the
  *               file was truncated (or the run died before dt_trace_close).
  *   str      := u16 len, len bytes, u8 0
- *   HEADER   := u32 rank, u32 level, str steps_spec, str ranks_spec
+ *   HEADER   := u32 rank, u32 level, str steps_spec, str ranks_spec, str digest
+ *               (digest: "xxh64" or "xxh64-tree-4KiB", how tensors were digested; new in
+ *               version 2)
  *   EVENT    := i64 step, i32 micro, u32 occurrence, u8 level, u8 phase,
  *               str scope, str op, str variant,
  *               u16 nin, tensor[nin], str kernel_info, u16 nout, tensor[nout]
@@ -22,7 +24,7 @@
 #include <stdint.h>
 
 #define DT_TRACE_MAGIC "DTTRACE"   /* 8 bytes with its NUL */
-#define DT_TRACE_VERSION 1u
+#define DT_TRACE_VERSION 2u
 #define DT_TRACE_PREAMBLE 16
 #define DT_TRACE_REC_HEAD 8
 #define DT_TRACE_REC_TAIL 8

@@ -153,6 +153,7 @@ dt_status dt_trace_file_load(const char *path, int allow_unclosed, dt_trace_file
             f->level = (int)get32(&c);
             f->steps_spec = getstr(&c);
             f->ranks_spec = getstr(&c);
+            f->digest = getstr(&c);
             if (c.bad || c.p != c.end) { st = corrupt(f, off, "bad header record"); goto fail; }
         } else if (type == DT_REC_EVENT) {
             if (!grow((void **)&f->events, &ecap, f->nevents + 1, sizeof *f->events)) {

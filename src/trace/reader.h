@@ -38,6 +38,7 @@ typedef struct dt_trace_file {
     size_t size;
     int rank, level;
     const char *steps_spec, *ranks_spec;
+    const char *digest;               /* how tensors were digested (trace.h: dt_trace_config) */
     int closed;                       /* END record present */
     dt_trace_rec *events;           /* in the rank's execution (completion) order */
     size_t nevents;

@@ -343,6 +343,7 @@ dt_status dt_trace_open(const dt_trace_config *cfg, int rank) {
     put32(b, (uint32_t)cfg->level);
     putstr(b, cfg->steps_spec ? cfg->steps_spec : "");
     putstr(b, cfg->ranks_spec ? cfg->ranks_spec : "");
+    putstr(b, cfg->digest ? cfg->digest : DT_TRACE_DIGEST_FLAT);
     rec_finish(b, DT_REC_HEADER);
     if (S.err) {
         dt_status e = S.err;

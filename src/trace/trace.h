@@ -115,7 +115,13 @@ typedef struct dt_trace_config {
     const char *dir;           /* --trace-dir (created if missing) */
     const char *steps_spec;    /* --trace-steps text, or NULL for all steps */
     const char *ranks_spec;    /* --trace-ranks text, or NULL for all ranks */
+    const char *digest;        /* how device tensors are digested: NULL or "xxh64" (the CPU:
+                                  XXH64 of the bytes), DT_TRACE_DIGEST_TREE (the GPU: the
+                                  chunk tree of digest_cuda.h). Recorded in the header;
+                                  trace-diff compares only traces of the same form. */
 } dt_trace_config;
+#define DT_TRACE_DIGEST_FLAT "xxh64"
+#define DT_TRACE_DIGEST_TREE "xxh64-tree-4KiB"
 
 /* Validates a configuration without creating anything: level in range, both range
  * lists well formed, a directory given when the level is not off. Call it while parsing

@@ -156,7 +156,9 @@ static dt_status gstep(gtrainer *t, int64_t step, dt_step_metrics *sm) {
 dt_status dt_train_run_cuda(const dt_train_config *cfg) {
     gtrainer t;
     dt_status st = gsetup(&t, cfg);
-    if (st == DT_OK) st = dt_trace_open(&cfg->trace, 0);
+    dt_trace_config tc = cfg->trace;
+    tc.digest = DT_TRACE_DIGEST_TREE; /* device tensors: the chunk tree of digest_cuda.h */
+    if (st == DT_OK) st = dt_trace_open(&tc, 0);
     if (st == DT_OK && !cfg->quiet)
         printf("detrain: %s | %zu parameters | %s mode | cuda | data: %s\n", cfg->model,
                t.host->num_params, cfg->deterministic ? "deterministic" : "default",

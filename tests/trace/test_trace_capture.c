@@ -62,7 +62,7 @@ static float xs[4][3], ws[3], ys[4][3];
 static int32_t route[6] = {5, 4, 3, 2, 1, 0};
 
 static void write_sample(const char *dir, int level, const char *steps) {
-    dt_trace_config cfg = {level, dir, steps, "0"};
+    dt_trace_config cfg = {level, dir, steps, "0", NULL};
     CHECK_OK(dt_trace_open(&cfg, 0));
     for (int i = 0; i < 12; i++) { xs[i / 3][i % 3] = (float)i; ys[i / 3][i % 3] = 0; }
     for (int i = 0; i < 3; i++) ws[i] = 1.0f + (float)i;
@@ -144,29 +144,29 @@ static void test_level_filter_and_off(void) {
     CHECK(f.nevents == 0 || f.events[0].kernel[0] == 0); /* kernel info dropped below kernel level */
     dt_trace_file_free(&f);
     /* Level off and unselected ranks create nothing, and hooks stay off. */
-    dt_trace_config off = {DT_TRACE_OFF, dir, NULL, NULL};
+    dt_trace_config off = {DT_TRACE_OFF, dir, NULL, NULL, NULL};
     CHECK_OK(dt_trace_open(&off, 1));
     dt_trace_set_step(0, 0);
     CHECK(!dt_trace_on(DT_TRACE_METRICS));
     CHECK(dt_trace_begin(DT_TRACE_METRICS, DT_PHASE_FWD, "x", NULL, NULL, 0) == NULL);
     CHECK_OK(dt_trace_close());
-    dt_trace_config other = {DT_TRACE_OP, dir, NULL, "2-3"};
+    dt_trace_config other = {DT_TRACE_OP, dir, NULL, "2-3", NULL};
     CHECK_OK(dt_trace_open(&other, 1));
     dt_trace_set_step(0, 0);
     CHECK(!dt_trace_on(DT_TRACE_METRICS) && dt_trace_path() == NULL);
     CHECK_OK(dt_trace_close());
     snprintf(path, sizeof path, "%s/rank_000001.trace", dir);
     CHECK(access(path, F_OK) != 0);
-    dt_trace_config good = {DT_TRACE_OP, dir, "1-3,7", "0,2-3"};
+    dt_trace_config good = {DT_TRACE_OP, dir, "1-3,7", "0,2-3", NULL};
     CHECK_OK(dt_trace_config_check(&good));
-    dt_trace_config badr = {DT_TRACE_OP, dir, NULL, "0,,1"};
+    dt_trace_config badr = {DT_TRACE_OP, dir, NULL, "0,,1", NULL};
     CHECK(dt_trace_config_check(&badr) == DT_EINVAL && strstr(dt_errmsg(), "--trace-ranks"));
-    dt_trace_config offcfg = {DT_TRACE_OFF, NULL, NULL, NULL};
+    dt_trace_config offcfg = {DT_TRACE_OFF, NULL, NULL, NULL, NULL};
     CHECK_OK(dt_trace_config_check(&offcfg));
-    dt_trace_config bad = {DT_TRACE_OP, dir, "1-", NULL};
+    dt_trace_config bad = {DT_TRACE_OP, dir, "1-", NULL, NULL};
     CHECK(dt_trace_config_check(&bad) == DT_EINVAL && strstr(dt_errmsg(), "--trace-steps"));
     CHECK(dt_trace_open(&bad, 0) == DT_EINVAL);
-    dt_trace_config nodir = {DT_TRACE_OP, NULL, NULL, NULL};
+    dt_trace_config nodir = {DT_TRACE_OP, NULL, NULL, NULL, NULL};
     CHECK(dt_trace_open(&nodir, 0) == DT_EINVAL && strstr(dt_errmsg(), "--trace-dir"));
     CHECK(dt_trace_config_check(&nodir) == DT_EINVAL);
 }
@@ -177,7 +177,7 @@ static void test_overwrite_refused(void) {
     snprintf(path, sizeof path, "%s/rank_000000.trace", dir);
     struct stat before, after;
     CHECK(stat(path, &before) == 0);
-    dt_trace_config cfg = {DT_TRACE_OP, dir, NULL, NULL};
+    dt_trace_config cfg = {DT_TRACE_OP, dir, NULL, NULL, NULL};
     dt_status st = dt_trace_open(&cfg, 0);
     CHECK(st == DT_EIO);
     CHECKF(strstr(dt_errmsg(), "rank_000000.trace") && strstr(dt_errmsg(), "never overwritten"),
@@ -293,7 +293,7 @@ static void test_resealed_mutations(void) {
 static void test_hook_misuse(void) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/misuse", tmpdir);
-    dt_trace_config cfg = {DT_TRACE_OP, dir, NULL, NULL};
+    dt_trace_config cfg = {DT_TRACE_OP, dir, NULL, NULL, NULL};
     CHECK_OK(dt_trace_open(&cfg, 0));
     CHECK(dt_trace_open(&cfg, 1) == DT_ESTATE);
     dt_trace_set_step(0, 0);
@@ -319,7 +319,7 @@ static void test_hook_misuse(void) {
 static void test_kernel_info_append(void) {
     char dir[512], path[600];
     snprintf(dir, sizeof dir, "%s/kinfo", tmpdir);
-    dt_trace_config cfg = {DT_TRACE_KERNEL, dir, NULL, NULL};
+    dt_trace_config cfg = {DT_TRACE_KERNEL, dir, NULL, NULL, NULL};
     CHECK_OK(dt_trace_open(&cfg, 0));
     dt_trace_set_step(1, 0);
     dt_trace_op *h = dt_trace_begin(DT_TRACE_OP, DT_PHASE_FWD, "many_launches", "det", NULL, 0);

@@ -55,6 +55,9 @@ static void write_fixtures(void) {
     toy_defaults(&o);
     o.swap_aux_step = 1;
     capture("reordered", &o);
+    toy_defaults(&o);
+    o.digest = DT_TRACE_DIGEST_TREE; /* as a GPU run's trace says */
+    capture("tree_digests", &o);
 }
 
 static dt_status diff(const char *a, const char *b, int rank, dt_trace_diff_result *r) {
@@ -251,6 +254,18 @@ static void test_fail_closed(void) {
     CHECK(diff("a", "empty", -1, &r) == DT_EINVAL && strstr(dt_errmsg(), "no rank_"));
 }
 
+/* A CPU trace (flat XXH64) and a GPU trace (chunk-tree digests) are refused, naming both
+ * forms, rather than reported as differing everywhere; two traces of the tree form compare. */
+static void test_digest_forms(void) {
+    dt_trace_diff_result r;
+    CHECK(diff("a", "tree_digests", -1, &r) == DT_EINVAL);
+    CHECKF(strstr(dt_errmsg(), "xxh64-tree-4KiB") && strstr(dt_errmsg(), "as xxh64,") &&
+           strstr(dt_errmsg(), "cannot be compared"), "%s", dt_errmsg());
+    CHECK_OK(diff("tree_digests", "tree_digests", -1, &r));
+    CHECK(!r.mismatch);
+    dt_trace_diff_free(&r);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--fixtures")) {
         snprintf(root, sizeof root, "%s", argv[2]);
@@ -260,6 +275,7 @@ int main(int argc, char **argv) {
     dt_test_scratch(root, sizeof root, "trace_diff");
     write_fixtures();
     RUN(test_identical);
+    RUN(test_digest_forms);
     RUN(test_injected_origin_all_ranks);
     RUN(test_module_level_origin);
     RUN(test_window_after_origin);

@@ -17,7 +17,7 @@ static void test_precomputed(void) {
     for (int i = 0; i < 24; i++) x[i] = (float)i * 0.5f;
     char dir[300], path[400];
     snprintf(dir, sizeof dir, "%s/pre", tmpdir);
-    dt_trace_config cfg = {DT_TRACE_OP, dir, NULL, NULL};
+    dt_trace_config cfg = {DT_TRACE_OP, dir, NULL, NULL, NULL};
     CHECK_OK(dt_trace_open(&cfg, 0));
     dt_trace_set_step(1, 0);
     /* host tensor, order-sensitive: the trace hashes it */
@@ -61,7 +61,7 @@ static void test_precomputed(void) {
     dt_trace_file_free(&f);
     /* a tensor with neither data nor digests is an error, not a crash */
     snprintf(dir, sizeof dir, "%s/bad", tmpdir);
-    dt_trace_config cfg2 = {DT_TRACE_OP, dir, NULL, NULL};
+    dt_trace_config cfg2 = {DT_TRACE_OP, dir, NULL, NULL, NULL};
     CHECK_OK(dt_trace_open(&cfg2, 0));
     dt_trace_set_step(1, 0);
     dt_tensor_ref none = {.name = "y", .dtype = DT_DT_F32, .ndim = 1, .shape = {3}};

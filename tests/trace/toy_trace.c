@@ -38,7 +38,7 @@ static void aux(const char *op, const float *x, float *out, float k) {
 
 int toy_run(const char *dir, const toy_opts *o) {
     for (int rank = 0; rank < o->nranks; rank++) {
-        dt_trace_config cfg = {o->level ? o->level : DT_TRACE_OP, dir, o->steps, NULL};
+        dt_trace_config cfg = {o->level ? o->level : DT_TRACE_OP, dir, o->steps, NULL, o->digest};
         if (dt_trace_open(&cfg, rank) != DT_OK) return 1;
         dt_inject inj = {0};
         if (o->inject_op) {

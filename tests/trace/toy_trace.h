@@ -23,6 +23,7 @@ typedef struct toy_opts {
     int skip_layernorm_step;   /* do not emit layernorm's event at this step (-1: never) */
     int extra_event_step;      /* emit an extra event at this step (-1: never) */
     int swap_aux_step;         /* run aux_b before aux_a at this step (-1: never) */
+    const char *digest;        /* the header's digest form (NULL: the CPU's) */
 } toy_opts;
 
 void toy_defaults(toy_opts *o);
