@@ -77,5 +77,5 @@ if [ "${PEERS:-1}" != 0 ]; then
   stamp "torch peers"
   PYTHONUNBUFFERED=1 timeout "${PEER_TIMEOUT:-300}" python3 bench/torch_peer.py --steps 10 --warmup 3 --json "$OUT/peers.json" || rc=1
 fi
-stamp "done rc=$rc (commit $(git rev-parse --short HEAD 2>/dev/null))"
+stamp "done rc=$rc (binaries: $(build/detrain-cuda --version 2>/dev/null))"
 exit $rc

@@ -1,5 +1,6 @@
 /* detrain: one binary, several subcommands. */
 #include "cli/cli.h"
+#include "core/fingerprint.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -22,9 +23,18 @@ static void usage(FILE *f) {
     fprintf(f, "usage: detrain <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].what);
+    fprintf(f, "\n  detrain --version   the git revision this binary was built from\n");
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "--version")) {
+#ifdef DT_CUDA
+        printf("detrain %s (CUDA build)\n", dt_build_rev());
+#else
+        printf("detrain %s\n", dt_build_rev());
+#endif
+        return 0;
+    }
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

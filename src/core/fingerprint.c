@@ -19,6 +19,8 @@
 #define DT_GIT_REV "unknown"
 #endif
 
+const char *dt_build_rev(void) { return DT_GIT_REV; }
+
 static void cpu_model(char *buf, size_t n) {
     snprintf(buf, n, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");

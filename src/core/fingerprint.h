@@ -14,5 +14,8 @@
 /* Writes dir/env.json (atomically). extra_json, if not NULL, is a JSON object text merged
  * into "contract" under the key "run" (e.g. the backend's device description). */
 dt_status dt_fingerprint_write(const char *dir, const char *extra_json);
+/* The build's git revision (`git describe --always --dirty` at build time, "unknown"
+ * outside a checkout), as env.json records it. */
+const char *dt_build_rev(void);
 
 #endif
