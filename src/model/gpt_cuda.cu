@@ -915,14 +915,6 @@ dt_status dt_gpt_cuda_get_opt_state(dt_gpt_cuda *m, float *mstate, float *vstate
 }
 /* Uploads run on the model's stream (a pageable cudaMemcpy may return before the copy
  * lands, while the stream's next kernel must see it), then wait for it. */
-dt_status dt_gpt_cuda_set_params(dt_gpt_cuda *m, const float *src) {
-    TRY(dt_gpt_cuda_sync(m));
-    TRY(dt_cu_check(cudaMemcpyAsync(m->param, src, sizeof(float) * m->num_params, cudaMemcpyHostToDevice, m->s),
-                    "upload parameters"));
-    /* the GEMMs read the bf16 copy, which AdamW refreshes after each update: refresh it here */
-    dt_cu_f32_to_bf16(m->param16, m->param, m->num_params, m->s);
-    return dt_gpt_cuda_sync(m);
-}
 dt_status dt_gpt_cuda_set_opt_state(dt_gpt_cuda *m, const float *mstate, const float *vstate) {
     TRY(dt_gpt_cuda_sync(m));
     TRY(dt_cu_check(cudaMemcpyAsync(m->adam_m, mstate, sizeof(float) * m->num_params, cudaMemcpyHostToDevice, m->s),

@@ -60,11 +60,10 @@ dt_status dt_gpt_cuda_get_params(dt_gpt_cuda *m, float *dst);
 dt_status dt_gpt_cuda_get_grads(dt_gpt_cuda *m, float *dst);
 dt_status dt_gpt_cuda_get_opt_state(dt_gpt_cuda *m, float *mstate, float *vstate);
 dt_status dt_gpt_cuda_sync(dt_gpt_cuda *m);
-/* Host-to-device copies into the fp32 slabs (num_params floats each; a checkpoint or
- * Hugging Face weights staged in a host model); wait for the stream. set_params also
- * refreshes the bf16 copy of the weights that the GEMMs read. The AdamW update count is
- * not device state: dt_gpt_cuda_step takes it as t. */
-dt_status dt_gpt_cuda_set_params(dt_gpt_cuda *m, const float *src);
+/* Host-to-device copy of AdamW's m and v (num_params floats each; a checkpoint's, staged
+ * in a host AdamW state); waits for the stream. The parameters need no such call:
+ * dt_gpt_cuda_create uploads the host model's, whatever filled them. The AdamW update
+ * count is not device state: dt_gpt_cuda_step takes it as t. */
 dt_status dt_gpt_cuda_set_opt_state(dt_gpt_cuda *m, const float *mstate, const float *vstate);
 
 /* Device description for env.json: GPU name, SMs, driver/runtime/cuBLASLt versions, the

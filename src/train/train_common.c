@@ -4,14 +4,17 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/durable.h"
 #include "ckpt/hf_gpt2.h"
+#include "core/fingerprint.h"
 #include "metrics/compare.h"
+#include "trace/trace.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
-dt_status dt_train_accum(const dt_train_config *cfg, int *accum) {
+static dt_status train_accum(const dt_train_config *cfg, int *accum) {
     if (cfg->global_batch % cfg->micro_batch)
         return dt_fail(DT_EINVAL, "--global-batch-size %d is not a multiple of --micro-batch-size %d",
                        cfg->global_batch, cfg->micro_batch);
@@ -19,7 +22,7 @@ dt_status dt_train_accum(const dt_train_config *cfg, int *accum) {
     return DT_OK;
 }
 
-dt_status dt_train_open_data(const dt_train_config *cfg, dt_dataset **out) {
+static dt_status open_data(const dt_train_config *cfg, dt_dataset **out) {
     dt_status st = dt_dataset_open(out, cfg->data_path, cfg->gpt.vocab_size, cfg->seed,
                                    cfg->val_fraction, cfg->micro_batch, cfg->seq_length);
     if (st != DT_OK) return dt_fail_context(st, "--data-path");
@@ -29,7 +32,7 @@ dt_status dt_train_open_data(const dt_train_config *cfg, dt_dataset **out) {
     return DT_OK;
 }
 
-dt_status dt_train_make_log_dir(const char *dir) {
+static dt_status make_log_dir(const char *dir) {
     if (mkdir(dir, 0755) == 0) return DT_OK;
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
@@ -37,8 +40,14 @@ dt_status dt_train_make_log_dir(const char *dir) {
     return DT_OK;
 }
 
-dt_status dt_train_start_state(const dt_train_config *cfg, const dt_ckpt_config *ck, int accum,
-                               dt_dataset *data, dt_gpt *model, dt_adamw *opt, int64_t *start_step) {
+/* The run's initial state, read before anything is written (so a bad input leaves no
+ * files behind). --init-from-hf: the Hugging Face weights into model->param_mem. --load:
+ * dt_ckpt_load verifies the checkpoint against ck (this run's config as checkpoints record
+ * it) and restores the parameters, the optimizer state (unless --no-load-optim) and the
+ * data cursor; the data's size and the step's counters must agree, and --train-iters must
+ * leave steps to do. *start_step: the checkpoint's step, 0 without --load. */
+static dt_status start_state(const dt_train_config *cfg, const dt_ckpt_config *ck, int accum,
+                             dt_dataset *data, dt_gpt *model, dt_adamw *opt, int64_t *start_step) {
     *start_step = 0;
     if (cfg->load_dir && cfg->init_from_hf)
         return dt_fail(DT_EINVAL, "--load and --init-from-hf both set: a resumed run takes its weights "
@@ -77,7 +86,10 @@ dt_status dt_train_start_state(const dt_train_config *cfg, const dt_ckpt_config 
     return DT_OK;
 }
 
-void dt_train_warn_environment(const char *load_dir, const char *log_dir) {
+/* After a --load, with this run's env.json already in log_dir: a warning on stderr when
+ * the checkpoint's env.json "contract" differs (a resumed run in another environment is
+ * outside the determinism contract; `detrain compare` says the same). Silent otherwise. */
+static void warn_environment(const char *load_dir, const char *log_dir) {
     char it[4096], a[4200], b[4200], keys[1024];
     int ndiff = 0;
     if (dt_ckpt_resolve(load_dir, it, sizeof it) != DT_OK) return;
@@ -89,7 +101,9 @@ void dt_train_warn_environment(const char *load_dir, const char *log_dir) {
                 keys);
 }
 
-dt_status dt_train_make_save_dir(const dt_train_config *cfg) {
+/* --save: creates the directory (one level, durably) before training, so a bad path fails
+ * before the first step rather than at the first save. */
+static dt_status make_save_dir(const dt_train_config *cfg) {
     dt_status st = cfg->save_dir ? dt_durable_mkdir(cfg->save_dir) : DT_OK;
     return st == DT_OK ? DT_OK
                        : dt_fail_context(st, "--save %s (its parent directory must exist)", cfg->save_dir);
@@ -100,19 +114,80 @@ int dt_train_save_due(const dt_train_config *cfg, int64_t step) {
            ((cfg->save_interval > 0 && step % cfg->save_interval == 0) || step == cfg->train_iters);
 }
 
-dt_status dt_train_save(const dt_train_config *cfg, const dt_ckpt_config *ck, int accum,
-                        const dt_dataset *data, const dt_gpt *model, const dt_adamw *opt, int64_t step,
-                        const char *env_extra) {
+dt_status dt_train_save(const dt_train_state *r, int64_t step, const char *env_extra) {
+    const dt_train_config *cfg = r->cfg;
     dt_ckpt_state s = {
         .step = step,
         .consumed_samples = step * (int64_t)cfg->global_batch,
         .consumed_tokens = step * (int64_t)cfg->global_batch * cfg->seq_length,
-        .cursor = dt_dataset_get_cursor(data),
-        .train_windows = dt_dataset_train_windows(data),
+        .cursor = dt_dataset_get_cursor(r->data),
+        .train_windows = dt_dataset_train_windows(r->data),
         .seed = cfg->seed,
-        .micro_steps = step * (int64_t)accum,
+        .micro_steps = step * (int64_t)r->accum,
     };
-    return dt_ckpt_save_env(cfg->save_dir, model, opt, &s, ck, env_extra);
+    return dt_ckpt_save_env(cfg->save_dir, r->model, &r->opt, &s, &r->ck, env_extra);
+}
+
+dt_status dt_train_state_open(dt_train_state *r, const dt_train_config *cfg) {
+    memset(r, 0, sizeof *r);
+    r->cfg = cfg;
+    dt_status st = train_accum(cfg, &r->accum);
+    if (st != DT_OK) return st;
+    /* an old trace stops the run before any log or checkpoint is created */
+    if ((st = dt_trace_precheck(&cfg->trace, 0)) != DT_OK) return st;
+    dt_train_ckpt_config(cfg, &r->ck);
+    if ((st = open_data(cfg, &r->data)) != DT_OK) return st;
+    if ((st = dt_gpt_create(&r->model, &cfg->gpt, cfg->micro_batch, cfg->seq_length, cfg->seed)) != DT_OK)
+        return st;
+    r->model->hidden_dropout = cfg->hidden_dropout;
+    r->model->attn_dropout = cfg->attn_dropout;
+    dt_adamw_config ac = {cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, cfg->clip_grad};
+    if ((st = dt_adamw_init(&r->opt, &ac, r->model->num_params)) != DT_OK) return st;
+    /* a checkpoint or Hugging Face weights replace the seeded init */
+    return start_state(cfg, &r->ck, r->accum, r->data, r->model, &r->opt, &r->start_step);
+}
+
+dt_status dt_train_state_outputs(dt_train_state *r, int write_env) {
+    const dt_train_config *cfg = r->cfg;
+    dt_status st;
+    if (cfg->log_dir) {
+        if ((st = make_log_dir(cfg->log_dir)) != DT_OK) return st;
+        if (write_env && (st = dt_train_write_env(r, NULL)) != DT_OK) return st;
+    }
+    if ((st = make_save_dir(cfg)) != DT_OK) return st;
+    size_t bt = (size_t)cfg->micro_batch * cfg->seq_length;
+    r->inputs = malloc(sizeof(int) * bt);
+    r->targets = malloc(sizeof(int) * bt);
+    if (!r->inputs || !r->targets) return dt_fail(DT_ENOMEM, "out of memory for the batch");
+    if (cfg->log_dir) {
+        /* a resumed run appends to an existing log (metrics.h: the resume rule) */
+        dt_metrics_opts mo = {cfg->load_dir != NULL, 1};
+        if ((st = dt_metrics_open(&r->metrics, cfg->log_dir, &mo)) != DT_OK) return st;
+    }
+    return DT_OK;
+}
+
+dt_status dt_train_write_env(const dt_train_state *r, const char *env_extra) {
+    const dt_train_config *cfg = r->cfg;
+    if (!cfg->log_dir) return DT_OK;
+    dt_status st = dt_fingerprint_write(cfg->log_dir, env_extra);
+    if (st == DT_OK && cfg->load_dir) warn_environment(cfg->load_dir, cfg->log_dir);
+    return st;
+}
+
+dt_status dt_train_state_close(dt_train_state *r, dt_status st) {
+    if (r->metrics) {
+        dt_status cst = dt_metrics_close(r->metrics);
+        if (st == DT_OK) st = cst;
+    }
+    dt_dataset_free(r->data);
+    dt_gpt_free(r->model);
+    dt_adamw_free(&r->opt);
+    free(r->inputs);
+    free(r->targets);
+    dt_ckpt_config_free(&r->ck);
+    memset(r, 0, sizeof *r);
+    return st;
 }
 
 float dt_train_lr(const dt_train_config *cfg, int64_t step) {

@@ -1,54 +1,66 @@
 /* Pieces of the training loop shared by the CPU loop (trainer.c) and the CUDA loop
  * (train_cuda.cu), so both read their flags, data, logs and checkpoints the same way.
  *
- * Checkpoints go through a host model and a host AdamW state: the CPU loop trains in them;
- * the CUDA loop uses them as staging (it uploads after dt_train_start_state and downloads
- * before dt_train_save), so both backends write and read the same checkpoint files. */
+ * Checkpoints go through a host model and a host AdamW state (dt_train_state): the CPU loop
+ * trains in them; the CUDA loop uses them as staging, so both backends write and read the
+ * same checkpoint files. */
 #ifndef DT_TRAIN_COMMON_H
 #define DT_TRAIN_COMMON_H
-
-#include "data/dataset.h"
-#include "metrics/metrics.h"
-#include "optim/optim.h"
-#include "train/trainer.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Micro-batches per optimizer step; fails when the global batch is not a multiple. */
-dt_status dt_train_accum(const dt_train_config *cfg, int *accum);
-/* Opens the training data (B = micro-batch, T = seq length) and checks that eval has a
- * validation split. */
-dt_status dt_train_open_data(const dt_train_config *cfg, dt_dataset **out);
-/* Creates --log-dir (one level) unless it exists as a directory. */
-dt_status dt_train_make_log_dir(const char *dir);
-/* The run's initial state, read before anything is written (so a bad input leaves no
- * files behind). --init-from-hf: the Hugging Face weights into model->param_mem. --load:
- * dt_ckpt_load verifies the checkpoint against ck (this run's config as checkpoints record
- * it, dt_train_ckpt_config) and restores the parameters, the optimizer state (unless
- * --no-load-optim) and the data cursor; the data's size and the step's counters must
- * agree, and --train-iters must leave steps to do. *start_step: the checkpoint's step, 0
- * without --load. On failure model, opt and data may be partly restored: the caller frees
- * them. */
-dt_status dt_train_start_state(const dt_train_config *cfg, const struct dt_ckpt_config *ck, int accum,
-                               dt_dataset *data, dt_gpt *model, dt_adamw *opt, int64_t *start_step);
-/* After a --load, with this run's env.json already in log_dir: a warning on stderr when
- * the checkpoint's env.json "contract" differs (a resumed run in another environment is
- * outside the determinism contract; `detrain compare` says the same). Silent otherwise. */
-void dt_train_warn_environment(const char *load_dir, const char *log_dir);
-/* --save: creates the directory (one level, durably) before training, so a bad path fails
- * before the first step rather than at the first save. DT_OK without --save. */
-dt_status dt_train_make_save_dir(const dt_train_config *cfg);
+#include "ckpt/ckpt.h"
+#include "data/dataset.h"
+#include "metrics/metrics.h"
+#include "optim/optim.h"
+#include "train/trainer.h"
+
+/* The host side of a training run, set up the same way by both loops: the data, a host
+ * model and AdamW state (the CPU loop trains in them; the CUDA loop uploads them after
+ * dt_train_state_open and downloads into them before dt_train_save), the batch buffers, the
+ * metrics log and the checkpoint config. */
+typedef struct dt_train_state {
+    const dt_train_config *cfg;
+    dt_dataset *data;
+    dt_gpt *model;
+    dt_adamw opt;
+    dt_metrics *metrics;
+    int *inputs, *targets;        /* one micro-batch */
+    int accum;                    /* micro-batches per step */
+    int64_t start_step;           /* steps already taken (a resumed run: the checkpoint's) */
+    dt_ckpt_config ck;            /* the config as checkpoints record it */
+} dt_train_state;
+
+/* Everything read before anything is written, so a bad input leaves no files behind: the
+ * micro-batch count (the global batch must be a multiple), the refusal of an old trace
+ * file (dt_trace_precheck), the data (eval needs a validation split), the seeded host
+ * model and AdamW state, then the initial state: --init-from-hf loads Hugging Face
+ * weights; --load verifies the checkpoint against this run's config and restores the
+ * parameters, the optimizer state (unless --no-load-optim) and the data cursor, checks
+ * that the data's size and the step's counters agree and that --train-iters leaves steps
+ * to do, and sets start_step. On failure call dt_train_state_close. */
+dt_status dt_train_state_open(dt_train_state *r, const dt_train_config *cfg);
+/* The run's outputs: --log-dir (with env.json now when write_env, else the caller writes it
+ * with dt_train_write_env), --save's directory (created durably, so a bad path fails
+ * before the first step), the batch buffers and the metrics log (appended to on resume). */
+dt_status dt_train_state_outputs(dt_train_state *r, int write_env);
+/* env.json in --log-dir (env_extra: NULL on the CPU; the device description on the GPU),
+ * then, after a --load, a warning on stderr when the checkpoint was saved in another
+ * environment (its "contract" differs: outside the determinism contract, as `detrain
+ * compare` says). No-op without --log-dir. */
+dt_status dt_train_write_env(const dt_train_state *r, const char *env_extra);
+/* Closes the metrics log and frees the run; returns st, or the close's error when st is
+ * DT_OK. */
+dt_status dt_train_state_close(dt_train_state *r, dt_status st);
 /* 1 when --save is set and step `step` ends with a save (every --save-interval steps and
  * the last step). */
 int dt_train_save_due(const dt_train_config *cfg, int64_t step);
-/* Saves the state after `step` steps under --save: model parameters, opt (m, v, t), the
- * data cursor and the counters that follow from the step. env_extra: NULL on the CPU; the
- * device description on the GPU (dt_ckpt_save_env). */
-dt_status dt_train_save(const dt_train_config *cfg, const struct dt_ckpt_config *ck, int accum,
-                        const dt_dataset *data, const dt_gpt *model, const dt_adamw *opt, int64_t step,
-                        const char *env_extra);
+/* Saves the state after `step` steps under --save: r's model parameters and AdamW state
+ * (m, v, t), the data cursor and the counters that follow from the step. env_extra: NULL
+ * on the CPU; the device description on the GPU (dt_ckpt_save_env). */
+dt_status dt_train_save(const dt_train_state *r, int64_t step, const char *env_extra);
 /* Learning rate of 1-based step `step` from the config's schedule. */
 float dt_train_lr(const dt_train_config *cfg, int64_t step);
 /* 1 when step `step` ends with an eval (every --eval-interval steps and the last step). */

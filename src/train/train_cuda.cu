@@ -6,10 +6,6 @@
 #include "model/gpt_cuda.h"
 #include "train/train_cuda.h"
 extern "C" {
-#include "ckpt/ckpt.h"
-#include "core/fingerprint.h"
-#include "data/dataset.h"
-#include "metrics/metrics.h"
 #include "trace/trace.h"
 }
 #include "trace/digest_cuda.h"
@@ -19,116 +15,74 @@ extern "C" {
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #define now_ms dt_train_now_ms
 
+/* The run's host state (train_common.h: data, the host model and AdamW state as staging
+ * for checkpoints, batch buffers, metrics) and the model on the GPU. Training runs on the
+ * GPU only. */
 typedef struct gtrainer {
-    const dt_train_config *cfg;
-    dt_dataset *data;
-    /* host staging for checkpoints (train_common.h): --load and --init-from-hf read into
-     * them before the upload; a save downloads into them. Training runs on the GPU only. */
-    dt_gpt *host;
-    dt_adamw opt;
-    dt_gpt_cuda *model;
-    dt_metrics *metrics;
-    int *inputs, *targets;
-    int accum;
-    int64_t start_step;           /* steps already taken (a resumed run: the checkpoint's) */
-    dt_ckpt_config ck;            /* the config as checkpoints record it */
-    int fingerprinted;
+    dt_train_state r;
+    dt_gpt_cuda *gpu;
+    int fingerprinted;            /* env.json written (after step 1: the GEMMs are pinned) */
 } gtrainer;
 
-static void gfree(gtrainer *t) {
-    dt_dataset_free(t->data);
-    dt_gpt_cuda_free(t->model);
-    dt_gpt_free(t->host);
-    dt_adamw_free(&t->opt);
-    free(t->inputs);
-    free(t->targets);
-    dt_ckpt_config_free(&t->ck);
-}
-
+/* The host state as the CPU loop sets it up (a checkpoint or Hugging Face weights are read
+ * before anything is written), then the GPU model made from it: dt_gpt_cuda_create
+ * uploads the host parameters (seeded, loaded or imported), AdamW's m and v follow after a
+ * --load. t->r.opt.t counts AdamW updates (the bias correction's t): the checkpoint's, or
+ * 0 with --no-load-optim, then one more every step (gstep). Then the outputs; env.json
+ * waits for step 1, when every GEMM algorithm is pinned. */
 static dt_status gsetup(gtrainer *t, const dt_train_config *cfg) {
     memset(t, 0, sizeof *t);
-    t->cfg = cfg;
-    int B = cfg->micro_batch, T = cfg->seq_length;
-    dt_status st = dt_train_accum(cfg, &t->accum);
-    if (st != DT_OK) return st;
-    /* an old trace stops the run before any log or checkpoint is created */
-    if ((st = dt_trace_precheck(&cfg->trace, 0)) != DT_OK) return st;
-    dt_train_ckpt_config(cfg, &t->ck);
-    if ((st = dt_train_open_data(cfg, &t->data)) != DT_OK) return st;
-    if ((st = dt_gpt_create(&t->host, &cfg->gpt, B, T, cfg->seed)) != DT_OK) return st;
-    t->host->hidden_dropout = cfg->hidden_dropout;
-    t->host->attn_dropout = cfg->attn_dropout;
-    dt_adamw_config ac = {cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, cfg->clip_grad};
-    if ((st = dt_adamw_init(&t->opt, &ac, t->host->num_params)) != DT_OK) return st;
-    if ((st = dt_gpt_cuda_create(&t->model, t->host)) != DT_OK) return st;
-    /* Initial state, read as the CPU loop reads it (into the host model and optimizer) and
-     * uploaded, before anything is written: a bad input leaves no files behind. */
-    st = dt_train_start_state(cfg, &t->ck, t->accum, t->data, t->host, &t->opt, &t->start_step);
-    if (st != DT_OK) return st;
-    /* t->opt.t counts AdamW updates (the bias correction's t): the checkpoint's, or 0 with
-     * --no-load-optim, then one more every step (gstep) */
-    if (cfg->load_dir || cfg->init_from_hf) st = dt_gpt_cuda_set_params(t->model, t->host->param_mem);
-    if (st != DT_OK) return st;
-    if (cfg->load_dir && (st = dt_gpt_cuda_set_opt_state(t->model, t->opt.m, t->opt.v)) != DT_OK) return st;
-    if (cfg->log_dir && (st = dt_train_make_log_dir(cfg->log_dir)) != DT_OK) return st;
-    if ((st = dt_train_make_save_dir(cfg)) != DT_OK) return st;
-    t->inputs = (int *)malloc(sizeof(int) * (size_t)B * T);
-    t->targets = (int *)malloc(sizeof(int) * (size_t)B * T);
-    if (!t->inputs || !t->targets) return dt_fail(DT_ENOMEM, "out of memory for the batch");
-    if (cfg->log_dir) {
-        /* a resumed run appends to an existing log (metrics.h: the resume rule) */
-        dt_metrics_opts mo = {cfg->load_dir != NULL, 1};
-        if ((st = dt_metrics_open(&t->metrics, cfg->log_dir, &mo)) != DT_OK) return st;
-    }
-    return DT_OK;
+    dt_status st = dt_train_state_open(&t->r, cfg);
+    if (st == DT_OK) st = dt_gpt_cuda_create(&t->gpu, t->r.model);
+    if (st == DT_OK && cfg->load_dir) st = dt_gpt_cuda_set_opt_state(t->gpu, t->r.opt.m, t->r.opt.v);
+    if (st == DT_OK) st = dt_train_state_outputs(&t->r, 0);
+    return st;
 }
 
 /* Saves the state after `step` steps: parameters and AdamW m, v down into the host
- * staging (t->opt.t already counts the updates), then the shared save. env.json
+ * staging (t->r.opt.t already counts the updates), then the shared save. env.json
  * describes the GPU run; every GEMM algorithm is pinned by then (a save follows a step of
  * this process). */
 static dt_status gsave(gtrainer *t, int64_t step) {
-    dt_status st = dt_gpt_cuda_get_params(t->model, t->host->param_mem);
-    if (st == DT_OK) st = dt_gpt_cuda_get_opt_state(t->model, t->opt.m, t->opt.v);
+    dt_status st = dt_gpt_cuda_get_params(t->gpu, t->r.model->param_mem);
+    if (st == DT_OK) st = dt_gpt_cuda_get_opt_state(t->gpu, t->r.opt.m, t->r.opt.v);
     if (st != DT_OK) return st;
-    return dt_train_save(t->cfg, &t->ck, t->accum, t->data, t->host, &t->opt, step,
-                         dt_gpt_cuda_describe(t->model));
+    return dt_train_save(&t->r, step, dt_gpt_cuda_describe(t->gpu));
 }
 
 static dt_status gevaluate(gtrainer *t, double *out) {
-    dt_dataset_val_reset(t->data);
-    dt_gpt_cuda_set_mode(t->model, 0, 0);
+    dt_dataset_val_reset(t->r.data);
+    dt_gpt_cuda_set_mode(t->gpu, 0, 0);
     double sum = 0.0;
-    for (int i = 0; i < t->cfg->eval_iters; i++) {
+    for (int i = 0; i < t->r.cfg->eval_iters; i++) {
         double l = 0.0;
-        dt_status st = dt_dataset_next_val(t->data, t->inputs, t->targets);
-        if (st == DT_OK) st = dt_gpt_cuda_forward(t->model, t->inputs, t->targets, 0.0f);
-        if (st == DT_OK) st = dt_gpt_cuda_loss(t->model, &l);
+        dt_status st = dt_dataset_next_val(t->r.data, t->r.inputs, t->r.targets);
+        if (st == DT_OK) st = dt_gpt_cuda_forward(t->gpu, t->r.inputs, t->r.targets, 0.0f);
+        if (st == DT_OK) st = dt_gpt_cuda_loss(t->gpu, &l);
         if (st != DT_OK) return st;
         sum += l;
     }
-    *out = sum / t->cfg->eval_iters;
+    *out = sum / t->r.cfg->eval_iters;
     return DT_OK;
 }
 
 static dt_status gstep(gtrainer *t, int64_t step, dt_step_metrics *sm) {
-    const dt_train_config *cfg = t->cfg;
+    const dt_train_config *cfg = t->r.cfg;
     double t0 = now_ms(), loss_sum = 0.0;
-    dt_gpt_cuda_zero_grad(t->model);
-    dt_gpt_cuda_set_step(t->model, step);
-    for (int micro = 0; micro < t->accum; micro++) {
+    dt_gpt_cuda_zero_grad(t->gpu);
+    dt_gpt_cuda_set_step(t->gpu, step);
+    for (int micro = 0; micro < t->r.accum; micro++) {
         double l = 0.0;
-        dt_gpt_cuda_set_mode(t->model, 1, (uint32_t)((step - 1) * t->accum + micro));
+        dt_gpt_cuda_set_mode(t->gpu, 1, (uint32_t)((step - 1) * t->r.accum + micro));
         dt_trace_set_step(step, micro);
-        dt_status st = dt_dataset_next_train(t->data, t->inputs, t->targets);
-        if (st == DT_OK) st = dt_gpt_cuda_forward(t->model, t->inputs, t->targets, 1.0f / (float)t->accum);
-        if (st == DT_OK) st = dt_gpt_cuda_backward(t->model);
-        if (st == DT_OK) st = dt_gpt_cuda_loss(t->model, &l);
+        dt_status st = dt_dataset_next_train(t->r.data, t->r.inputs, t->r.targets);
+        if (st == DT_OK) st = dt_gpt_cuda_forward(t->gpu, t->r.inputs, t->r.targets, 1.0f / (float)t->r.accum);
+        if (st == DT_OK) st = dt_gpt_cuda_backward(t->gpu);
+        if (st == DT_OK) st = dt_gpt_cuda_loss(t->gpu, &l);
         if (st != DT_OK) return st;
         loss_sum += l; /* micro-batches in order */
     }
@@ -136,9 +90,9 @@ static dt_status gstep(gtrainer *t, int64_t step, dt_step_metrics *sm) {
     dt_adamw_config ac = {cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, cfg->clip_grad};
     dt_grad_stats gs;
     dt_trace_set_step(step, -1); /* step-level work: statistics and the optimizer */
-    dt_status st = dt_gpt_cuda_step(t->model, &ac, lr, ++t->opt.t, &gs);
+    dt_status st = dt_gpt_cuda_step(t->gpu, &ac, lr, ++t->r.opt.t, &gs);
     if (st != DT_OK) return st;
-    dt_train_fill_metrics(sm, cfg, step, loss_sum / t->accum, &gs, lr);
+    dt_train_fill_metrics(sm, cfg, step, loss_sum / t->r.accum, &gs, lr);
     if (dt_train_eval_due(cfg, step)) {
         if ((st = gevaluate(t, &sm->eval_loss)) != DT_OK) return st;
         sm->has_eval = 1;
@@ -148,7 +102,7 @@ static dt_status gstep(gtrainer *t, int64_t step, dt_step_metrics *sm) {
     mt[0].name = "loss"; mt[0].data = &sm->loss; mt[0].dtype = DT_DT_F64;
     mt[1].name = "grad_norm"; mt[1].data = &sm->grad_norm; mt[1].dtype = DT_DT_F64;
     mt[2].name = "param_norm"; mt[2].data = &sm->param_norm; mt[2].dtype = DT_DT_F64;
-    if ((st = dt_gpt_cuda_trace_metrics(t->model, mt, 3)) != DT_OK) return st;
+    if ((st = dt_gpt_cuda_trace_metrics(t->gpu, mt, 3)) != DT_OK) return st;
     dt_train_finish_metrics(sm, cfg, t0);
     return DT_OK;
 }
@@ -161,31 +115,26 @@ dt_status dt_train_run_cuda(const dt_train_config *cfg) {
     if (st == DT_OK) st = dt_trace_open(&tc, 0);
     if (st == DT_OK && !cfg->quiet)
         printf("detrain: %s | %zu parameters | %s mode | cuda | data: %s\n", cfg->model,
-               t.host->num_params, cfg->deterministic ? "deterministic" : "default",
-               dt_dataset_describe(t.data));
+               t.r.model->num_params, cfg->deterministic ? "deterministic" : "default",
+               dt_dataset_describe(t.r.data));
     double elapsed = 0.0;
-    for (int64_t step = t.start_step + 1; st == DT_OK && step <= cfg->train_iters; step++) {
+    for (int64_t step = t.r.start_step + 1; st == DT_OK && step <= cfg->train_iters; step++) {
         dt_step_metrics sm;
         if ((st = gstep(&t, step, &sm)) != DT_OK) break;
         /* env.json once the GEMM algorithms of every shape are pinned (after the first step) */
-        if (cfg->log_dir && !t.fingerprinted) {
-            if ((st = dt_fingerprint_write(cfg->log_dir, dt_gpt_cuda_describe(t.model))) != DT_OK) break;
+        if (!t.fingerprinted) {
+            if ((st = dt_train_write_env(&t.r, dt_gpt_cuda_describe(t.gpu))) != DT_OK) break;
             t.fingerprinted = 1;
-            if (cfg->load_dir) dt_train_warn_environment(cfg->load_dir, cfg->log_dir);
         }
-        if (t.metrics && (st = dt_metrics_log(t.metrics, &sm)) != DT_OK) break;
+        if (t.r.metrics && (st = dt_metrics_log(t.r.metrics, &sm)) != DT_OK) break;
         if (dt_train_save_due(cfg, step) && (st = gsave(&t, step)) != DT_OK) break;
-        dt_train_console(cfg, &sm, t.start_step + 1, &elapsed);
-    }
-    if (t.metrics) {
-        dt_status cst = dt_metrics_close(t.metrics);
-        if (st == DT_OK) st = cst;
+        dt_train_console(cfg, &sm, t.r.start_step + 1, &elapsed);
     }
     dt_status tst = dt_trace_close();
     if (st == DT_OK) st = tst;
     dt_cu_digest_release();
-    gfree(&t);
-    return st;
+    dt_gpt_cuda_free(t.gpu);
+    return dt_train_state_close(&t.r, st);
 }
 
 /* ---- bench ------------------------------------------------------------------------- */

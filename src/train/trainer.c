@@ -3,8 +3,6 @@
 #include "train/train_common.h"
 #include "train/train_cuda.h"
 
-#include "ckpt/ckpt.h"
-#include "core/fingerprint.h"
 #include "data/dataset.h"
 #include "metrics/metrics.h"
 #include "optim/optim.h"
@@ -13,29 +11,10 @@
 #include "trace/trace.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-typedef struct trainer {
-    const dt_train_config *cfg;
-    dt_dataset *data;
-    dt_gpt *model;
-    dt_adamw opt;
-    dt_metrics *metrics;
-    int *inputs, *targets;
-    int accum;                    /* micro-batches per step */
-    int64_t start_step;           /* steps already taken (a resumed run: the checkpoint's) */
-    dt_ckpt_config ck;            /* the config as checkpoints record it */
-} trainer;
-
-static void trainer_free(trainer *t) {
-    dt_dataset_free(t->data);
-    dt_gpt_free(t->model);
-    dt_adamw_free(&t->opt);
-    free(t->inputs);
-    free(t->targets);
-    dt_ckpt_config_free(&t->ck);
-}
+/* The CPU loop trains in the run's host model and AdamW state. */
+typedef dt_train_state trainer;
 
 /* Mean validation loss over eval_iters batches, summed in batch order. */
 static dt_status evaluate(trainer *t, double *out) {
@@ -50,42 +29,6 @@ static dt_status evaluate(trainer *t, double *out) {
         sum += l;
     }
     *out = sum / t->cfg->eval_iters;
-    return DT_OK;
-}
-
-static dt_status setup(trainer *t, const dt_train_config *cfg) {
-    memset(t, 0, sizeof *t);
-    t->cfg = cfg;
-    int B = cfg->micro_batch, T = cfg->seq_length;
-    dt_status st = dt_train_accum(cfg, &t->accum);
-    if (st != DT_OK) return st;
-    /* an old trace stops the run before any log or checkpoint is created */
-    if ((st = dt_trace_precheck(&cfg->trace, 0)) != DT_OK) return st;
-    dt_train_ckpt_config(cfg, &t->ck);
-    if ((st = dt_train_open_data(cfg, &t->data)) != DT_OK) return st;
-    if ((st = dt_gpt_create(&t->model, &cfg->gpt, B, T, cfg->seed)) != DT_OK) return st;
-    t->model->hidden_dropout = cfg->hidden_dropout;
-    t->model->attn_dropout = cfg->attn_dropout;
-    dt_adamw_config ac = {cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, cfg->clip_grad};
-    if ((st = dt_adamw_init(&t->opt, &ac, t->model->num_params)) != DT_OK) return st;
-    /* Initial state: a checkpoint or Hugging Face weights replace the seeded init. Both
-     * are read before anything is written, so a bad input leaves no files behind. */
-    st = dt_train_start_state(cfg, &t->ck, t->accum, t->data, t->model, &t->opt, &t->start_step);
-    if (st != DT_OK) return st;
-    if (cfg->log_dir) {
-        if ((st = dt_train_make_log_dir(cfg->log_dir)) != DT_OK) return st;
-        if ((st = dt_fingerprint_write(cfg->log_dir, NULL)) != DT_OK) return st;
-        if (cfg->load_dir) dt_train_warn_environment(cfg->load_dir, cfg->log_dir);
-    }
-    if ((st = dt_train_make_save_dir(cfg)) != DT_OK) return st;
-    t->inputs = malloc(sizeof(int) * (size_t)B * T);
-    t->targets = malloc(sizeof(int) * (size_t)B * T);
-    if (!t->inputs || !t->targets) return dt_fail(DT_ENOMEM, "out of memory for the batch");
-    if (cfg->log_dir) {
-        /* a resumed run appends to an existing log (metrics.h: the resume rule) */
-        dt_metrics_opts mo = {cfg->load_dir != NULL, 1};
-        if ((st = dt_metrics_open(&t->metrics, cfg->log_dir, &mo)) != DT_OK) return st;
-    }
     return DT_OK;
 }
 
@@ -163,7 +106,8 @@ static dt_status train_step(trainer *t, int64_t step, dt_step_metrics *sm) {
 dt_status dt_train_run(const dt_train_config *cfg) {
     if (cfg->device) return dt_train_run_cuda(cfg); /* train/train_cuda.cu */
     trainer t;
-    dt_status st = setup(&t, cfg);
+    dt_status st = dt_train_state_open(&t, cfg);
+    if (st == DT_OK) st = dt_train_state_outputs(&t, 1);
     if (st == DT_OK) st = dt_trace_open(&cfg->trace, 0);
     if (st == DT_OK && !cfg->quiet)
         printf("detrain: %s | %zu parameters | %s mode | data: %s\n", cfg->model,
@@ -174,17 +118,10 @@ dt_status dt_train_run(const dt_train_config *cfg) {
         dt_step_metrics sm;
         if ((st = train_step(&t, step, &sm)) != DT_OK) break;
         if (t.metrics && (st = dt_metrics_log(t.metrics, &sm)) != DT_OK) break;
-        if (dt_train_save_due(cfg, step) &&
-            (st = dt_train_save(cfg, &t.ck, t.accum, t.data, t.model, &t.opt, step, NULL)) != DT_OK)
-            break;
+        if (dt_train_save_due(cfg, step) && (st = dt_train_save(&t, step, NULL)) != DT_OK) break;
         dt_train_console(cfg, &sm, t.start_step + 1, &elapsed);
-    }
-    if (t.metrics) {
-        dt_status cst = dt_metrics_close(t.metrics);
-        if (st == DT_OK) st = cst;
     }
     dt_status tst = dt_trace_close();
     if (st == DT_OK) st = tst;
-    trainer_free(&t);
-    return st;
+    return dt_train_state_close(&t, st);
 }
