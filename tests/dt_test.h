@@ -54,4 +54,24 @@ static inline void dt_test_scratch_remove(const char *dir) {
         fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* The whole file at path in a malloc'd buffer (one extra NUL byte after it), its size in
+ * *n; NULL when it cannot be opened or fully read. */
+static inline unsigned char *dt_test_read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char *b = NULL;
+    long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (len >= 0 && fseek(f, 0, SEEK_SET) == 0 && (b = malloc((size_t)len + 1)) != NULL) {
+        if (fread(b, 1, (size_t)len, f) == (size_t)len) {
+            b[len] = 0;
+            *n = (size_t)len;
+        } else {
+            free(b);
+            b = NULL;
+        }
+    }
+    fclose(f);
+    return b;
+}
+
 #endif

@@ -55,18 +55,6 @@ static char *path_in(const char *sub, const char *name) {
     return b;
 }
 
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)sz + 1);
-    *n = fread(b, 1, (size_t)sz, f);
-    fclose(f);
-    return b;
-}
-
 static void test_export_layout(void) {
     float *p = make_params(1);
     CHECK_OK(dt_hf_gpt2_export(path_in("exp", ""), &cfg, p));
@@ -126,11 +114,11 @@ static void test_round_trip(void) {
     CHECK(memcmp(p, q, nparams * sizeof *p) == 0);
     CHECK_OK(dt_hf_gpt2_export(path_in("rt2", ""), &cfg, q));
     size_t n1, n2;
-    uint8_t *a = slurp(path_in("rt", DT_HF_WEIGHTS_NAME), &n1), *b = slurp(path_in("rt2", DT_HF_WEIGHTS_NAME), &n2);
+    uint8_t *a = dt_test_read_file(path_in("rt", DT_HF_WEIGHTS_NAME), &n1), *b = dt_test_read_file(path_in("rt2", DT_HF_WEIGHTS_NAME), &n2);
     CHECK(a && b && n1 == n2 && memcmp(a, b, n1) == 0);
     free(a); free(b);
-    a = slurp(path_in("rt", DT_HF_CONFIG_NAME), &n1);
-    b = slurp(path_in("rt2", DT_HF_CONFIG_NAME), &n2);
+    a = dt_test_read_file(path_in("rt", DT_HF_CONFIG_NAME), &n1);
+    b = dt_test_read_file(path_in("rt2", DT_HF_CONFIG_NAME), &n2);
     CHECK(a && b && n1 == n2 && memcmp(a, b, n1) == 0);
     free(a); free(b);
     /* Digests returned by the writer match the stored bytes. */
@@ -357,7 +345,7 @@ static void test_logits_check(void) {
     CHECK(bad == 0);
     dt_logits_check_free(&lc);
     size_t n;
-    uint8_t *b = slurp(path, &n);
+    uint8_t *b = dt_test_read_file(path, &n);
     CHECK(b && n == 32 + 8 * 6 + 4 * 6 * 5);
     FILE *f = fopen(path, "wb");
     fwrite(b, 1, n - 1, f);

@@ -40,18 +40,6 @@ static int sample(dt_st_tensor t[5]) {
 
 static const dt_st_meta META[] = {{"format", "pt"}, {"note", "detrain test"}};
 
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)sz + 1);
-    *n = fread(b, 1, (size_t)sz, f);
-    fclose(f);
-    return b;
-}
-
 static void test_exact_bytes(void) {
     char path[300];
     snprintf(path, sizeof path, "%s/one.safetensors", dir);
@@ -67,7 +55,7 @@ static void test_exact_bytes(void) {
     memset(want + 8 + hl, ' ', padded - hl);
     memcpy(want + 8 + padded, a, 8);
     size_t n;
-    uint8_t *got = slurp(path, &n);
+    uint8_t *got = dt_test_read_file(path, &n);
     CHECK(got && n == 8 + padded + 8 && memcmp(got, want, n) == 0);
     free(got);
 }
@@ -117,7 +105,7 @@ static void test_round_trip(void) {
     for (int i = 0; i < n; i++) free(bufs[i]);
     dt_st_close(&f);
     size_t n1, n2;
-    uint8_t *b1 = slurp(path, &n1), *b2 = slurp(path2, &n2);
+    uint8_t *b1 = dt_test_read_file(path, &n1), *b2 = dt_test_read_file(path2, &n2);
     CHECK(b1 && b2 && n1 == n2 && memcmp(b1, b2, n1) == 0);
     /* Also through the in-memory parser. */
     CHECK_OK(dt_st_parse(b1, n1, "mem", &f));
@@ -226,7 +214,7 @@ static void test_truncation_and_length(void) {
     char path[300];
     snprintf(path, sizeof path, "%s/rt.safetensors", dir);
     size_t n;
-    uint8_t *good = slurp(path, &n);
+    uint8_t *good = dt_test_read_file(path, &n);
     if (!good) { CHECK(good != NULL); return; }
     /* Every truncation of a valid file is rejected. */
     int accepted = 0;

@@ -28,19 +28,6 @@ static void test_crc32c_check_values(void) {
     CHECK(dt_crc32c_mask(0x80000000u) == 0xa282ead8u + 0x00010000u);
 }
 
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)len + 1);
-    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) { free(b); b = NULL; }
-    fclose(f);
-    *n = (size_t)len;
-    return b;
-}
-
 static void spit(const char *path, const uint8_t *b, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f) return;
@@ -70,7 +57,7 @@ static void test_encoding_golden(void) {
         0x42, 14, 0x08, 2, 0x12, 0, 0x32, 8, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, /* tensor */
         0x4a, 13, 0x0a, 9, 0x0a, 7, 's', 'c', 'a', 'l', 'a', 'r', 's', 0x20, 1}; /* metadata */
     size_t n;
-    uint8_t *b = slurp(path, &n);
+    uint8_t *b = dt_test_read_file(path, &n);
     CHECK(b != NULL);
     if (!b) return;
     size_t r1 = 12 + sizeof ver + 4;
@@ -102,7 +89,7 @@ static void test_metadata_per_tag(void) {
     CHECK_OK(dt_tfevents_write_step(w, 3, 3.0, v, 2));
     CHECK_OK(dt_tfevents_close(w));
     size_t n, count = 0;
-    uint8_t *b = slurp(path, &n);
+    uint8_t *b = dt_test_read_file(path, &n);
     CHECK(b != NULL);
     for (size_t i = 0; b && i + 7 <= n; i++)
         if (!memcmp(b + i, "scalars", 7)) count++;
@@ -206,7 +193,7 @@ static void test_corruption_detected(void) {
     write_run(dir, path, sizeof path);
     snprintf(bad, sizeof bad, "%s/events.out.tfevents.bad", dir);
     size_t n;
-    uint8_t *b = slurp(path, &n);
+    uint8_t *b = dt_test_read_file(path, &n);
     CHECK(b != NULL);
     if (!b) return;
     size_t r2 = 12 + b[0] + 4; /* offset of the second record (first step) */
@@ -264,7 +251,7 @@ static void test_every_cut_and_flip(void) {
     CHECK_OK(dt_metrics_close(m));
     snprintf(bad, sizeof bad, "%s/events.out.tfevents.cut", dir);
     size_t n;
-    uint8_t *b = slurp(path, &n);
+    uint8_t *b = dt_test_read_file(path, &n);
     if (!b) { CHECK(0); return; }
     size_t r2 = 12 + b[0] + 4, r3 = r2 + 12 + (size_t)b[r2] + (size_t)b[r2 + 1] * 256 + 4;
     int cut_ok = 1, flip_ok = 1;
