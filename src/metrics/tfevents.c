@@ -206,10 +206,25 @@ dt_status dt_tfevents_open(dt_tfevents **out, const char *log_dir, double wall_t
     return DT_OK;
 }
 
+/* One Event record at (wall_time, step) carrying `inner` in Event field `field` (5: a
+ * Summary, 7: a SessionLog); frees inner. A failed write sticks to the writer. */
+static dt_status write_event(dt_tfevents *w, int64_t step, double wall_time, unsigned field, pb *inner) {
+    pb e = {0};
+    pb_double(&e, 1, wall_time);
+    pb_key(&e, 2, WIRE_VARINT);
+    pb_varint(&e, (uint64_t)step);
+    pb_sub(&e, field, inner);
+    dt_status st = write_record(w, &e);
+    free(inner->p);
+    free(e.p);
+    if (st) w->err = st;
+    return st;
+}
+
 dt_status dt_tfevents_write_step(dt_tfevents *w, int64_t step, double wall_time,
                                  const dt_tf_scalar *vals, int n) {
     if (w->err) return dt_fail(w->err, "%s: an earlier write failed", w->path);
-    pb summary = {0}, e = {0};
+    pb summary = {0};
     for (int k = 0; k < n; k++) {
         if (strlen(vals[k].tag) > 100) {
             free(summary.p);
@@ -218,31 +233,15 @@ dt_status dt_tfevents_write_step(dt_tfevents *w, int64_t step, double wall_time,
         enc_simple(&summary, vals[k].tag, vals[k].value);
         enc_f64(&summary, vals[k].tag, vals[k].value, first_sight(w, vals[k].tag));
     }
-    pb_double(&e, 1, wall_time);
-    pb_key(&e, 2, WIRE_VARINT);
-    pb_varint(&e, (uint64_t)step);
-    pb_sub(&e, 5, &summary);
-    dt_status st = write_record(w, &e);
-    free(summary.p);
-    free(e.p);
-    if (st) w->err = st;
-    return st;
+    return write_event(w, step, wall_time, 5, &summary);
 }
 
 dt_status dt_tfevents_write_restart(dt_tfevents *w, int64_t step, double wall_time) {
     if (w->err) return dt_fail(w->err, "%s: an earlier write failed", w->path);
-    pb e = {0}, slog = {0};
+    pb slog = {0};
     pb_key(&slog, 1, WIRE_VARINT);
     pb_varint(&slog, 1); /* SessionLog.status = START */
-    pb_double(&e, 1, wall_time);
-    pb_key(&e, 2, WIRE_VARINT);
-    pb_varint(&e, (uint64_t)step);
-    pb_sub(&e, 7, &slog);
-    dt_status st = write_record(w, &e);
-    free(e.p);
-    free(slog.p);
-    if (st) w->err = st;
-    return st;
+    return write_event(w, step, wall_time, 7, &slog);
 }
 
 const char *dt_tfevents_path(const dt_tfevents *w) { return w->path; }
