@@ -61,7 +61,7 @@ static inline unsigned char *dt_test_read_file(const char *path, size_t *n) {
     if (!f) return NULL;
     unsigned char *b = NULL;
     long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (len >= 0 && fseek(f, 0, SEEK_SET) == 0 && (b = malloc((size_t)len + 1)) != NULL) {
+    if (len >= 0 && fseek(f, 0, SEEK_SET) == 0 && (b = (unsigned char *)malloc((size_t)len + 1)) != NULL) {
         if (fread(b, 1, (size_t)len, f) == (size_t)len) {
             b[len] = 0;
             *n = (size_t)len;

@@ -8,7 +8,6 @@ extern "C" {
 #include "core/xxh64.h"
 }
 
-#include <stdlib.h>
 #include <string.h>
 
 static uint64_t *g_scratch;   /* two halves: the digests of the current and next level */
@@ -99,21 +98,6 @@ void dt_cu_digest_row_pieces(const void *dev, size_t row_bytes, int64_t rows, in
         ptrs[c] = b + (size_t)r0 * row_bytes;
         sizes[c] = (size_t)(r1 - r0) * row_bytes;
     }
-}
-
-dt_status dt_cu_digest_rows(const void *dev, size_t row_bytes, int64_t rows, int64_t per,
-                            int64_t nchunks, cudaStream_t s, uint64_t *out) {
-    if (nchunks <= 0) return DT_OK;
-    const void **ptrs = (const void **)malloc(sizeof *ptrs * (size_t)nchunks);
-    size_t *sizes = (size_t *)malloc(sizeof *sizes * (size_t)nchunks);
-    dt_status st = ptrs && sizes ? DT_OK : dt_fail(DT_ENOMEM, "digest: %lld row chunks", (long long)nchunks);
-    if (st == DT_OK) {
-        dt_cu_digest_row_pieces(dev, row_bytes, rows, per, nchunks, ptrs, sizes);
-        st = dt_cu_digest_batch(ptrs, sizes, (size_t)nchunks, s, out);
-    }
-    free(ptrs);
-    free(sizes);
-    return st;
 }
 
 void dt_cu_digest_release(void) {

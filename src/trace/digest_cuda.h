@@ -27,14 +27,11 @@ dt_status dt_cu_digest_tree(const void *dev, size_t n, cudaStream_t s, uint64_t 
  * the end; out[i] (host) = dt_cu_digest_tree of buffer i. */
 dt_status dt_cu_digest_batch(const void *const *dev, const size_t *n, size_t count, cudaStream_t s,
                              uint64_t *out);
-/* The (pointer, size) of each row chunk, as dt_cu_digest_rows cuts them. */
+/* The (pointer, size) of each row chunk of an order-sensitive tensor: rows of row_bytes
+ * each, `per` rows a chunk (dt_trace_row_chunks), nchunks chunks; digest them with
+ * dt_cu_digest_batch. */
 void dt_cu_digest_row_pieces(const void *dev, size_t row_bytes, int64_t rows, int64_t per,
                              int64_t nchunks, const void **ptrs, size_t *sizes);
-/* Per-chunk digests of an order-sensitive tensor: rows of row_bytes each, `per` rows a
- * chunk (dt_trace_row_chunks), nchunks values into out[] (host), each the chunk-tree
- * digest of its chunk's bytes. */
-dt_status dt_cu_digest_rows(const void *dev, size_t row_bytes, int64_t rows, int64_t per,
-                            int64_t nchunks, cudaStream_t s, uint64_t *out);
 void dt_cu_digest_release(void);
 
 #ifdef __cplusplus

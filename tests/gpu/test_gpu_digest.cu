@@ -42,7 +42,10 @@ static void test_sizes(void) {
     /* row chunks: 1000 rows of 48 bytes, 3 rows a chunk */
     int64_t rows = 1000, per = 3, nchunks = (rows + per - 1) / per;
     std::vector<uint64_t> got(nchunks);
-    CHECK_OK(dt_cu_digest_rows(d, 48, rows, per, nchunks, 0, got.data()));
+    std::vector<const void *> ptrs(nchunks);
+    std::vector<size_t> lens(nchunks);
+    dt_cu_digest_row_pieces(d, 48, rows, per, nchunks, ptrs.data(), lens.data());
+    CHECK_OK(dt_cu_digest_batch(ptrs.data(), lens.data(), (size_t)nchunks, 0, got.data()));
     for (int64_t c = 0; c < nchunks; c++) {
         int64_t r0 = c * per, r1 = r0 + per < rows ? r0 + per : rows;
         CHECK(got[c] == dt_digest_tree(h.data() + r0 * 48, (size_t)(r1 - r0) * 48));
