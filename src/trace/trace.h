@@ -33,8 +33,8 @@
  * must show "inputs differ", or a changed weight would pass for an origin.
  *
  * Digests read the bytes on the host: the caller must pass buffers whose producer has
- * finished (on GPU: after the producing stream is synchronised, or a device-side digest
- * once the CUDA backend provides one). Reading a buffer early is a probe artefact, not
+ * finished. Device tensors are digested on the GPU instead and passed as precomputed
+ * digests (trace/trace_cuda.h). Reading a buffer early is a probe artefact, not
  * nondeterminism. */
 #ifndef DT_TRACE_TRACE_H
 #define DT_TRACE_TRACE_H
