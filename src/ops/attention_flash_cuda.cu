@@ -151,8 +151,12 @@ static __device__ __forceinline__ void store_acc(bf16 *dst, size_t ld, const flo
  * same order for either M (fwd_tile below), so a row's output and lse do not depend on M:
  * the same bits from both kernels (tests/gpu/test_gpu_ops.cu compares them). */
 
-#define FWD_STAGES 3
-#define FWD_SMEM(M) (((M) + 2 * FWD_STAGES) * TILE * 2) /* Q (M tiles), then K, V per stage */
+/* dev flags (measurement only) */
+#define FWD_PIPE 1  /* S of tile kt before P V of tile kt - 1 */
+#define FWD_DSKIP 2 /* diagonal m-tiles skip the products of keys after all their rows */
+#define FWD_NOEXP 4 /* diagnostic: no exp */
+#define FWD_NOPV 8  /* diagnostic: no P V */
+#define FWD_SMEM(M, NS) (((M) + 2 * (NS)) * TILE * 2) /* Q (M tiles), then K, V per stage */
 
 /* 2^x (one MUFU op, no subnormal fix-up: a probability below 2^-126 flushes to 0, and it
  * weighs nothing against the row maximum's 1). */
@@ -182,6 +186,7 @@ static __device__ __forceinline__ void fwd_load_kv(bf16 *stage, const bf16 *base
  * diag: the diagonal tile, key column c visible to the local row r iff c <= r (row: this
  * thread's first local row, the second is row + 8). Explicit _rn operations: no
  * contraction, so every kernel that inlines this computes the same bits. */
+template <int V>
 static __device__ __forceinline__ void fwd_softmax(float s[8][4], float o[8][4], float m[2], float l[2], int diag,
                                                    int row, int t, float sl2) {
     float mx[2] = {-INFINITY, -INFINITY};
@@ -206,7 +211,10 @@ static __device__ __forceinline__ void fwd_softmax(float s[8][4], float o[8][4],
 #pragma unroll
     for (int n = 0; n < 8; n++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) s[n][i] = ex2(__fmaf_rn(s[n][i], sl2, -ms[i >> 1]));
+        for (int i = 0; i < 4; i++) {
+            float x = __fmaf_rn(s[n][i], sl2, -ms[i >> 1]);
+            s[n][i] = (V & FWD_NOEXP) ? __fmul_rn(x, sl2) : ex2(x);
+        }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
 #pragma unroll
@@ -222,15 +230,13 @@ static __device__ __forceinline__ void fwd_softmax(float s[8][4], float o[8][4],
         for (int i = 0; i < 4; i++) o[n][i] = __fmul_rn(o[n][i], corr[i >> 1]);
 }
 
-/* One key tile (K, V: 64 x 64 at Kt, Vt) for a warp's M m-tiles: S = Q K^T, softmax step,
- * O += P V; each K or V fragment is loaded once and used by every active m-tile. m-tiles
- * j < first skip the tile (all its keys follow all their queries); m-tile diag (-1: none)
- * is on the diagonal. first and diag are constants after inlining. */
-template <int M>
-static __device__ __forceinline__ void fwd_tile(float o[M][8][4], float m[M][2], float l[M][2],
-                                                const uint32_t qf[M][4][4], const bf16 *Kt, const bf16 *Vt,
-                                                int first, int diag, int row, int lane, float sl2) {
-    float s[M][8][4];
+
+/* S (16 x 64 per m-tile) = Q K^T for the active m-tiles j >= first; m-tile diag (-1: none)
+ * is on the diagonal. Each K fragment is loaded once for every active m-tile. */
+template <int M, int V>
+static __device__ __forceinline__ void fwd_scores(float s[M][8][4], const uint32_t qf[M][4][4], const bf16 *Kt,
+                                                  int first, int diag, int warp, int lane) {
+    const bool only_diag = diag >= first && M - first == 1;
 #pragma unroll
     for (int j = 0; j < M; j++)
 #pragma unroll
@@ -241,48 +247,82 @@ static __device__ __forceinline__ void fwd_tile(float o[M][8][4], float m[M][2],
     for (int k = 0; k < 4; k++)
 #pragma unroll
         for (int np = 0; np < 4; np++) {
+            if ((V & FWD_DSKIP) && only_diag && np > warp) continue;
             uint32_t b[4];
             ldm_x4(b, Kt + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LDS + k * 16 + ((lane >> 3) & 1) * 8);
 #pragma unroll
             for (int j = 0; j < M; j++)
-                if (j >= first) {
+                if (j >= first && !((V & FWD_DSKIP) && j == diag && np > warp)) {
                     mma(s[j][2 * np], qf[j][k], b[0], b[1]);
                     mma(s[j][2 * np + 1], qf[j][k], b[2], b[3]);
                 }
         }
+}
+
+/* P (fp32, 16 x 64 per m-tile) as bf16 A fragments: p[j][k] for keys 16k..16k+15. */
+template <int M>
+static __device__ __forceinline__ void fwd_pack(uint32_t p[M][4][4], const float s[M][8][4]) {
 #pragma unroll
     for (int j = 0; j < M; j++)
-        if (j >= first) fwd_softmax(s[j], o[j], m[j], l[j], j == diag, row, lane & 3, sl2);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            p[j][k][0] = pack(s[j][2 * k][0], s[j][2 * k][1]);
+            p[j][k][1] = pack(s[j][2 * k][2], s[j][2 * k][3]);
+            p[j][k][2] = pack(s[j][2 * k + 1][0], s[j][2 * k + 1][1]);
+            p[j][k][3] = pack(s[j][2 * k + 1][2], s[j][2 * k + 1][3]);
+        }
+}
+
+/* O += P V for the active m-tiles (first, diag as for fwd_scores). */
+template <int M, int V>
+static __device__ __forceinline__ void fwd_pv(float o[M][8][4], const uint32_t p[M][4][4], const bf16 *Vt, int first,
+                                              int diag, int warp, int lane) {
+    if (V & FWD_NOPV) return;
+    const bool only_diag = diag >= first && M - first == 1;
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-        uint32_t a[M][4];
-#pragma unroll
-        for (int j = 0; j < M; j++) {
-            a[j][0] = pack(s[j][2 * k][0], s[j][2 * k][1]);
-            a[j][1] = pack(s[j][2 * k][2], s[j][2 * k][3]);
-            a[j][2] = pack(s[j][2 * k + 1][0], s[j][2 * k + 1][1]);
-            a[j][3] = pack(s[j][2 * k + 1][2], s[j][2 * k + 1][3]);
-        }
+        if ((V & FWD_DSKIP) && only_diag && k > warp) continue;
 #pragma unroll
         for (int np = 0; np < 4; np++) {
             uint32_t b[4];
             ldm_x4_t(b, Vt + (k * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + np * 16 + (lane >> 4) * 8);
 #pragma unroll
             for (int j = 0; j < M; j++)
-                if (j >= first) {
-                    mma(o[j][2 * np], a[j], b[0], b[1]);
-                    mma(o[j][2 * np + 1], a[j], b[2], b[3]);
+                if (j >= first && !((V & FWD_DSKIP) && j == diag && k > warp)) {
+                    mma(o[j][2 * np], p[j][k], b[0], b[1]);
+                    mma(o[j][2 * np + 1], p[j][k], b[2], b[3]);
                 }
         }
     }
 }
 
+/* One step of a warp's M m-tiles. Plain: key tile (Kt, Vt) in full: S, softmax, P V.
+ * PIPE: S of key tile Kt, then P V of the previous tile (p, Vt, pfirst, pdiag; has_pv),
+ * then the softmax of S, whose rescale of o follows that P V (the same order of operations
+ * on every accumulator as plain), leaving this tile's P in p. */
+template <int M, int V>
+static __device__ __forceinline__ void fwd_step(float o[M][8][4], float m[M][2], float l[M][2], uint32_t p[M][4][4],
+                                                const uint32_t qf[M][4][4], const bf16 *Kt, const bf16 *Vt, int first,
+                                                int diag, int pfirst, int pdiag, bool has_pv, int warp, int lane,
+                                                float sl2) {
+    int row = warp * 16 + (lane >> 2);
+    float s[M][8][4];
+    fwd_scores<M, V>(s, qf, Kt, first, diag, warp, lane);
+    if ((V & FWD_PIPE) && has_pv) fwd_pv<M, V>(o, p, Vt, pfirst, pdiag, warp, lane);
+#pragma unroll
+    for (int j = 0; j < M; j++)
+        if (j >= first) fwd_softmax<V>(s[j], o[j], m[j], l[j], j == diag, row, lane & 3, sl2);
+    fwd_pack<M>(p, s);
+    if (!(V & FWD_PIPE)) fwd_pv<M, V>(o, p, Vt, first, diag, warp, lane);
+}
+
 /* Grid (B NH, T / (64 M)), NT threads, FWD_SMEM(M) bytes of dynamic shared memory. Block y
  * owns query rows 64 j0 .. 64 (j0 + M) - 1 with j0 = M (T / (64 M) - 1 - y): the heavy
  * (late) blocks launch first. Writes out (B, T, C) bf16 and lse (B NH, T) fp32. */
-template <int M>
-__global__ void __launch_bounds__(NT, M == 1 ? 3 : 2) flash_fwd_kernel(bf16 *out, float *lse, const bf16 *qkv, int T, int NH,
-                                                       float sl2) {
+template <int M, int V>
+__global__ void __launch_bounds__(NT, M == 1 ? 3 : 2) flash_fwd_kernel(bf16 *out, float *lse, const bf16 *qkv, int T,
+                                                                       int NH, float sl2) {
+    constexpr int NS = (V & FWD_PIPE) ? 4 : 3;
     extern __shared__ __align__(128) unsigned char smem[];
     bf16 *Qs = (bf16 *)smem, *KV = Qs + M * TILE; /* stage i: K at KV + 2 i TILE, V after it */
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -296,7 +336,7 @@ __global__ void __launch_bounds__(NT, M == 1 ? 3 : 2) flash_fwd_kernel(bf16 *out
     cp_commit();
     if (nk > 1) fwd_load_kv(KV + 2 * TILE, base, 1, C, C3);
     cp_commit();
-    uint32_t qf[M][4][4];
+    uint32_t qf[M][4][4], p[M][4][4];
     float o[M][8][4], m[M][2], l[M][2];
 #pragma unroll
     for (int j = 0; j < M; j++) {
@@ -310,17 +350,23 @@ __global__ void __launch_bounds__(NT, M == 1 ? 3 : 2) flash_fwd_kernel(bf16 *out
     int st = 0; /* stage of tile kt */
     for (int kt = 0; kt < nk; kt++) {
         cp_wait1(); /* this thread's copies of tile kt (and of Q) are done, tile kt + 1 may be in flight */
-        __syncthreads(); /* everyone's are; everyone is done with tile kt - 1, whose stage is refilled next */
-        if (kt + 2 < nk) fwd_load_kv(KV + (st == 0 ? 2 : st - 1) * 2 * TILE, base, kt + 2, C, C3);
+        __syncthreads(); /* everyone's are; everyone is done with the stage refilled next */
+        if (kt + 2 < nk) fwd_load_kv(KV + ((st + 2) % NS) * 2 * TILE, base, kt + 2, C, C3);
         cp_commit(); /* possibly empty: one group per tile keeps the wait count fixed */
         if (kt == 0)
 #pragma unroll
             for (int j = 0; j < M; j++) load_a(qf[j], Qs + j * TILE + warp * 16 * LDS, lane);
         const bf16 *Kt = KV + st * 2 * TILE;
-        if (kt < j0) fwd_tile<M>(o, m, l, qf, Kt, Kt + TILE, 0, -1, row, lane, sl2);
-        else if (M == 1 || kt == j0) fwd_tile<M>(o, m, l, qf, Kt, Kt + TILE, 0, 0, row, lane, sl2);
-        else fwd_tile<M>(o, m, l, qf, Kt, Kt + TILE, 1, 1, row, lane, sl2); /* M == 2: the last tile */
-        st = st == FWD_STAGES - 1 ? 0 : st + 1;
+        const bf16 *Vt = (V & FWD_PIPE) ? KV + ((st + NS - 1) % NS) * 2 * TILE + TILE : Kt + TILE;
+        if (kt < j0) fwd_step<M, V>(o, m, l, p, qf, Kt, Vt, 0, -1, 0, -1, kt > 0, warp, lane, sl2);
+        else if (M == 1 || kt == j0) fwd_step<M, V>(o, m, l, p, qf, Kt, Vt, 0, 0, 0, -1, kt > 0, warp, lane, sl2);
+        else fwd_step<M, V>(o, m, l, p, qf, Kt, Vt, 1, 1, 0, 0, true, warp, lane, sl2); /* M == 2: the last tile */
+        st = st == NS - 1 ? 0 : st + 1;
+    }
+    if (V & FWD_PIPE) { /* the last tile's P V */
+        const bf16 *Vt = KV + ((st + NS - 1) % NS) * 2 * TILE + TILE;
+        if (M == 1) fwd_pv<M, V>(o, p, Vt, 0, 0, warp, lane);
+        else fwd_pv<M, V>(o, p, Vt, 1, 1, warp, lane);
     }
     cp_wait0();
     /* Row sums by xor butterfly (the same bits on the 4 lanes of a row); the bf16 rows go
@@ -574,21 +620,26 @@ static void set_attrs(void) {
 }
 
 /* The forward's two kernels need more than 48 KB of shared memory: raised once. */
+#ifndef FWD_VARIANT
+#define FWD_VARIANT FWD_DSKIP
+#endif
+#define FWD_NS(V) (((V) & FWD_PIPE) ? 4 : 3)
 static int fwd_attrs_set;
 
 void dt_cu_flash_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH, cudaStream_t s) {
+    const int V = FWD_VARIANT, sm1 = FWD_SMEM(1, FWD_NS(V)), sm2 = FWD_SMEM(2, FWD_NS(V));
     if (!fwd_attrs_set) {
-        cudaFuncSetAttribute(flash_fwd_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, FWD_SMEM(1));
-        cudaFuncSetAttribute(flash_fwd_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, FWD_SMEM(2));
+        cudaFuncSetAttribute(flash_fwd_kernel<1, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, sm1);
+        cudaFuncSetAttribute(flash_fwd_kernel<2, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, sm2);
         fwd_attrs_set = 1;
     }
     float sl2 = LOG2E / sqrtf((float)FD);
     if (T % (2 * FB) == 0) {
         dim3 g((unsigned)(B * NH), (unsigned)(T / (2 * FB)));
-        flash_fwd_kernel<2><<<dt_cu_noted(g, NT, FWD_SMEM(2), "flash_fwd_kernel<2>"), NT, FWD_SMEM(2), s>>>(out, lse, qkv, T, NH, sl2);
+        flash_fwd_kernel<2, V><<<dt_cu_noted(g, NT, sm2, "flash_fwd_kernel<2>"), NT, sm2, s>>>(out, lse, qkv, T, NH, sl2);
     } else {
         dim3 g((unsigned)(B * NH), (unsigned)(T / FB));
-        flash_fwd_kernel<1><<<dt_cu_noted(g, NT, FWD_SMEM(1), "flash_fwd_kernel<1>"), NT, FWD_SMEM(1), s>>>(out, lse, qkv, T, NH, sl2);
+        flash_fwd_kernel<1, V><<<dt_cu_noted(g, NT, sm1, "flash_fwd_kernel<1>"), NT, sm1, s>>>(out, lse, qkv, T, NH, sl2);
     }
     (void)C;
 }
