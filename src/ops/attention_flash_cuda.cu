@@ -144,19 +144,17 @@ static __device__ __forceinline__ void store_acc(bf16 *dst, size_t ld, const flo
 /* ---- forward ----------------------------------------------------------------------------- *
  * A block owns M 64-row query blocks (M = 2 when T % 128 == 0, else 1): warp w owns the
  * 16-row m-tiles w, w + 4 (.., one per 64-row query block), so each K and V fragment read
- * from shared memory feeds M products (shared-memory reads per product / M) and each tile
- * fill is shared by 64 M query rows. K, V tiles of 64 keys go through a 3-stage cp.async
- * ring (two tiles in flight while one is used), one barrier per tile. Every m-tile walks
- * the key tiles 0.. up to its own diagonal tile in order, with the same operations in the
- * same order for either M (fwd_tile below), so a row's output and lse do not depend on M:
- * the same bits from both kernels (tests/gpu/test_gpu_ops.cu compares them). */
+ * from shared memory feeds M products and each tile fill serves 64 M query rows. K, V tiles
+ * of 64 keys go through a 3-stage cp.async ring (two tiles in flight while one is used),
+ * one barrier per tile. Every m-tile walks the key tiles 0.. up to its own diagonal tile in
+ * order with the same operations in the same order for either M, so a row's out and lse do
+ * not depend on M: both kernels give the same bits (tests/gpu/test_gpu_ops.cu and
+ * bench_attention.cu compare them). Blocks run heads in groups (FWD_HEAD_GROUP), heavy
+ * query blocks first inside a group, so that a group's K and V stay in L2. */
 
-/* dev flags (measurement only) */
-#define FWD_PIPE 1  /* S of tile kt before P V of tile kt - 1 */
-#define FWD_DSKIP 2 /* diagonal m-tiles skip the products of keys after all their rows */
-#define FWD_NOEXP 4 /* diagnostic: no exp */
-#define FWD_NOPV 8  /* diagnostic: no P V */
-#define FWD_SMEM(M, NS) (((M) + 2 * (NS)) * TILE * 2) /* Q (M tiles), then K, V per stage */
+#define FWD_STAGES 3
+#define FWD_SMEM(M) (((M) + 2 * FWD_STAGES) * TILE * 2) /* Q (M tiles), then K, V per stage */
+#define FWD_HEAD_GROUP 32
 
 /* 2^x (one MUFU op, no subnormal fix-up: a probability below 2^-126 flushes to 0, and it
  * weighs nothing against the row maximum's 1). */
@@ -180,13 +178,38 @@ static __device__ __forceinline__ void fwd_load_kv(bf16 *stage, const bf16 *base
     fwd_cp_tile(stage + TILE, base + 2 * C + (size_t)kt * FB * C3, C3);
 }
 
+/* S (16 x 64 per m-tile) = Q K^T for the m-tiles j >= first (constant after inlining); each
+ * K fragment is loaded once for all of them. */
+template <int M>
+static __device__ __forceinline__ void fwd_scores(float s[M][8][4], const uint32_t qf[M][4][4], const bf16 *Kt,
+                                                  int first, int lane) {
+#pragma unroll
+    for (int j = 0; j < M; j++)
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) s[j][n][i] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            uint32_t b[4];
+            ldm_x4(b, Kt + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LDS + k * 16 + ((lane >> 3) & 1) * 8);
+#pragma unroll
+            for (int j = 0; j < M; j++)
+                if (j >= first) {
+                    mma(s[j][2 * np], qf[j][k], b[0], b[1]);
+                    mma(s[j][2 * np + 1], qf[j][k], b[2], b[3]);
+                }
+        }
+}
+
 /* Online softmax step of one m-tile: s (raw Q K^T scores of its 16 rows x 64 keys) becomes
  * the probabilities exp2(s sl2 - max sl2); the running max m (raw units), the per-thread
  * partial row sums l and the output accumulator o are rescaled by the change of the max.
  * diag: the diagonal tile, key column c visible to the local row r iff c <= r (row: this
  * thread's first local row, the second is row + 8). Explicit _rn operations: no
  * contraction, so every kernel that inlines this computes the same bits. */
-template <int V>
 static __device__ __forceinline__ void fwd_softmax(float s[8][4], float o[8][4], float m[2], float l[2], int diag,
                                                    int row, int t, float sl2) {
     float mx[2] = {-INFINITY, -INFINITY};
@@ -207,56 +230,23 @@ static __device__ __forceinline__ void fwd_softmax(float s[8][4], float o[8][4],
         corr[r] = ex2(__fsub_rn(__fmul_rn(m[r], sl2), ms[r])); /* 0 on the first tile (m = -inf) */
         m[r] = mn;
     }
-    float ps[2][4]; /* row sums of this tile: pairs, then a tree (short dependency chains) */
 #pragma unroll
     for (int n = 0; n < 8; n++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            float x = __fmaf_rn(s[n][i], sl2, -ms[i >> 1]);
-            s[n][i] = (V & FWD_NOEXP) ? __fmul_rn(x, sl2) : ex2(x);
-        }
+        for (int i = 0; i < 4; i++) s[n][i] = ex2(__fmaf_rn(s[n][i], sl2, -ms[i >> 1]));
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < 2; r++) { /* this tile's row sums: pairs, then a tree (short chains) */
+        float ps[4];
 #pragma unroll
         for (int q = 0; q < 4; q++)
-            ps[r][q] = __fadd_rn(__fadd_rn(s[2 * q][2 * r], s[2 * q][2 * r + 1]),
-                                 __fadd_rn(s[2 * q + 1][2 * r], s[2 * q + 1][2 * r + 1]));
-        l[r] = __fadd_rn(__fmul_rn(l[r], corr[r]),
-                         __fadd_rn(__fadd_rn(ps[r][0], ps[r][1]), __fadd_rn(ps[r][2], ps[r][3])));
+            ps[q] = __fadd_rn(__fadd_rn(s[2 * q][2 * r], s[2 * q][2 * r + 1]),
+                              __fadd_rn(s[2 * q + 1][2 * r], s[2 * q + 1][2 * r + 1]));
+        l[r] = __fadd_rn(__fmul_rn(l[r], corr[r]), __fadd_rn(__fadd_rn(ps[0], ps[1]), __fadd_rn(ps[2], ps[3])));
     }
 #pragma unroll
     for (int n = 0; n < 8; n++)
 #pragma unroll
         for (int i = 0; i < 4; i++) o[n][i] = __fmul_rn(o[n][i], corr[i >> 1]);
-}
-
-
-/* S (16 x 64 per m-tile) = Q K^T for the active m-tiles j >= first; m-tile diag (-1: none)
- * is on the diagonal. Each K fragment is loaded once for every active m-tile. */
-template <int M, int V>
-static __device__ __forceinline__ void fwd_scores(float s[M][8][4], const uint32_t qf[M][4][4], const bf16 *Kt,
-                                                  int first, int diag, int warp, int lane) {
-    const bool only_diag = diag >= first && M - first == 1;
-#pragma unroll
-    for (int j = 0; j < M; j++)
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) s[j][n][i] = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-#pragma unroll
-        for (int np = 0; np < 4; np++) {
-            if ((V & FWD_DSKIP) && only_diag && np > warp) continue;
-            uint32_t b[4];
-            ldm_x4(b, Kt + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LDS + k * 16 + ((lane >> 3) & 1) * 8);
-#pragma unroll
-            for (int j = 0; j < M; j++)
-                if (j >= first && !((V & FWD_DSKIP) && j == diag && np > warp)) {
-                    mma(s[j][2 * np], qf[j][k], b[0], b[1]);
-                    mma(s[j][2 * np + 1], qf[j][k], b[2], b[3]);
-                }
-        }
 }
 
 /* P (fp32, 16 x 64 per m-tile) as bf16 A fragments: p[j][k] for keys 16k..16k+15. */
@@ -273,61 +263,55 @@ static __device__ __forceinline__ void fwd_pack(uint32_t p[M][4][4], const float
         }
 }
 
-/* O += P V for the active m-tiles (first, diag as for fwd_scores). */
-template <int M, int V>
+/* O += P V for the m-tiles j >= first; each V fragment is loaded once for all of them. */
+template <int M>
 static __device__ __forceinline__ void fwd_pv(float o[M][8][4], const uint32_t p[M][4][4], const bf16 *Vt, int first,
-                                              int diag, int warp, int lane) {
-    if (V & FWD_NOPV) return;
-    const bool only_diag = diag >= first && M - first == 1;
+                                              int lane) {
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-        if ((V & FWD_DSKIP) && only_diag && k > warp) continue;
+    for (int k = 0; k < 4; k++)
 #pragma unroll
         for (int np = 0; np < 4; np++) {
             uint32_t b[4];
             ldm_x4_t(b, Vt + (k * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + np * 16 + (lane >> 4) * 8);
 #pragma unroll
             for (int j = 0; j < M; j++)
-                if (j >= first && !((V & FWD_DSKIP) && j == diag && k > warp)) {
+                if (j >= first) {
                     mma(o[j][2 * np], p[j][k], b[0], b[1]);
                     mma(o[j][2 * np + 1], p[j][k], b[2], b[3]);
                 }
         }
-    }
 }
 
-/* One step of a warp's M m-tiles. Plain: key tile (Kt, Vt) in full: S, softmax, P V.
- * PIPE: S of key tile Kt, then P V of the previous tile (p, Vt, pfirst, pdiag; has_pv),
- * then the softmax of S, whose rescale of o follows that P V (the same order of operations
- * on every accumulator as plain), leaving this tile's P in p. */
-template <int M, int V>
-static __device__ __forceinline__ void fwd_step(float o[M][8][4], float m[M][2], float l[M][2], uint32_t p[M][4][4],
-                                                const uint32_t qf[M][4][4], const bf16 *Kt, const bf16 *Vt, int first,
-                                                int diag, int pfirst, int pdiag, bool has_pv, int warp, int lane,
-                                                float sl2) {
-    int row = warp * 16 + (lane >> 2);
+/* One key tile (K, V at Kt, Kt + TILE) for a warp's M m-tiles: m-tiles j < first skip it
+ * (all its keys follow all their queries), m-tile diag (-1: none) is on the diagonal; both
+ * constants after inlining. */
+template <int M>
+static __device__ __forceinline__ void fwd_tile(float o[M][8][4], float m[M][2], float l[M][2],
+                                                const uint32_t qf[M][4][4], const bf16 *Kt, int first, int diag,
+                                                int row, int lane, float sl2) {
     float s[M][8][4];
-    fwd_scores<M, V>(s, qf, Kt, first, diag, warp, lane);
-    if ((V & FWD_PIPE) && has_pv) fwd_pv<M, V>(o, p, Vt, pfirst, pdiag, warp, lane);
+    fwd_scores<M>(s, qf, Kt, first, lane);
 #pragma unroll
     for (int j = 0; j < M; j++)
-        if (j >= first) fwd_softmax<V>(s[j], o[j], m[j], l[j], j == diag, row, lane & 3, sl2);
+        if (j >= first) fwd_softmax(s[j], o[j], m[j], l[j], j == diag, row, lane & 3, sl2);
+    uint32_t p[M][4][4];
     fwd_pack<M>(p, s);
-    if (!(V & FWD_PIPE)) fwd_pv<M, V>(o, p, Vt, first, diag, warp, lane);
+    fwd_pv<M>(o, p, Kt + TILE, first, lane);
 }
 
-/* Grid (B NH, T / (64 M)), NT threads, FWD_SMEM(M) bytes of dynamic shared memory. Block y
- * owns query rows 64 j0 .. 64 (j0 + M) - 1 with j0 = M (T / (64 M) - 1 - y): the heavy
- * (late) blocks launch first. Writes out (B, T, C) bf16 and lse (B NH, T) fp32. */
-template <int M, int V>
+/* Grid (B NH T / (64 M)), NT threads, FWD_SMEM(M) bytes of dynamic shared memory. Block i
+ * owns head bh, query rows 64 j0 .. 64 (j0 + M) - 1: heads in groups of hg, inside a group
+ * the heavy (late) query blocks of all its heads first. Writes out (B, T, C) bf16 and lse
+ * (B NH, T) fp32. */
+template <int M>
 __global__ void __launch_bounds__(NT, M == 1 ? 3 : 2) flash_fwd_kernel(bf16 *out, float *lse, const bf16 *qkv, int T,
-                                                                       int NH, float sl2) {
-    constexpr int NS = (V & FWD_PIPE) ? 4 : 3;
+                                                                       int NH, int hg, float sl2) {
     extern __shared__ __align__(128) unsigned char smem[];
     bf16 *Qs = (bf16 *)smem, *KV = Qs + M * TILE; /* stage i: K at KV + 2 i TILE, V after it */
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int bh = blockIdx.x, b = bh / NH, h = bh % NH;
-    int j0 = (T / (M * FB) - 1 - (int)blockIdx.y) * M, nk = j0 + M; /* key tiles 0..nk-1 */
+    int nqb = T / (M * FB), h0 = (int)blockIdx.x / (hg * nqb) * hg, gs = min(hg, (int)gridDim.x / nqb - h0);
+    int r = (int)blockIdx.x - h0 * nqb, bh = h0 + r % gs, b = bh / NH, h = bh % NH;
+    int j0 = (nqb - 1 - r / gs) * M, nk = j0 + M; /* key tiles 0..nk-1 */
     int C = NH * FD, C3 = 3 * C, row = warp * 16 + g;
     const bf16 *base = qkv + (size_t)b * T * C3 + h * FD;
 #pragma unroll
@@ -336,7 +320,7 @@ __global__ void __launch_bounds__(NT, M == 1 ? 3 : 2) flash_fwd_kernel(bf16 *out
     cp_commit();
     if (nk > 1) fwd_load_kv(KV + 2 * TILE, base, 1, C, C3);
     cp_commit();
-    uint32_t qf[M][4][4], p[M][4][4];
+    uint32_t qf[M][4][4];
     float o[M][8][4], m[M][2], l[M][2];
 #pragma unroll
     for (int j = 0; j < M; j++) {
@@ -350,23 +334,17 @@ __global__ void __launch_bounds__(NT, M == 1 ? 3 : 2) flash_fwd_kernel(bf16 *out
     int st = 0; /* stage of tile kt */
     for (int kt = 0; kt < nk; kt++) {
         cp_wait1(); /* this thread's copies of tile kt (and of Q) are done, tile kt + 1 may be in flight */
-        __syncthreads(); /* everyone's are; everyone is done with the stage refilled next */
-        if (kt + 2 < nk) fwd_load_kv(KV + ((st + 2) % NS) * 2 * TILE, base, kt + 2, C, C3);
+        __syncthreads(); /* everyone's are; everyone is done with tile kt - 1, whose stage is refilled next */
+        if (kt + 2 < nk) fwd_load_kv(KV + (st == 0 ? 2 : st - 1) * 2 * TILE, base, kt + 2, C, C3);
         cp_commit(); /* possibly empty: one group per tile keeps the wait count fixed */
         if (kt == 0)
 #pragma unroll
             for (int j = 0; j < M; j++) load_a(qf[j], Qs + j * TILE + warp * 16 * LDS, lane);
         const bf16 *Kt = KV + st * 2 * TILE;
-        const bf16 *Vt = (V & FWD_PIPE) ? KV + ((st + NS - 1) % NS) * 2 * TILE + TILE : Kt + TILE;
-        if (kt < j0) fwd_step<M, V>(o, m, l, p, qf, Kt, Vt, 0, -1, 0, -1, kt > 0, warp, lane, sl2);
-        else if (M == 1 || kt == j0) fwd_step<M, V>(o, m, l, p, qf, Kt, Vt, 0, 0, 0, -1, kt > 0, warp, lane, sl2);
-        else fwd_step<M, V>(o, m, l, p, qf, Kt, Vt, 1, 1, 0, 0, true, warp, lane, sl2); /* M == 2: the last tile */
-        st = st == NS - 1 ? 0 : st + 1;
-    }
-    if (V & FWD_PIPE) { /* the last tile's P V */
-        const bf16 *Vt = KV + ((st + NS - 1) % NS) * 2 * TILE + TILE;
-        if (M == 1) fwd_pv<M, V>(o, p, Vt, 0, 0, warp, lane);
-        else fwd_pv<M, V>(o, p, Vt, 1, 1, warp, lane);
+        if (kt < j0) fwd_tile<M>(o, m, l, qf, Kt, 0, -1, row, lane, sl2);
+        else if (M == 1 || kt == j0) fwd_tile<M>(o, m, l, qf, Kt, 0, 0, row, lane, sl2);
+        else fwd_tile<M>(o, m, l, qf, Kt, 1, 1, row, lane, sl2); /* M == 2: the last tile */
+        st = st == FWD_STAGES - 1 ? 0 : st + 1;
     }
     cp_wait0();
     /* Row sums by xor butterfly (the same bits on the 4 lanes of a row); the bf16 rows go
@@ -375,19 +353,19 @@ __global__ void __launch_bounds__(NT, M == 1 ? 3 : 2) flash_fwd_kernel(bf16 *out
 #pragma unroll
     for (int j = 0; j < M; j++)
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float lr = l[j][r];
+        for (int r2 = 0; r2 < 2; r2++) {
+            float lr = l[j][r2];
             lr = __fadd_rn(lr, __shfl_xor_sync(0xffffffffu, lr, 1));
             lr = __fadd_rn(lr, __shfl_xor_sync(0xffffffffu, lr, 2));
             float inv = __frcp_rn(lr);
-            bf16 *srow = Qs + j * TILE + (row + 8 * r) * LDS + 2 * t;
+            bf16 *srow = Qs + j * TILE + (row + 8 * r2) * LDS + 2 * t;
 #pragma unroll
             for (int n = 0; n < 8; n++)
                 *reinterpret_cast<__nv_bfloat162 *>(srow + n * 8) =
-                    __floats2bfloat162_rn(__fmul_rn(o[j][n][2 * r], inv), __fmul_rn(o[j][n][2 * r + 1], inv));
+                    __floats2bfloat162_rn(__fmul_rn(o[j][n][2 * r2], inv), __fmul_rn(o[j][n][2 * r2 + 1], inv));
             if (t == 0)
-                lse[(size_t)bh * T + (j0 + j) * FB + row + 8 * r] =
-                    __fmul_rn(__fadd_rn(__fmul_rn(m[j][r], sl2), log2f(lr)), LN2);
+                lse[(size_t)bh * T + (j0 + j) * FB + row + 8 * r2] =
+                    __fmul_rn(__fadd_rn(__fmul_rn(m[j][r2], sl2), log2f(lr)), LN2);
         }
     __syncwarp();
 #pragma unroll
@@ -620,26 +598,23 @@ static void set_attrs(void) {
 }
 
 /* The forward's two kernels need more than 48 KB of shared memory: raised once. */
-#ifndef FWD_VARIANT
-#define FWD_VARIANT FWD_DSKIP
-#endif
-#define FWD_NS(V) (((V) & FWD_PIPE) ? 4 : 3)
 static int fwd_attrs_set;
 
 void dt_cu_flash_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH, cudaStream_t s) {
-    const int V = FWD_VARIANT, sm1 = FWD_SMEM(1, FWD_NS(V)), sm2 = FWD_SMEM(2, FWD_NS(V));
     if (!fwd_attrs_set) {
-        cudaFuncSetAttribute(flash_fwd_kernel<1, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, sm1);
-        cudaFuncSetAttribute(flash_fwd_kernel<2, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, sm2);
+        cudaFuncSetAttribute(flash_fwd_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, FWD_SMEM(1));
+        cudaFuncSetAttribute(flash_fwd_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, FWD_SMEM(2));
         fwd_attrs_set = 1;
     }
     float sl2 = LOG2E / sqrtf((float)FD);
     if (T % (2 * FB) == 0) {
-        dim3 g((unsigned)(B * NH), (unsigned)(T / (2 * FB)));
-        flash_fwd_kernel<2, V><<<dt_cu_noted(g, NT, sm2, "flash_fwd_kernel<2>"), NT, sm2, s>>>(out, lse, qkv, T, NH, sl2);
+        unsigned g = (unsigned)(B * NH * (T / (2 * FB)));
+        flash_fwd_kernel<2><<<dt_cu_noted(g, NT, FWD_SMEM(2), "flash_fwd_kernel<2>"), NT, FWD_SMEM(2), s>>>(
+            out, lse, qkv, T, NH, FWD_HEAD_GROUP, sl2);
     } else {
-        dim3 g((unsigned)(B * NH), (unsigned)(T / FB));
-        flash_fwd_kernel<1, V><<<dt_cu_noted(g, NT, sm1, "flash_fwd_kernel<1>"), NT, sm1, s>>>(out, lse, qkv, T, NH, sl2);
+        unsigned g = (unsigned)(B * NH * (T / FB));
+        flash_fwd_kernel<1><<<dt_cu_noted(g, NT, FWD_SMEM(1), "flash_fwd_kernel<1>"), NT, FWD_SMEM(1), s>>>(
+            out, lse, qkv, T, NH, FWD_HEAD_GROUP, sl2);
     }
     (void)C;
 }
