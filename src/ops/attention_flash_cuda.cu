@@ -141,91 +141,241 @@ static __device__ __forceinline__ void store_acc(bf16 *dst, size_t ld, const flo
                 __floats2bfloat162_rn(acc[n][2 * h] * f, acc[n][2 * h + 1] * f);
 }
 
-/* ---- forward ----------------------------------------------------------------------------- */
+/* ---- forward ----------------------------------------------------------------------------- *
+ * A block owns M 64-row query blocks (M = 2 when T % 128 == 0, else 1): warp w owns the
+ * 16-row m-tiles w, w + 4 (.., one per 64-row query block), so each K and V fragment read
+ * from shared memory feeds M products and each tile fill serves 64 M query rows. K, V tiles
+ * of 64 keys go through a 3-stage cp.async ring (two tiles in flight while one is used),
+ * one barrier per tile. Every m-tile walks the key tiles 0.. up to its own diagonal tile in
+ * order with the same operations in the same order for either M, so a row's out and lse do
+ * not depend on M: both kernels give the same bits (tests/gpu/test_gpu_ops.cu and
+ * bench_attention.cu compare them). Heavy (late) query blocks of every head launch first.
+ * The kernel can also take the heads in groups (heavy first inside a group, so a group's K
+ * and V stay in L2); on an H200 at B 16 NH 12 T 1024, groups of 8..96 heads were slower
+ * than one group of all heads (0.110 ms at 32, 0.107 at 192: L2 misses are not the
+ * limit), so the launcher passes all heads. */
 
-#define FWD_SMEM (5 * TILE * 2) /* Q, K x 2, V x 2 */
+#define FWD_STAGES 3
+#define FWD_SMEM(M) (((M) + 2 * FWD_STAGES) * TILE * 2) /* Q (M tiles), then K, V per stage */
 
-__global__ void __launch_bounds__(NT) flash_fwd_kernel(bf16 *out, float *lse, const bf16 *qkv, int T, int NH,
-                                                       float sl2) {
-    __shared__ __align__(128) bf16 sm[5 * TILE];
-    bf16 *Qs = sm, *Ks = sm + TILE, *Vs = sm + 3 * TILE;
+/* 2^x (one MUFU op, no subnormal fix-up: a probability below 2^-126 flushes to 0, and it
+ * weighs nothing against the row maximum's 1). */
+static __device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* cp_tile with the trip count spelled out (NT = 128 threads: rows tid / 8 + 16 u, u < 4,
+ * 16-byte piece tid % 8), so that the copy is straight-line code. */
+static __device__ __forceinline__ void fwd_cp_tile(bf16 *dst, const bf16 *src, size_t ld) {
+    int r = threadIdx.x >> 3, v = (threadIdx.x & 7) * 8;
+#pragma unroll
+    for (int u = 0; u < 4; u++) cp_async16(dst + (r + 16 * u) * LDS + v, src + (size_t)(r + 16 * u) * ld + v);
+}
+
+/* Issues cp.async for key tile kt's K and V (64 rows each) into a stage (K, then V). */
+static __device__ __forceinline__ void fwd_load_kv(bf16 *stage, const bf16 *base, int kt, int C, int C3) {
+    fwd_cp_tile(stage, base + C + (size_t)kt * FB * C3, C3);
+    fwd_cp_tile(stage + TILE, base + 2 * C + (size_t)kt * FB * C3, C3);
+}
+
+/* S (16 x 64 per m-tile) = Q K^T for the m-tiles j >= first (constant after inlining); each
+ * K fragment is loaded once for all of them. */
+template <int M>
+static __device__ __forceinline__ void fwd_scores(float s[M][8][4], const uint32_t qf[M][4][4], const bf16 *Kt,
+                                                  int first, int lane) {
+#pragma unroll
+    for (int j = 0; j < M; j++)
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) s[j][n][i] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            uint32_t b[4];
+            ldm_x4(b, Kt + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LDS + k * 16 + ((lane >> 3) & 1) * 8);
+#pragma unroll
+            for (int j = 0; j < M; j++)
+                if (j >= first) {
+                    mma(s[j][2 * np], qf[j][k], b[0], b[1]);
+                    mma(s[j][2 * np + 1], qf[j][k], b[2], b[3]);
+                }
+        }
+}
+
+/* Online softmax step of one m-tile: s (raw Q K^T scores of its 16 rows x 64 keys) becomes
+ * the probabilities exp2(s sl2 - max sl2); the running max m (raw units), the per-thread
+ * partial row sums l and the output accumulator o are rescaled by the change of the max.
+ * diag: the diagonal tile, key column c visible to the local row r iff c <= r (row: this
+ * thread's first local row, the second is row + 8). Explicit _rn operations: no
+ * contraction, so every kernel that inlines this computes the same bits. */
+static __device__ __forceinline__ void fwd_softmax(float s[8][4], float o[8][4], float m[2], float l[2], int diag,
+                                                   int row, int t, float sl2) {
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if (diag && n * 8 + 2 * t + (i & 1) > row + 8 * (i >> 1)) s[n][i] = -INFINITY;
+            mx[i >> 1] = fmaxf(mx[i >> 1], s[n][i]);
+        }
+    float ms[2], corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        float mn = fmaxf(m[r], mx[r]); /* finite: key 0 is visible to every query */
+        ms[r] = __fmul_rn(mn, sl2);
+        corr[r] = ex2(__fsub_rn(__fmul_rn(m[r], sl2), ms[r])); /* 0 on the first tile (m = -inf) */
+        m[r] = mn;
+    }
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) s[n][i] = ex2(__fmaf_rn(s[n][i], sl2, -ms[i >> 1]));
+#pragma unroll
+    for (int r = 0; r < 2; r++) { /* this tile's row sums: pairs, then a tree (short chains) */
+        float ps[4];
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            ps[q] = __fadd_rn(__fadd_rn(s[2 * q][2 * r], s[2 * q][2 * r + 1]),
+                              __fadd_rn(s[2 * q + 1][2 * r], s[2 * q + 1][2 * r + 1]));
+        l[r] = __fadd_rn(__fmul_rn(l[r], corr[r]), __fadd_rn(__fadd_rn(ps[0], ps[1]), __fadd_rn(ps[2], ps[3])));
+    }
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) o[n][i] = __fmul_rn(o[n][i], corr[i >> 1]);
+}
+
+/* P (fp32, 16 x 64 per m-tile) as bf16 A fragments: p[j][k] for keys 16k..16k+15. */
+template <int M>
+static __device__ __forceinline__ void fwd_pack(uint32_t p[M][4][4], const float s[M][8][4]) {
+#pragma unroll
+    for (int j = 0; j < M; j++)
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            p[j][k][0] = pack(s[j][2 * k][0], s[j][2 * k][1]);
+            p[j][k][1] = pack(s[j][2 * k][2], s[j][2 * k][3]);
+            p[j][k][2] = pack(s[j][2 * k + 1][0], s[j][2 * k + 1][1]);
+            p[j][k][3] = pack(s[j][2 * k + 1][2], s[j][2 * k + 1][3]);
+        }
+}
+
+/* O += P V for the m-tiles j >= first; each V fragment is loaded once for all of them. */
+template <int M>
+static __device__ __forceinline__ void fwd_pv(float o[M][8][4], const uint32_t p[M][4][4], const bf16 *Vt, int first,
+                                              int lane) {
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            uint32_t b[4];
+            ldm_x4_t(b, Vt + (k * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + np * 16 + (lane >> 4) * 8);
+#pragma unroll
+            for (int j = 0; j < M; j++)
+                if (j >= first) {
+                    mma(o[j][2 * np], p[j][k], b[0], b[1]);
+                    mma(o[j][2 * np + 1], p[j][k], b[2], b[3]);
+                }
+        }
+}
+
+/* One key tile (K, V at Kt, Kt + TILE) for a warp's M m-tiles: m-tiles j < first skip it
+ * (all its keys follow all their queries), m-tile diag (-1: none) is on the diagonal; both
+ * constants after inlining. */
+template <int M>
+static __device__ __forceinline__ void fwd_tile(float o[M][8][4], float m[M][2], float l[M][2],
+                                                const uint32_t qf[M][4][4], const bf16 *Kt, int first, int diag,
+                                                int row, int lane, float sl2) {
+    float s[M][8][4];
+    fwd_scores<M>(s, qf, Kt, first, lane);
+#pragma unroll
+    for (int j = 0; j < M; j++)
+        if (j >= first) fwd_softmax(s[j], o[j], m[j], l[j], j == diag, row, lane & 3, sl2);
+    uint32_t p[M][4][4];
+    fwd_pack<M>(p, s);
+    fwd_pv<M>(o, p, Kt + TILE, first, lane);
+}
+
+/* Grid (B NH T / (64 M)), NT threads, FWD_SMEM(M) bytes of dynamic shared memory. Block i
+ * owns head bh, query rows 64 j0 .. 64 (j0 + M) - 1: heads in groups of hg, inside a group
+ * the heavy (late) query blocks of all its heads first. Writes out (B, T, C) bf16 and lse
+ * (B NH, T) fp32. */
+template <int M>
+__global__ void __launch_bounds__(NT, M == 1 ? 3 : 2) flash_fwd_kernel(bf16 *out, float *lse, const bf16 *qkv, int T,
+                                                                       int NH, int hg, float sl2) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    bf16 *Qs = (bf16 *)smem, *KV = Qs + M * TILE; /* stage i: K at KV + 2 i TILE, V after it */
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int bh = blockIdx.x, b = bh / NH, h = bh % NH, qb = T / FB - 1 - (int)blockIdx.y;
-    int C = NH * FD, C3 = 3 * C;
+    int nqb = T / (M * FB), h0 = (int)blockIdx.x / (hg * nqb) * hg, gs = min(hg, (int)gridDim.x / nqb - h0);
+    int r = (int)blockIdx.x - h0 * nqb, bh = h0 + r % gs, b = bh / NH, h = bh % NH;
+    int j0 = (nqb - 1 - r / gs) * M, nk = j0 + M; /* key tiles 0..nk-1 */
+    int C = NH * FD, C3 = 3 * C, row = warp * 16 + g;
     const bf16 *base = qkv + (size_t)b * T * C3 + h * FD;
-    cp_tile(Qs, base + (size_t)qb * FB * C3, C3);
-    cp_tile(Ks, base + C, C3);
-    cp_tile(Vs, base + 2 * C, C3);
+#pragma unroll
+    for (int j = 0; j < M; j++) fwd_cp_tile(Qs + j * TILE, base + (size_t)(j0 + j) * FB * C3, C3);
+    fwd_load_kv(KV, base, 0, C, C3);
     cp_commit();
-    uint32_t qf[4][4];
-    float o[8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    if (nk > 1) fwd_load_kv(KV + 2 * TILE, base, 1, C, C3);
+    cp_commit();
+    uint32_t qf[M][4][4];
+    float o[M][8][4], m[M][2], l[M][2];
 #pragma unroll
-    for (int n = 0; n < 8; n++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) o[n][i] = 0.0f;
-    for (int kb = 0; kb <= qb; kb++) {
-        int cur = kb & 1;
-        if (kb < qb) { /* the next tiles: their buffers were last read before the previous barrier */
-            cp_tile(Ks + (cur ^ 1) * TILE, base + C + (size_t)(kb + 1) * FB * C3, C3);
-            cp_tile(Vs + (cur ^ 1) * TILE, base + 2 * C + (size_t)(kb + 1) * FB * C3, C3);
-        }
-        cp_commit();
-        cp_wait1();
-        __syncthreads();
-        if (kb == 0) load_a(qf, Qs + warp * 16 * LDS, lane);
-        float s[8][4];
-        mm_nt(s, qf, Ks + cur * TILE, lane);
-        /* scale to log2 units; mask keys after the query on the diagonal block */
-        float mx[2] = {-INFINITY, -INFINITY};
+    for (int j = 0; j < M; j++) {
 #pragma unroll
         for (int n = 0; n < 8; n++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                float v = s[n][i] * sl2;
-                if (kb == qb && n * 8 + 2 * t + (i & 1) > warp * 16 + g + 8 * (i >> 1)) v = -INFINITY;
-                s[n][i] = v;
-                mx[i >> 1] = fmaxf(mx[i >> 1], v);
-            }
-        float corr[2];
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            float mn = fmaxf(m[r], mx[r]); /* finite: key 0 is visible to every query */
-            corr[r] = exp2f(m[r] - mn);    /* 0 on the first block (m = -inf) */
-            m[r] = mn;
-            l[r] *= corr[r];
-        }
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                float p = exp2f(s[n][i] - m[i >> 1]);
-                s[n][i] = p;
-                l[i >> 1] += p;
-                o[n][i] *= corr[i >> 1];
-            }
-        mm_pn(o, s, Vs + cur * TILE, lane);
-        __syncthreads(); /* this iteration's buffers are free for the loads two steps on */
+            for (int i = 0; i < 4; i++) o[j][n][i] = 0.0f;
+        m[j][0] = m[j][1] = -INFINITY;
+        l[j][0] = l[j][1] = 0.0f;
     }
+    int st = 0; /* stage of tile kt */
+    for (int kt = 0; kt < nk; kt++) {
+        cp_wait1(); /* this thread's copies of tile kt (and of Q) are done, tile kt + 1 may be in flight */
+        __syncthreads(); /* everyone's are; everyone is done with tile kt - 1, whose stage is refilled next */
+        if (kt + 2 < nk) fwd_load_kv(KV + (st == 0 ? 2 : st - 1) * 2 * TILE, base, kt + 2, C, C3);
+        cp_commit(); /* possibly empty: one group per tile keeps the wait count fixed */
+        if (kt == 0)
 #pragma unroll
-    for (int r = 0; r < 2; r++) { /* xor butterfly: the same bits on the 4 lanes of a row */
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+            for (int j = 0; j < M; j++) load_a(qf[j], Qs + j * TILE + warp * 16 * LDS, lane);
+        const bf16 *Kt = KV + st * 2 * TILE;
+        if (kt < j0) fwd_tile<M>(o, m, l, qf, Kt, 0, -1, row, lane, sl2);
+        else if (M == 1 || kt == j0) fwd_tile<M>(o, m, l, qf, Kt, 0, 0, row, lane, sl2);
+        else fwd_tile<M>(o, m, l, qf, Kt, 1, 1, row, lane, sl2); /* M == 2: the last tile */
+        st = st == FWD_STAGES - 1 ? 0 : st + 1;
     }
-    int q0 = qb * FB + warp * 16;
-    bf16 *dst = out + ((size_t)b * T + q0) * C + h * FD;
+    cp_wait0();
+    /* Row sums by xor butterfly (the same bits on the 4 lanes of a row); the bf16 rows go
+     * to the warp's own rows of Qs (only this warp read them), then out in 16-byte pieces,
+     * a whole 128-byte row per quarter warp. */
 #pragma unroll
-    for (int n = 0; n < 8; n++)
+    for (int j = 0; j < M; j++)
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float inv = 1.0f / l[r];
-            *reinterpret_cast<__nv_bfloat162 *>(dst + (size_t)(g + 8 * r) * C + n * 8 + 2 * t) =
-                __floats2bfloat162_rn(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+        for (int r2 = 0; r2 < 2; r2++) {
+            float lr = l[j][r2];
+            lr = __fadd_rn(lr, __shfl_xor_sync(0xffffffffu, lr, 1));
+            lr = __fadd_rn(lr, __shfl_xor_sync(0xffffffffu, lr, 2));
+            float inv = __frcp_rn(lr);
+            bf16 *srow = Qs + j * TILE + (row + 8 * r2) * LDS + 2 * t;
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+                *reinterpret_cast<__nv_bfloat162 *>(srow + n * 8) =
+                    __floats2bfloat162_rn(__fmul_rn(o[j][n][2 * r2], inv), __fmul_rn(o[j][n][2 * r2 + 1], inv));
+            if (t == 0)
+                lse[(size_t)bh * T + (j0 + j) * FB + row + 8 * r2] =
+                    __fmul_rn(__fadd_rn(__fmul_rn(m[j][r2], sl2), log2f(lr)), LN2);
         }
-    if (t == 0)
+    __syncwarp();
 #pragma unroll
-        for (int r = 0; r < 2; r++) lse[(size_t)bh * T + q0 + g + 8 * r] = (m[r] + log2f(l[r])) * LN2;
+    for (int c = lane; c < M * 16 * 8; c += 32) {
+        int j = c >> 7, rr = warp * 16 + ((c >> 3) & 15), v = c & 7;
+        *reinterpret_cast<uint4 *>(out + ((size_t)b * T + (j0 + j) * FB + rr) * C + h * FD + v * 8) =
+            *reinterpret_cast<const uint4 *>(Qs + j * TILE + rr * LDS + v * 8);
+    }
 }
 
 /* ---- backward ---------------------------------------------------------------------------- */
@@ -449,9 +599,25 @@ static void set_attrs(void) {
     attrs_set = 1;
 }
 
+/* The forward's two kernels need more than 48 KB of shared memory: raised once. */
+static int fwd_attrs_set;
+
 void dt_cu_flash_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH, cudaStream_t s) {
-    dim3 g((unsigned)(B * NH), (unsigned)(T / FB));
-    flash_fwd_kernel<<<dt_cu_noted(g, NT, 0, "flash_fwd_kernel"), NT, 0, s>>>(out, lse, qkv, T, NH, LOG2E / sqrtf((float)FD));
+    if (!fwd_attrs_set) {
+        cudaFuncSetAttribute(flash_fwd_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, FWD_SMEM(1));
+        cudaFuncSetAttribute(flash_fwd_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, FWD_SMEM(2));
+        fwd_attrs_set = 1;
+    }
+    float sl2 = LOG2E / sqrtf((float)FD);
+    if (T % (2 * FB) == 0) {
+        unsigned g = (unsigned)(B * NH * (T / (2 * FB)));
+        flash_fwd_kernel<2><<<dt_cu_noted(g, NT, FWD_SMEM(2), "flash_fwd_kernel<2>"), NT, FWD_SMEM(2), s>>>(
+            out, lse, qkv, T, NH, B * NH, sl2);
+    } else {
+        unsigned g = (unsigned)(B * NH * (T / FB));
+        flash_fwd_kernel<1><<<dt_cu_noted(g, NT, FWD_SMEM(1), "flash_fwd_kernel<1>"), NT, FWD_SMEM(1), s>>>(
+            out, lse, qkv, T, NH, B * NH, sl2);
+    }
     (void)C;
 }
 

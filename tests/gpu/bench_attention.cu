@@ -6,6 +6,9 @@
  *     tolerances are those of tests/gpu/test_gpu_ops.cu against the CPU: forward output
  *     1e-2, each of dQ, dK, dV 3e-2 (two bf16 roundings of P and dS in each path). Outputs
  *     are poisoned (NaN) before each flash call, so an unwritten element fails;
+ *     lse is poisoned too and must come back finite. The forward's 64-row tiling (taken
+ *     when T % 128 != 0) must give the bits of its 128-row tiling: batch 0's first T - 64
+ *     rows run alone, out and lse byte-identical to the full run's;
  *  2. determinism: flash forward + det backward replayed 3 times, out, lse and dqkv
  *     byte-identical; the fast backward (atomic dQ) must differ in some of 5 replays
  *     (negative control: the check can fail);
@@ -139,9 +142,17 @@ int main(void) {
         dt_op_override(br ? "attention_bwd=fast" : "attention_bwd=det");
         ok(cudaMemset(c.out, 0xff, sizeof(bf16) * BT * C), "poison");
         ok(cudaMemset(c.dqkv, 0xff, sizeof(bf16) * BT * 3 * C), "poison");
+        ok(cudaMemset(c.lse, 0xff, sizeof(float) * B * NH * T), "poison");
         flash_fwd(&c);
         ok(cudaGetLastError(), "flash fwd launch");
         std::vector<float> fout = down(c.out, (size_t)BT * C);
+        if (!br) {
+            std::vector<float> l((size_t)B * NH * T);
+            ok(cudaMemcpy(l.data(), c.lse, sizeof(float) * l.size(), cudaMemcpyDeviceToHost), "download");
+            size_t bad = 0;
+            for (float x : l) bad += !(x > -1e30f && x < 1e30f);
+            CHECKF(bad == 0, "flash fwd: %zu lse values not written or not finite", bad);
+        }
         flash_bwd(&c);
         ok(cudaGetLastError(), "flash bwd launch");
         std::vector<float> fd = down(c.dqkv, (size_t)BT * 3 * C);
@@ -155,6 +166,25 @@ int main(void) {
             CHECKF(e < 3e-2, "flash bwd %s %s vs gemm: rel err %.3g", br ? "fast" : "det", pn[p], e);
             printf("check flash bwd %-4s %s vs gemm      rel err %.3g (tol 3e-2)\n", br ? "fast" : "det", pn[p], e);
         }
+    }
+
+    /* 1b. T % 128 != 0 takes the 64-row tiling: its bits must be the 128-row tiling's.
+     * Batch 0's first T2 rows as a problem of their own (B 1, T2) against the full run. */
+    {
+        const int T2 = T - 64;
+        bf16 *o2 = dev<bf16>((size_t)T2 * C);
+        float *l2 = dev<float>((size_t)NH * T2);
+        flash_fwd(&c);
+        dt_cu_flash_fwd(o2, l2, c.qkv, 1, T2, C, NH, 0);
+        ok(cudaGetLastError(), "flash fwd T2 launch");
+        int same_o = bytes(o2, sizeof(bf16) * T2 * C) == bytes(c.out, sizeof(bf16) * T2 * C), same_l = 1;
+        for (int h = 0; h < NH; h++)
+            same_l &= bytes(l2 + (size_t)h * T2, sizeof(float) * T2) == bytes(c.lse + (size_t)h * T, sizeof(float) * T2);
+        CHECKF(same_o && same_l, "flash fwd: T=%d (64-row blocks) differs from T=%d (128-row blocks) on rows 0..%d: out %s, lse %s",
+               T2, T, T2 - 1, same_o ? "same" : "differs", same_l ? "same" : "differs");
+        printf("check flash fwd 64-row vs 128-row tiling (T %d vs %d): %s\n", T2, T, same_o && same_l ? "byte-identical" : "DIFFER");
+        cudaFree(o2);
+        cudaFree(l2);
     }
 
     /* 2. replays */

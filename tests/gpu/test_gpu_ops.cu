@@ -216,6 +216,81 @@ static void test_flash_accuracy(void) {
     cudaFree(dq_in); cudaFree(dout16); cudaFree(dg); cudaFree(lse); cudaFree(D); cudaFree(dqf);
 }
 
+/* lse[bh, t] = log sum_{s <= t} exp(q_t . k_s / sqrt(64)) in fp64, from the (bf16-valued)
+ * inputs; qkv is (B, T, 3C), head size 64. */
+static std::vector<double> lse_ref(const vf &qkv, int B, int T, int C, int NH) {
+    std::vector<double> r;
+    for (int bh = 0; bh < B * NH; bh++)
+        for (int t = 0; t < T; t++) {
+            const float *q = &qkv[((size_t)(bh / NH) * T + t) * 3 * C + (bh % NH) * 64];
+            std::vector<double> sc(t + 1);
+            double mx = -INFINITY, sum = 0;
+            for (int k = 0; k <= t; k++) {
+                const float *kk = &qkv[((size_t)(bh / NH) * T + k) * 3 * C + C + (bh % NH) * 64];
+                double d = 0;
+                for (int c = 0; c < 64; c++) d += (double)q[c] * kk[c];
+                sc[k] = d / 8.0;
+                mx = sc[k] > mx ? sc[k] : mx;
+            }
+            for (int k = 0; k <= t; k++) sum += exp(sc[k] - mx);
+            r.push_back(mx + log(sum));
+        }
+    return r;
+}
+
+/* The flash forward's two tilings (128 query rows a block when T % 128 == 0, else 64; the
+ * 128-row block skips its last key tile in its first half and masks the diagonal in each
+ * half): out against the CPU (rel 1e-2), lse against fp64 (abs 2e-4: fp32 sums of
+ * at most T terms <= 1 and a 2^-22 exp2, on lse of a few units), outputs poisoned with NaN
+ * first; and the same bits from either tiling: with B = 1 the first 192 rows of T = 256
+ * (128-row blocks) are the rows of T = 192 (64-row blocks), out and lse byte-identical. */
+static void test_flash_fwd_tilings(void) {
+    const int C = 128, NH = 2;
+    const int Ts[3] = {64, 192, 256};
+    for (int ti = 0; ti < 3; ti++) {
+        const int B = 2, T = Ts[ti], BT = B * T;
+        CHECK(dt_cu_flash_supported(C, NH, T, NULL));
+        vf qkv = rnd((size_t)BT * 3 * C, 2.0f), out((size_t)BT * C), att((size_t)B * NH * T * T);
+        dt_attention_fwd(out.data(), att.data(), qkv.data(), B, T, C, NH, NULL, 0);
+        bf16 *dq = up16(qkv), *dout = dev<bf16>((size_t)BT * C);
+        float *lse = dev<float>((size_t)B * NH * T);
+        gpu_ok(cudaMemset(dout, 0xff, sizeof(bf16) * BT * C), "poison");
+        gpu_ok(cudaMemset(lse, 0xff, sizeof(float) * B * NH * T), "poison");
+        dt_cu_flash_fwd(dout, lse, dq, B, T, C, NH, 0);
+        char what[64];
+        snprintf(what, sizeof what, "flash fwd T=%d out", T);
+        CHECK_REL(down16(dout, (size_t)BT * C), out, 1e-2, what);
+        vf gl = down32(lse, (size_t)B * NH * T);
+        std::vector<double> rl = lse_ref(qkv, B, T, C, NH);
+        double worst = 0;
+        for (size_t i = 0; i < rl.size(); i++) {
+            double d = fabs((double)gl[i] - rl[i]);
+            if (!(d <= worst)) worst = d == d ? d : 1e30; /* NaN never passes */
+        }
+        CHECKF(worst < 2e-4, "flash fwd T=%d lse: max abs err %.3g vs fp64 (tol 2e-4)", T, worst);
+        cudaFree(dq); cudaFree(dout); cudaFree(lse);
+    }
+    /* tilings agree bit for bit */
+    vf qkv = rnd((size_t)256 * 3 * C, 2.0f);
+    std::vector<unsigned char> ob[2], lb[2];
+    const int Tp[2] = {192, 256};
+    for (int k = 0; k < 2; k++) {
+        bf16 *dq = up16(vf(qkv.begin(), qkv.begin() + (size_t)Tp[k] * 3 * C)), *dout = dev<bf16>((size_t)Tp[k] * C);
+        float *lse = dev<float>((size_t)NH * Tp[k]);
+        dt_cu_flash_fwd(dout, lse, dq, 1, Tp[k], C, NH, 0);
+        gpu_ok(cudaDeviceSynchronize(), "flash fwd");
+        ob[k].resize(sizeof(bf16) * 192 * C);
+        gpu_ok(cudaMemcpy(ob[k].data(), dout, ob[k].size(), cudaMemcpyDeviceToHost), "download");
+        lb[k].resize(sizeof(float) * NH * 192);
+        for (int h = 0; h < NH; h++)
+            gpu_ok(cudaMemcpy(&lb[k][sizeof(float) * h * 192], lse + (size_t)h * Tp[k], sizeof(float) * 192,
+                              cudaMemcpyDeviceToHost), "download");
+        cudaFree(dq); cudaFree(dout); cudaFree(lse);
+    }
+    CHECKF(ob[0] == ob[1], "flash fwd: out of T=192 (64-row blocks) differs from rows 0..191 of T=256 (128-row blocks)");
+    CHECKF(lb[0] == lb[1], "flash fwd: lse of T=192 (64-row blocks) differs from rows 0..191 of T=256 (128-row blocks)");
+}
+
 static void test_crossentropy_accuracy(void) {
     const int N = 64, V = 1000, Vp = 1024;
     vf logits = rnd((size_t)N * Vp, 4.0f);
@@ -336,6 +411,7 @@ int main(void) {
     RUN(test_reduce_accuracy);
     RUN(test_attention_accuracy);
     RUN(test_flash_accuracy);
+    RUN(test_flash_fwd_tilings);
     RUN(test_crossentropy_accuracy);
     RUN(test_elementwise);
     RUN(test_model);
