@@ -258,11 +258,12 @@ static __device__ __forceinline__ void cp_async16_hint(void *dst, const void *sr
     asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
                  "l"(pol));
 }
-/* cp.async of a 64 x 64 bf16 tile (source rows ld elements apart), 4 chunks per thread. */
-static __device__ __forceinline__ void cp_tile4(bf16 *dst, const bf16 *src, size_t ld) {
+/* cp.async of a 64 x 64 bf16 tile (source rows ld elements apart) by NTH threads. */
+template <int NTH>
+static __device__ __forceinline__ void cp_tile_by(bf16 *dst, const bf16 *src, size_t ld) {
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-        int i = threadIdx.x + j * NT, r = i >> 3, v = i & 7;
+    for (int j = 0; j < FB * 8 / NTH; j++) {
+        int i = threadIdx.x + j * NTH, r = i >> 3, v = i & 7;
         cp_async16(dst + r * LDS + v * 8, src + (size_t)r * ld + v * 8);
     }
 }
@@ -293,29 +294,40 @@ static __device__ __forceinline__ void bwd_order(int grp, int nqb, int *bh, int 
 }
 
 /* LD (B*NH*T/2 float4): for each pair of rows 2j, 2j + 1 of a head, {lse * log2(e) of both,
- * D of both}, D = rowsum(dO * O). 8 lanes per row (8 channels each, 16-byte loads), an xor
- * butterfly over the 8 (the same bits on each). */
+ * D of both}, D = rowsum(dO * O). A 256-thread block owns 64 rows: 8 lanes a row (8
+ * channels each, 16-byte loads, all four issued before the sums), rows i and i + 32; an
+ * xor butterfly over the 8 lanes (the same bits on each). B NH T % 64 == 0. */
 __global__ void flash_dot_kernel(float *LD, const bf16 *dout, const bf16 *out, const float *lse, int B, int T, int NH) {
-    int row = blockIdx.x * (blockDim.x >> 3) + (threadIdx.x >> 3), part = threadIdx.x & 7;
-    if (row >= B * NH * T) return; /* whole warps leave together: 4 rows a warp, B NH T % 32 == 0 */
-    int t = row % T, bh = row / T, b = bh / NH, h = bh % NH, C = NH * FD;
-    size_t off = ((size_t)b * T + t) * C + h * FD + part * 8;
-    uint4 x = *reinterpret_cast<const uint4 *>(dout + off), y = *reinterpret_cast<const uint4 *>(out + off);
-    const __nv_bfloat162 *xp = reinterpret_cast<const __nv_bfloat162 *>(&x), *yp = reinterpret_cast<const __nv_bfloat162 *>(&y);
-    float s = 0.0f;
+    int part = threadIdx.x & 7, C = NH * FD;
+    int r0 = (int)(blockIdx.x * 64 + (threadIdx.x >> 3)), rows[2] = {r0, r0 + 32};
+    uint4 x[2], y[2];
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float2 a = __bfloat1622float2(xp[i]), c = __bfloat1622float2(yp[i]);
-        s += a.x * c.x;
-        s += a.y * c.y;
+    for (int k = 0; k < 2; k++) {
+        int t = rows[k] % T, bh = rows[k] / T;
+        size_t off = ((size_t)(bh / NH) * T + t) * C + (bh % NH) * FD + part * 8;
+        x[k] = *reinterpret_cast<const uint4 *>(dout + off);
+        y[k] = *reinterpret_cast<const uint4 *>(out + off);
     }
-    s += __shfl_xor_sync(0xffffffffu, s, 1);
-    s += __shfl_xor_sync(0xffffffffu, s, 2);
-    s += __shfl_xor_sync(0xffffffffu, s, 4);
-    if (part == 0) {
-        float *p = LD + ((size_t)row - (t & 1)) * 2 + (t & 1);
-        p[0] = lse[row] * LOG2E;
-        p[2] = s;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const __nv_bfloat162 *xp = reinterpret_cast<const __nv_bfloat162 *>(&x[k]);
+        const __nv_bfloat162 *yp = reinterpret_cast<const __nv_bfloat162 *>(&y[k]);
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float2 a = __bfloat1622float2(xp[i]), c = __bfloat1622float2(yp[i]);
+            s += a.x * c.x;
+            s += a.y * c.y;
+        }
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        s += __shfl_xor_sync(0xffffffffu, s, 4);
+        if (part == 0) {
+            int row = rows[k], t = row % T;
+            float *p = LD + ((size_t)row - (t & 1)) * 2 + (t & 1);
+            p[0] = lse[row] * LOG2E;
+            p[2] = s;
+        }
     }
 }
 
@@ -376,12 +388,12 @@ __global__ void __launch_bounds__(NT, 2) flash_bwd_kv_kernel(bf16 *dqkv, bf16 *d
     const bf16 *dbase = dout + (size_t)b * T * C + h * FD;
     const float *ldbase = LD + (size_t)bh * 2 * T;
     auto load = [&](int st, int qb) { /* stage st <- query block qb: Q, dO and 128 floats of LD */
-        cp_tile4(Qs + st * TILE, base + (size_t)qb * FB * C3, C3);
-        cp_tile4(dOs + st * TILE, dbase + (size_t)qb * FB * C, C);
+        cp_tile_by<NT>(Qs + st * TILE, base + (size_t)qb * FB * C3, C3);
+        cp_tile_by<NT>(dOs + st * TILE, dbase + (size_t)qb * FB * C, C);
         if (threadIdx.x < 32) cp_async16(LDs + st * 2 * FB + threadIdx.x * 4, ldbase + qb * 2 * FB + threadIdx.x * 4);
     };
-    cp_tile4(Ks, base + C + (size_t)kb * FB * C3, C3);
-    cp_tile4(Vs, base + 2 * C + (size_t)kb * FB * C3, C3);
+    cp_tile_by<NT>(Ks, base + C + (size_t)kb * FB * C3, C3);
+    cp_tile_by<NT>(Vs, base + 2 * C + (size_t)kb * FB * C3, C3);
     load(0, kb);
     cp_commit();
     if (nit > 1) load(1, kb + 1);
@@ -428,33 +440,43 @@ __global__ void __launch_bounds__(NT, 2) flash_bwd_kv_kernel(bf16 *dqkv, bf16 *d
     store_acc(dst + 2 * C, C3, dv, 1.0f, lane);
 }
 
-#define BWDQ_SMEM (BST * (TILE + DS_TILE) * 2) /* K and a dS tile per stage */
+#define DQ_NT 256                                        /* 8 warps: two query blocks */
+#define BWDQ_SMEM (BST * (TILE + 2 * DS_TILE) * 2) /* K and two dS tiles per stage */
 
-/* dQ pass: a query block qb (rank nqb - 1 - qb in bwd_order); dQ = scale * sum over key
- * blocks 0..qb in order of dS[qb, kb] K[kb] (one product a tile, no exponentials) in
- * registers: one owner per dQ element, a fixed order, no atomics. */
-__global__ void __launch_bounds__(NT) flash_bwd_dq_kernel(bf16 *dqkv, const bf16 *dS, const bf16 *qkv, int T, int NH,
-                                                          float scale, int grp) {
+/* dQ pass: query blocks 2j and 2j + 1 of a head (pair rank nqb/2 - 1 - j in bwd_order),
+ * warps 0-3 the first, 4-7 the second, sharing each K tile (half the K traffic through
+ * L2). dQ = scale * sum over key blocks 0..qb in order of dS[qb, kb] K[kb] (one product a
+ * tile, no exponentials) in registers: one owner per dQ element, a fixed order, no
+ * atomics. The dS tiles arrive as ready-made A fragments. */
+__global__ void __launch_bounds__(DQ_NT) flash_bwd_dq_kernel(bf16 *dqkv, const bf16 *dS, const bf16 *qkv, int T, int NH,
+                                                             float scale, int grp) {
     extern __shared__ __align__(128) unsigned char smem[];
-    bf16 *Ks = (bf16 *)smem, *Ss = Ks + BST * TILE;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int nqb = T / FB, bh, rank;
-    bwd_order(grp, nqb, &bh, &rank);
-    int qb = nqb - 1 - rank, b = bh / NH, h = bh % NH, C = NH * FD, C3 = 3 * C;
+    bf16 *Ks = (bf16 *)smem, *Ss = Ks + BST * TILE; /* stage st, block half: Ss + (2 st + half) DS_TILE */
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, half = warp >> 2, w = warp & 3;
+    int nqb = T / FB, npair = (nqb + 1) / 2, bh, rank;
+    bwd_order(grp, npair, &bh, &rank);
+    int q0 = 2 * (npair - 1 - rank), last = q0 + 1 < nqb ? q0 + 1 : q0, qb = q0 + half;
+    int b = bh / NH, h = bh % NH, C = NH * FD, C3 = 3 * C;
     const bf16 *kbase = qkv + (size_t)b * T * C3 + C + h * FD;
-    const bf16 *sbase = dS + ((size_t)bh * (nqb * (nqb + 1) / 2) + qb * (qb + 1) / 2) * DS_TILE;
+    const bf16 *sbase = dS + (size_t)bh * (nqb * (nqb + 1) / 2) * DS_TILE;
     uint64_t once = l2_evict_first();
-    auto load = [&](int st, int kb) { /* stage st <- key block kb: K and the dS tile */
-        cp_tile4(Ks + st * TILE, kbase + (size_t)kb * FB * C3, C3);
+    auto load = [&](int st, int kb) { /* stage st <- key block kb: K and the dS tiles of q0, q0 + 1 */
+        cp_tile_by<DQ_NT>(Ks + st * TILE, kbase + (size_t)kb * FB * C3, C3);
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            int i = (threadIdx.x + j * NT) * 8;
-            cp_async16_hint(Ss + st * DS_TILE + i, sbase + (size_t)kb * DS_TILE + i, once);
+        for (int hh = 0; hh < 2; hh++) {
+            int q = q0 + hh;
+            if (kb > q || q >= nqb) continue;
+            const bf16 *src = sbase + (size_t)(q * (q + 1) / 2 + kb) * DS_TILE;
+#pragma unroll
+            for (int j = 0; j < DS_TILE / 8 / DQ_NT; j++) {
+                int i = (threadIdx.x + j * DQ_NT) * 8;
+                cp_async16_hint(Ss + (2 * st + hh) * DS_TILE + i, src + i, once);
+            }
         }
     };
     load(0, 0);
     cp_commit();
-    if (qb > 0) load(1, 1);
+    if (last > 0) load(1, 1);
     cp_commit();
     float acc[8][4];
 #pragma unroll
@@ -462,29 +484,31 @@ __global__ void __launch_bounds__(NT) flash_bwd_dq_kernel(bf16 *dqkv, const bf16
 #pragma unroll
         for (int i = 0; i < 4; i++) acc[n][i] = 0.0f;
     int st = 0;
-    for (int kb = 0; kb <= qb; kb++) {
+    for (int kb = 0; kb <= last; kb++) {
         cp_wait1();
         __syncthreads(); /* as in kernel A: one barrier a tile */
-        if (kb + 2 <= qb) load(st == 0 ? BST - 1 : st - 1, kb + 2);
+        if (kb + 2 <= last) load(st == 0 ? BST - 1 : st - 1, kb + 2);
         cp_commit();
-        const bf16 *Kc = Ks + st * TILE;
-        const uint4 *a4 = reinterpret_cast<const uint4 *>(Ss + st * DS_TILE) + warp * 128 + lane;
+        if (kb <= qb && qb < nqb) {
+            const bf16 *Kc = Ks + st * TILE;
+            const uint4 *a4 = reinterpret_cast<const uint4 *>(Ss + (2 * st + half) * DS_TILE) + w * 128 + lane;
 #pragma unroll
-        for (int k = 0; k < 4; k++) { /* keys 16k.. */
-            uint4 av = a4[k * 32];
-            uint32_t a[4] = {av.x, av.y, av.z, av.w};
+            for (int k = 0; k < 4; k++) { /* keys 16k.. */
+                uint4 av = a4[k * 32];
+                uint32_t a[4] = {av.x, av.y, av.z, av.w};
 #pragma unroll
-            for (int np = 0; np < 4; np++) {
-                uint32_t bb[4];
-                ldm_x4_t(bb, Kc + (k * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + np * 16 + (lane >> 4) * 8);
-                mma(acc[2 * np], a, bb[0], bb[1]);
-                mma(acc[2 * np + 1], a, bb[2], bb[3]);
+                for (int np = 0; np < 4; np++) {
+                    uint32_t bb[4];
+                    ldm_x4_t(bb, Kc + (k * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + np * 16 + (lane >> 4) * 8);
+                    mma(acc[2 * np], a, bb[0], bb[1]);
+                    mma(acc[2 * np + 1], a, bb[2], bb[3]);
+                }
             }
         }
         st = st == BST - 1 ? 0 : st + 1;
     }
     cp_wait0();
-    store_acc(dqkv + ((size_t)b * T + qb * FB + warp * 16) * C3 + h * FD, C3, acc, scale, lane);
+    if (qb < nqb) store_acc(dqkv + ((size_t)b * T + qb * FB + w * 16) * C3 + h * FD, C3, acc, scale, lane);
 }
 
 static int attrs_set;
@@ -521,9 +545,9 @@ void dt_cu_flash_bwd(bf16 *dqkv, void *scratch, const bf16 *dout, const bf16 *qk
     bf16 *dS = (bf16 *)((unsigned char *)scratch + ld_bytes(B, T, NH));
     int BH = B * NH, grp = 1;
     while (grp < 16 && BH % (2 * grp) == 0) grp *= 2; /* heads per group in bwd_order: 16 or what divides */
-    flash_dot_kernel<<<dt_cu_noted(dt_cu_div((size_t)BH * T, 32), 256, 0, "flash_dot_kernel"), 256, 0, s>>>(LD, dout, out, lse, B, T, NH);
-    dim3 g((unsigned)(BH * (T / FB)));
+    flash_dot_kernel<<<dt_cu_noted((unsigned)(BH * T / 64), 256, 0, "flash_dot_kernel"), 256, 0, s>>>(LD, dout, out, lse, B, T, NH);
+    dim3 g((unsigned)(BH * (T / FB))), gq((unsigned)(BH * (T / FB + 1) / 2));
     flash_bwd_kv_kernel<<<dt_cu_noted(g, NT, BWDA_SMEM, "flash_bwd_kv_kernel"), NT, BWDA_SMEM, s>>>(dqkv, dS, qkv, dout, LD, T, NH, scale, grp);
-    flash_bwd_dq_kernel<<<dt_cu_noted(g, NT, BWDQ_SMEM, "flash_bwd_dq_kernel"), NT, BWDQ_SMEM, s>>>(dqkv, dS, qkv, T, NH, scale, grp);
+    flash_bwd_dq_kernel<<<dt_cu_noted(gq, DQ_NT, BWDQ_SMEM, "flash_bwd_dq_kernel"), DQ_NT, BWDQ_SMEM, s>>>(dqkv, dS, qkv, T, NH, scale, grp);
     (void)C;
 }
