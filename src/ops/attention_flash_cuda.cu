@@ -546,7 +546,7 @@ void dt_cu_flash_bwd(bf16 *dqkv, void *scratch, const bf16 *dout, const bf16 *qk
     int BH = B * NH, grp = 1;
     while (grp < 16 && BH % (2 * grp) == 0) grp *= 2; /* heads per group in bwd_order: 16 or what divides */
     flash_dot_kernel<<<dt_cu_noted((unsigned)(BH * T / 64), 256, 0, "flash_dot_kernel"), 256, 0, s>>>(LD, dout, out, lse, B, T, NH);
-    dim3 g((unsigned)(BH * (T / FB))), gq((unsigned)(BH * (T / FB + 1) / 2));
+    dim3 g((unsigned)(BH * (T / FB))), gq((unsigned)(BH * ((T / FB + 1) / 2))); /* query block pairs */
     flash_bwd_kv_kernel<<<dt_cu_noted(g, NT, BWDA_SMEM, "flash_bwd_kv_kernel"), NT, BWDA_SMEM, s>>>(dqkv, dS, qkv, dout, LD, T, NH, scale, grp);
     flash_bwd_dq_kernel<<<dt_cu_noted(gq, DQ_NT, BWDQ_SMEM, "flash_bwd_dq_kernel"), DQ_NT, BWDQ_SMEM, s>>>(dqkv, dS, qkv, T, NH, scale, grp);
     (void)C;
