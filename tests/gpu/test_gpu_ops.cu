@@ -184,7 +184,8 @@ static void test_attention_accuracy(void) {
  * forward output (rounded as the model stores it), both branches, each of dQ, dK, dV within
  * tolerance. The det backward is run twice with the scratch poisoned differently (NaN
  * bytes, zeros): byte-identical dqkv means every scratch value it reads was written by the
- * same call (a dS tile index off by one would read the poison). */
+ * same call (a dS tile index off by one would read the poison); a guard after dqkv must
+ * keep its bytes (a CTA past the last head would write there). */
 static void test_flash_accuracy(void) {
     const int shapes[][4] = {{2, 256, 128, 2}, {1, 1024, 128, 2}}; /* B T C NH */
     for (const auto &sh : shapes) {
@@ -204,12 +205,18 @@ static void test_flash_accuracy(void) {
         std::vector<bf16> det_bytes;
         for (int br = 0; br < 3; br++) { /* det (scratch NaN), fast, det (scratch zeros) */
             variant(br == 1 ? "attention_bwd=fast" : "attention_bwd=det");
-            bf16 *dq = dev<bf16>((size_t)BT * 3 * C);
+            size_t nq = (size_t)BT * 3 * C;
+            bf16 *dq = dev<bf16>(2 * nq);
+            cudaMemset(dq + nq, 0x5a, sizeof(bf16) * nq);
             cudaMemset(scr, br == 2 ? 0x00 : 0xff, nscr);
             dt_cu_flash_bwd(dq, scr, dg, dq_in, dout16, lse, B, T, C, NH, 0);
-            std::vector<bf16> raw((size_t)BT * 3 * C);
+            std::vector<bf16> raw(2 * nq);
             cudaMemcpy(raw.data(), dq, sizeof(bf16) * raw.size(), cudaMemcpyDeviceToHost);
             cudaFree(dq);
+            size_t touched = 0;
+            for (size_t i = nq; i < 2 * nq; i++) touched += reinterpret_cast<const uint16_t *>(raw.data())[i] != 0x5a5a;
+            CHECKF(touched == 0, "flash bwd T=%d: %zu guard values after dqkv overwritten", T, touched);
+            raw.resize(nq);
             if (br == 2) {
                 CHECKF(!memcmp(raw.data(), det_bytes.data(), sizeof(bf16) * raw.size()),
                        "flash bwd det T=%d: dqkv depends on the scratch's prior contents", T);
