@@ -48,7 +48,7 @@ struct dt_gpt_cuda {
     bf16 *encoded, *ln1, *qkv, *atty, *att, *attproj, *res2, *ln2, *fch, *fchg, *fcproj, *res3, *lnf,
         *logits;
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *losses;
-    float *att_lse, *att_D, *att_dq; /* flash: (L,B,NH,T) lse; backward scratch */
+    float *att_lse; /* flash: (L,B,NH,T) */
     /* backward scratch */
     float *dres, *part;
     size_t part_site;  /* floats per partial site; sites used so far in this backward */
@@ -166,8 +166,8 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     DMALLOC(m->atty, L * sc, "activations");
     if (m->flash) {
         DMALLOC(m->att_lse, (size_t)L * B * NH * T, "attention statistics");
-        DMALLOC(m->att_D, (size_t)B * NH * T, "scratch");
-        DMALLOC(m->att_dq, sc, "scratch");
+        /* the backward's scratch (dS tiles of one layer), bytes counted in bf16 */
+        DMALLOC(m->att_scratch, dt_cu_flash_bwd_scratch(B, T, C, NH) / sizeof(bf16), "scratch");
     } else {
         DMALLOC(m->att, att, "attention probabilities");
         DMALLOC(m->att_scratch, dt_cu_attention_scratch(B, T, C, NH, host->attn_dropout > 0.0f), "scratch");
@@ -261,7 +261,7 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
                     m->lnf_mean, m->lnf_rstd, m->losses, m->dres, m->part, m->dres16, m->dproj16,
                     m->dc1, m->dqkv, m->dfch, m->dfchg, m->att_scratch, m->red_part, m->stats,
                     m->zeros, m->d_in, m->d_tg, m->d_order, m->d_segtok, m->d_segstart, m->chunks,
-                    m->decay, m->att_lse, m->att_D, m->att_dq};
+                    m->decay, m->att_lse};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
     for (int i = 0; i < MAX_EVENTS; i++)
         if (m->ev[i]) cudaEventDestroy(m->ev[i]);
@@ -691,7 +691,7 @@ static dt_status t_attention_bwd(dt_gpt_cuda *m, int l, const dt_dropout *ad) {
     if (h_) dt_trace_kernel_info(h_, "%s %s B=%d T=%d C=%d NH=%d", m->flash ? "flash" : "gemm",
                                  variant_name(DT_OP_ATTENTION_BWD), B, T, C, NH);
     if (m->flash)
-        dt_cu_flash_bwd(m->dqkv, m->att_dq, m->att_D, m->dc1, qkv, atty, lse, B, T, C, NH, m->s);
+        dt_cu_flash_bwd(m->dqkv, m->att_scratch, m->dc1, qkv, atty, lse, B, T, C, NH, m->s);
     else
         TRY(dt_cu_attention_bwd(m->blas, m->dqkv, m->dc1, qkv, att, m->att_scratch, B, T, C, NH, ad,
                                 (uint32_t)l, m->s));

@@ -14,15 +14,16 @@
  * Forward: per query block, key blocks 0..qb in order with an online softmax (running max
  * and per-thread partial sums, fp32); the diagonal block is masked; writes out (bf16) and
  * lse = max + log(sum) (natural log, fp32) per row. Heavy (late) query blocks launch first.
- * Backward: D = rowsum(dO * O); kernel A owns a key block and walks the query blocks
- * qb = kb.. in order, accumulating dK and dV in registers (one owner per element: fixed
- * order). dQ (DT_OP_ATTENTION_BWD):
- *   det  — kernel B owns a query block and walks the key blocks 0..qb in order, recomputing
- *          the probabilities: one owner per dQ element, a fixed order, no atomics;
- *   fast — kernel A stages dS of each (key block, query block) pair in shared memory, each
- *          warp multiplies its 16 query rows by K and adds them into an fp32 buffer with
- *          float4 atomicAdd (order of arrival), converted to bf16 afterwards; the key blocks
- *          of a head run side by side and walk the query blocks from the last one.
+ * Backward (both branches of DT_OP_ATTENTION_BWD run it: no atomics, and faster than the
+ * atomic dQ it replaced): a D kernel writes lse * log2(e) and D = rowsum(dO * O) per row;
+ * kernel A owns a key block and walks the query blocks qb = kb.. in order (3-stage
+ * cp.async pipeline, one barrier a tile), accumulating dK and dV in registers (one owner
+ * per element: fixed order); it writes each tile's dS (bf16, the rounding its dK product
+ * uses) to a scratch, already laid out as the A fragments of the dQ pass (the one place
+ * scores reach device memory: 214 MB at B 16, NH 12, T 1024); the dQ pass owns two query
+ * blocks (8 warps sharing each K tile) and sums dS K over key blocks 0..qb in order: one
+ * owner per dQ element, a fixed order, one product a tile instead of recomputing three.
+ * Both walk heads in groups (bwd_order) so that a group's tiles are reused through L2.
  * Every reduction inside a kernel has a fixed order (k-steps in order inside mma; quad
  * sums by xor butterflies, which give the same bits on every lane). */
 #include "ops/ops_cuda.h"
@@ -380,52 +381,173 @@ __global__ void __launch_bounds__(NT, M == 1 ? 3 : 2) flash_fwd_kernel(bf16 *out
 
 /* ---- backward ---------------------------------------------------------------------------- */
 
-/* D[bh, t] = sum_d dO[t, d] O[t, d] (one warp per row, butterfly sum). */
-__global__ void flash_dot_kernel(float *D, const bf16 *dout, const bf16 *out, int B, int T, int NH) {
-    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (row >= B * NH * T) return;
-    int t = row % T, bh = row / T, b = bh / NH, h = bh % NH, C = NH * FD;
-    size_t off = ((size_t)b * T + t) * C + h * FD + lane * 2;
-    float s = __bfloat162float(dout[off]) * __bfloat162float(out[off]) +
-              __bfloat162float(dout[off + 1]) * __bfloat162float(out[off + 1]);
-    s = dt_warp_sum(s);
-    if (lane == 0) D[row] = s;
+#define BST 3             /* pipeline stages of the backward kernels (one barrier a tile) */
+#define DS_TILE (FB * FB) /* bf16 elements of one dS tile in the scratch */
+
+/* 2^x on the MUFU unit, subnormal results flushed to zero (probabilities below 2^-126 do
+ * not move a bf16 gradient); one instruction instead of exp2f's subnormal-safe sequence. */
+static __device__ __forceinline__ float ex2_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+/* Transposes an 8 x 8 bf16 matrix held as one register per lane (lane 4g + t: row g,
+ * columns 2t, 2t + 1). */
+static __device__ __forceinline__ uint32_t movtrans(uint32_t x) {
+    uint32_t y;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+    return y;
+}
+/* An L2 policy for data read once (the dS tiles): evicted first, so that they do not push
+ * out the K tiles that 16 query blocks share. */
+static __device__ __forceinline__ uint64_t l2_evict_first(void) {
+    uint64_t p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+    return p;
+}
+static __device__ __forceinline__ void cp_async16_hint(void *dst, const void *src, uint64_t pol) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+                 "l"(pol));
+}
+/* cp.async of a 64 x 64 bf16 tile (source rows ld elements apart) by NTH threads. */
+template <int NTH>
+static __device__ __forceinline__ void cp_tile_by(bf16 *dst, const bf16 *src, size_t ld) {
+#pragma unroll
+    for (int j = 0; j < FB * 8 / NTH; j++) {
+        int i = threadIdx.x + j * NTH, r = i >> 3, v = i & 7;
+        cp_async16(dst + r * LDS + v * 8, src + (size_t)r * ld + v * 8);
+    }
+}
+/* acc (16 x 64) += A . Bm with A (16 x 64) given as packed bf16 pairs pk[n][h] (row g + 8h,
+ * columns 8n + 2t, 2t + 1: the accumulator layout, packed) and Bm a 64 x 64 row-major tile
+ * whose rows are the reduction index. */
+static __device__ __forceinline__ void mm_pk(float acc[8][4], const uint32_t pk[8][2], const bf16 *Bm, int lane) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        uint32_t a[4] = {pk[2 * k][0], pk[2 * k][1], pk[2 * k + 1][0], pk[2 * k + 1][1]};
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            uint32_t b[4];
+            ldm_x4_t(b, Bm + (k * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + np * 16 + (lane >> 4) * 8);
+            mma(acc[2 * np], a, b[0], b[1]);
+            mma(acc[2 * np + 1], a, b[2], b[3]);
+        }
+    }
+}
+/* The order in which the blocks of a backward grid (one per (head bh, 64-row block)) start:
+ * CTA i of the 1-D grid takes the heads in groups of grp; inside a group, rank j (the
+ * blocks with the most work first) of every head of the group, then rank j + 1. The
+ * heads of a group share their tiles through L2 while the ranks balance the tail. */
+static __device__ __forceinline__ void bwd_order(int grp, int nqb, int *bh, int *rank) {
+    int i = (int)blockIdx.x, gs = grp * nqb, r = i % gs;
+    *bh = i / gs * grp + r % grp;
+    *rank = r / grp;
 }
 
-/* Shared memory of kernel A: K, V, Q x 2, dO x 2, dS (fast), then lse and D x 2 (fp32). */
-#define BWDA_SMEM (7 * TILE * 2 + 4 * FB * 4)
-
-/* Issues cp.async for 64 floats (threads 0..15). */
-static __device__ __forceinline__ void cp_row64(float *dst, const float *src) {
-    if (threadIdx.x < 16) cp_async16(dst + threadIdx.x * 4, src + threadIdx.x * 4);
+/* LD (B*NH*T/2 float4): for each pair of rows 2j, 2j + 1 of a head, {lse * log2(e) of both,
+ * D of both}, D = rowsum(dO * O). A 256-thread block owns 64 rows: 8 lanes a row (8
+ * channels each, 16-byte loads, all four issued before the sums), rows i and i + 32; an
+ * xor butterfly over the 8 lanes (the same bits on each). B NH T % 64 == 0. */
+__global__ void flash_dot_kernel(float *LD, const bf16 *dout, const bf16 *out, const float *lse, int B, int T, int NH) {
+    int part = threadIdx.x & 7, C = NH * FD;
+    int r0 = (int)(blockIdx.x * 64 + (threadIdx.x >> 3)), rows[2] = {r0, r0 + 32};
+    uint4 x[2], y[2];
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        int t = rows[k] % T, bh = rows[k] / T;
+        size_t off = ((size_t)(bh / NH) * T + t) * C + (bh % NH) * FD + part * 8;
+        x[k] = *reinterpret_cast<const uint4 *>(dout + off);
+        y[k] = *reinterpret_cast<const uint4 *>(out + off);
+    }
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const __nv_bfloat162 *xp = reinterpret_cast<const __nv_bfloat162 *>(&x[k]);
+        const __nv_bfloat162 *yp = reinterpret_cast<const __nv_bfloat162 *>(&y[k]);
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float2 a = __bfloat1622float2(xp[i]), c = __bfloat1622float2(yp[i]);
+            s += a.x * c.x;
+            s += a.y * c.y;
+        }
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        s += __shfl_xor_sync(0xffffffffu, s, 4);
+        if (part == 0) {
+            int row = rows[k], t = row % T;
+            float *p = LD + ((size_t)row - (t & 1)) * 2 + (t & 1);
+            p[0] = lse[row] * LOG2E;
+            p[2] = s;
+        }
+    }
 }
 
-/* Kernel A: a key block; dK, dV in registers; fast: atomic dQ into dq (fp32, B,T,C). */
-__global__ void __launch_bounds__(NT) flash_bwd_kv_kernel(bf16 *dqkv, float *dq, const bf16 *qkv,
-                                                          const bf16 *dout, const float *lse, const float *D,
-                                                          int T, int NH, float scale, int rev) {
+/* One (key block, query block) tile of kernel A for one warp: its 16 keys (local rows
+ * 16 warp + g, + 8) x the 64 queries of Qc / dOc. S^T and dP^T from registers kf, vf;
+ * P^T = exp(S^T scale - lse) (zero above the diagonal when DIAG); dS^T = P^T (dP^T - D);
+ * dV += P^T dO, dK += dS^T Q. Leaves dS^T packed as bf16 in ds (the rounding the dK
+ * product uses) for the dQ pass. */
+template <bool DIAG>
+static __device__ __forceinline__ void kv_tile(float dk[8][4], float dv[8][4], uint32_t ds[8][2],
+                                               const uint32_t kf[4][4], const uint32_t vf[4][4],
+                                               const bf16 *Qc, const bf16 *dOc, const float *LDc, float sl2,
+                                               int warp, int lane) {
+    int g = lane >> 2, t = lane & 3;
+    float s[8][4], dp[8][4];
+    mm_nt(s, kf, Qc, lane);   /* S^T = K Q^T */
+    mm_nt(dp, vf, dOc, lane); /* dP^T = V dO^T */
+    uint32_t p[8][2];
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        float4 ld = *reinterpret_cast<const float4 *>(LDc + (n * 4 + t) * 4); /* queries 8n + 2t, + 1 */
+        float l2[2] = {ld.x, ld.y}, dd[2] = {ld.z, ld.w}, pv[4], sv[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float v = ex2_ftz(s[n][i] * sl2 - l2[i & 1]);
+            if (DIAG && n * 8 + 2 * t + (i & 1) < warp * 16 + g + 8 * (i >> 1)) v = 0.0f;
+            pv[i] = v;
+            sv[i] = v * (dp[n][i] - dd[i & 1]);
+        }
+        p[n][0] = pack(pv[0], pv[1]);
+        p[n][1] = pack(pv[2], pv[3]);
+        ds[n][0] = pack(sv[0], sv[1]);
+        ds[n][1] = pack(sv[2], sv[3]);
+    }
+    mm_pk(dv, p, dOc, lane); /* dV += P^T dO */
+    mm_pk(dk, ds, Qc, lane); /* dK += dS^T Q (scaled at the end) */
+}
+
+/* Shared memory of kernel A: K, V, then Q, dO and LD (128 floats) in BST stages. */
+#define BWDA_SMEM ((2 + 2 * BST) * TILE * 2 + BST * 2 * FB * 4)
+
+/* Kernel A: a key block kb (rank kb in bwd_order: the most work first); walks query blocks
+ * kb.. in order; dK, dV in registers (one owner, a fixed order). Each tile's dS goes to
+ * the scratch dS (bf16; the tiles of a head in lower-triangular order, qb(qb+1)/2 + kb)
+ * laid out as the A fragments of the dQ pass, [query group m][key group w][lane] x 8 bf16,
+ * so that both sides move 16 bytes a lane and the dQ pass needs no shuffles. */
+__global__ void __launch_bounds__(NT, 2) flash_bwd_kv_kernel(bf16 *dqkv, bf16 *dS, const bf16 *qkv, const bf16 *dout,
+                                                             const float *LD, int T, int NH, float scale, int grp) {
     extern __shared__ __align__(128) unsigned char smem[];
-    bf16 *Ks = (bf16 *)smem, *Vs = Ks + TILE, *Qs = Vs + TILE, *dOs = Qs + 2 * TILE, *dSs = dOs + 2 * TILE;
-    float *Ls = (float *)(dSs + TILE), *Dsm = Ls + 2 * FB;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    /* det: grid (bh, kb), the key blocks with the most work launch first. fast (rev): grid
-     * (kb, bh), the key blocks of one head side by side, walking the query blocks from the
-     * last one, so that they add into the same dQ rows at the same time: the atomics'
-     * order of arrival is not steered by the schedule, and replays show it (the negative
-     * control of the GPU tests). */
-    int bh = rev ? blockIdx.y : blockIdx.x, kb = rev ? blockIdx.x : blockIdx.y;
-    int b = bh / NH, h = bh % NH, nqb = T / FB;
-    int C = NH * FD, C3 = 3 * C;
+    bf16 *Ks = (bf16 *)smem, *Vs = Ks + TILE, *Qs = Vs + TILE, *dOs = Qs + BST * TILE;
+    float *LDs = (float *)(dOs + BST * TILE);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int nqb = T / FB, bh, kb;
+    bwd_order(grp, nqb, &bh, &kb);
+    int b = bh / NH, h = bh % NH, C = NH * FD, C3 = 3 * C, nit = nqb - kb;
     float sl2 = scale * LOG2E;
     const bf16 *base = qkv + (size_t)b * T * C3 + h * FD;
     const bf16 *dbase = dout + (size_t)b * T * C + h * FD;
-    cp_tile(Ks, base + C + (size_t)kb * FB * C3, C3);
-    cp_tile(Vs, base + 2 * C + (size_t)kb * FB * C3, C3);
-    int nit = nqb - kb, q0 = rev ? nqb - 1 : kb, qd = rev ? -1 : 1; /* query block i: q0 + i qd */
-    cp_tile(Qs, base + (size_t)q0 * FB * C3, C3);
-    cp_tile(dOs, dbase + (size_t)q0 * FB * C, C);
-    cp_row64(Ls, lse + (size_t)bh * T + q0 * FB);
-    cp_row64(Dsm, D + (size_t)bh * T + q0 * FB);
+    const float *ldbase = LD + (size_t)bh * 2 * T;
+    auto load = [&](int st, int qb) { /* stage st <- query block qb: Q, dO and 128 floats of LD */
+        cp_tile_by<NT>(Qs + st * TILE, base + (size_t)qb * FB * C3, C3);
+        cp_tile_by<NT>(dOs + st * TILE, dbase + (size_t)qb * FB * C, C);
+        if (threadIdx.x < 32) cp_async16(LDs + st * 2 * FB + threadIdx.x * 4, ldbase + qb * 2 * FB + threadIdx.x * 4);
+    };
+    cp_tile_by<NT>(Ks, base + C + (size_t)kb * FB * C3, C3);
+    cp_tile_by<NT>(Vs, base + 2 * C + (size_t)kb * FB * C3, C3);
+    load(0, kb);
+    cp_commit();
+    if (nit > 1) load(1, kb + 1);
     cp_commit();
     uint32_t kf[4][4], vf[4][4];
     float dk[8][4], dv[8][4];
@@ -433,83 +555,35 @@ __global__ void __launch_bounds__(NT) flash_bwd_kv_kernel(bf16 *dqkv, float *dq,
     for (int n = 0; n < 8; n++)
 #pragma unroll
         for (int i = 0; i < 4; i++) dk[n][i] = dv[n][i] = 0.0f;
-    int krow = warp * 16 + g; /* this thread's key rows (local): krow, krow + 8 */
-    for (int it = 0; it < nit; it++) {
-        int cur = it & 1, qb = q0 + it * qd, nx = qb + qd;
-        if (it + 1 < nit) {
-            cp_tile(Qs + (cur ^ 1) * TILE, base + (size_t)nx * FB * C3, C3);
-            cp_tile(dOs + (cur ^ 1) * TILE, dbase + (size_t)nx * FB * C, C);
-            cp_row64(Ls + (cur ^ 1) * FB, lse + (size_t)bh * T + nx * FB);
-            cp_row64(Dsm + (cur ^ 1) * FB, D + (size_t)bh * T + nx * FB);
-        }
-        cp_commit();
+    /* this warp's 16-byte slot in the dS tiles of this key block: (qb(qb+1)/2 + kb) tiles on */
+    uint4 *dsg = reinterpret_cast<uint4 *>(dS + (size_t)bh * (nqb * (nqb + 1) / 2) * DS_TILE) + warp * 32 + lane;
+    int st = 0;
+    for (int qb = kb; qb < nqb; qb++) {
+        /* one barrier a tile: after it, tile qb has landed for every thread, and every
+         * thread is done with tile qb - 1, whose stage the loads for qb + 2 reuse */
         cp_wait1();
         __syncthreads();
-        if (it == 0) {
+        if (qb + 2 < nqb) load(st == 0 ? BST - 1 : st - 1, qb + 2);
+        cp_commit();
+        if (qb == kb) {
             load_a(kf, Ks + warp * 16 * LDS, lane);
             load_a(vf, Vs + warp * 16 * LDS, lane);
         }
-        const bf16 *Qc = Qs + cur * TILE, *dOc = dOs + cur * TILE;
-        const float *Lc = Ls + cur * FB, *Dc = Dsm + cur * FB;
-        /* P^T (16 keys x 64 queries) = exp(S^T * scale - lse[q]), zero above the diagonal */
-        float p[8][4];
-        mm_nt(p, kf, Qc, lane);
+        const bf16 *Qc = Qs + st * TILE, *dOc = dOs + st * TILE;
+        const float *LDc = LDs + st * 2 * FB;
+        uint32_t ds[8][2];
+        if (qb == kb)
+            kv_tile<true>(dk, dv, ds, kf, vf, Qc, dOc, LDc, sl2, warp, lane);
+        else
+            kv_tile<false>(dk, dv, ds, kf, vf, Qc, dOc, LDc, sl2, warp, lane);
+        /* warp w holds dS^T for keys 16w.. x all queries; its transposed 8 x 8 blocks are
+         * the dQ pass's A fragments for (query group m, key group w) */
+        uint4 *dst = dsg + (size_t)(qb * (qb + 1) / 2 + kb) * (DS_TILE / 8);
 #pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int qc = n * 8 + 2 * t + (i & 1);
-                float v = exp2f(p[n][i] * sl2 - Lc[qc] * LOG2E);
-                p[n][i] = (qb == kb && qc < krow + 8 * (i >> 1)) ? 0.0f : v;
-            }
-        mm_pn(dv, p, dOc, lane); /* dV += P^T dO */
-        /* dS^T = P^T * (dP^T - D[q]), dP^T = V dO^T */
-        float ds[8][4];
-        mm_nt(ds, vf, dOc, lane);
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) ds[n][i] = p[n][i] * (ds[n][i] - Dc[n * 8 + 2 * t + (i & 1)]);
-        mm_pn(dk, ds, Qc, lane); /* dK += dS^T Q (scaled at the end) */
-        if (dq) { /* fast: dQ[q] += scale * sum over this block's keys dS[q, key] K[key] */
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-#pragma unroll
-                for (int r = 0; r < 2; r++)
-                    *reinterpret_cast<uint32_t *>(dSs + (krow + 8 * r) * LDS + j * 8 + 2 * t) =
-                        pack(ds[j][2 * r], ds[j][2 * r + 1]);
-            __syncthreads();
-            float acc[8][4];
-#pragma unroll
-            for (int n = 0; n < 8; n++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) acc[n][i] = 0.0f;
-#pragma unroll
-            for (int k = 0; k < 4; k++) { /* keys 16k..: A = dS (queries x keys) = (dS^T)^T */
-                uint32_t a[4];
-                ldm_x4_t(a, dSs + (k * 16 + (lane & 7) + (lane >> 4) * 8) * LDS + warp * 16 + ((lane >> 3) & 1) * 8);
-#pragma unroll
-                for (int np = 0; np < 4; np++) {
-                    uint32_t bb[4];
-                    ldm_x4_t(bb, Ks + (k * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + np * 16 + (lane >> 4) * 8);
-                    mma(acc[2 * np], a, bb[0], bb[1]);
-                    mma(acc[2 * np + 1], a, bb[2], bb[3]);
-                }
-            }
-            /* float4 atomics: lane pairs (t even, t + 1) swap halves so that the even lane holds
-             * row g, columns 2t..2t+3 and the odd lane row g + 8, columns 2t-2..2t+1 */
-            int odd = t & 1;
-            float *dst = dq + ((size_t)b * T + qb * FB + warp * 16 + g + 8 * odd) * C + h * FD + 2 * (t - odd);
-#pragma unroll
-            for (int n = 0; n < 8; n++) {
-                float s0 = odd ? acc[n][0] : acc[n][2], s1 = odd ? acc[n][1] : acc[n][3];
-                float r0 = __shfl_xor_sync(0xffffffffu, s0, 1), r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
-                float4 v = odd ? make_float4(r0, r1, acc[n][2], acc[n][3]) : make_float4(acc[n][0], acc[n][1], r0, r1);
-                v.x *= scale; v.y *= scale; v.z *= scale; v.w *= scale;
-                atomicAdd(reinterpret_cast<float4 *>(dst + n * 8), v);
-            }
-        }
-        __syncthreads(); /* this iteration's buffers (and dS) are free */
+        for (int m = 0; m < 4; m++)
+            dst[m * 128] = make_uint4(movtrans(ds[2 * m][0]), movtrans(ds[2 * m + 1][0]), movtrans(ds[2 * m][1]),
+                                      movtrans(ds[2 * m + 1][1]));
+        st = st == BST - 1 ? 0 : st + 1;
     }
     cp_wait0();
     bf16 *dst = dqkv + ((size_t)b * T + kb * FB + warp * 16) * C3 + h * FD;
@@ -517,85 +591,82 @@ __global__ void __launch_bounds__(NT) flash_bwd_kv_kernel(bf16 *dqkv, float *dq,
     store_acc(dst + 2 * C, C3, dv, 1.0f, lane);
 }
 
-#define BWDQ_SMEM (6 * TILE * 2) /* Q, dO, K x 2, V x 2 */
+#define DQ_NT 256                                        /* 8 warps: two query blocks */
+#define BWDQ_SMEM (BST * (TILE + 2 * DS_TILE) * 2) /* K and two dS tiles per stage */
 
-/* Kernel B (det): a query block; key blocks in order; dQ in registers. */
-__global__ void __launch_bounds__(NT) flash_bwd_q_kernel(bf16 *dqkv, const bf16 *qkv, const bf16 *dout,
-                                                         const float *lse, const float *D, int T, int NH,
-                                                         float scale) {
+/* dQ pass: query blocks 2j and 2j + 1 of a head (pair rank nqb/2 - 1 - j in bwd_order),
+ * warps 0-3 the first, 4-7 the second, sharing each K tile (half the K traffic through
+ * L2). dQ = scale * sum over key blocks 0..qb in order of dS[qb, kb] K[kb] (one product a
+ * tile, no exponentials) in registers: one owner per dQ element, a fixed order, no
+ * atomics. The dS tiles arrive as ready-made A fragments. */
+__global__ void __launch_bounds__(DQ_NT) flash_bwd_dq_kernel(bf16 *dqkv, const bf16 *dS, const bf16 *qkv, int T, int NH,
+                                                             float scale, int grp) {
     extern __shared__ __align__(128) unsigned char smem[];
-    bf16 *Qs = (bf16 *)smem, *dOs = Qs + TILE, *Ks = dOs + TILE, *Vs = Ks + 2 * TILE;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int bh = blockIdx.x, b = bh / NH, h = bh % NH, qb = T / FB - 1 - (int)blockIdx.y;
-    int C = NH * FD, C3 = 3 * C;
-    float sl2 = scale * LOG2E;
-    const bf16 *base = qkv + (size_t)b * T * C3 + h * FD;
-    cp_tile(Qs, base + (size_t)qb * FB * C3, C3);
-    cp_tile(dOs, dout + ((size_t)b * T + (size_t)qb * FB) * C + h * FD, C);
-    cp_tile(Ks, base + C, C3);
-    cp_tile(Vs, base + 2 * C, C3);
-    cp_commit();
-    int qrow = warp * 16 + g; /* local query rows qrow, qrow + 8 */
-    float L2[2], Dr[2];
+    bf16 *Ks = (bf16 *)smem, *Ss = Ks + BST * TILE; /* stage st, block half: Ss + (2 st + half) DS_TILE */
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, half = warp >> 2, w = warp & 3;
+    int nqb = T / FB, npair = (nqb + 1) / 2, bh, rank;
+    bwd_order(grp, npair, &bh, &rank);
+    int q0 = 2 * (npair - 1 - rank), last = q0 + 1 < nqb ? q0 + 1 : q0, qb = q0 + half;
+    int b = bh / NH, h = bh % NH, C = NH * FD, C3 = 3 * C;
+    const bf16 *kbase = qkv + (size_t)b * T * C3 + C + h * FD;
+    const bf16 *sbase = dS + (size_t)bh * (nqb * (nqb + 1) / 2) * DS_TILE;
+    uint64_t once = l2_evict_first();
+    auto load = [&](int st, int kb) { /* stage st <- key block kb: K and the dS tiles of q0, q0 + 1 */
+        cp_tile_by<DQ_NT>(Ks + st * TILE, kbase + (size_t)kb * FB * C3, C3);
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        L2[r] = lse[(size_t)bh * T + qb * FB + qrow + 8 * r] * LOG2E;
-        Dr[r] = D[(size_t)bh * T + qb * FB + qrow + 8 * r];
-    }
-    uint32_t qf[4][4], of[4][4];
-    float dqa[8][4];
+        for (int hh = 0; hh < 2; hh++) {
+            int q = q0 + hh;
+            if (kb > q || q >= nqb) continue;
+            const bf16 *src = sbase + (size_t)(q * (q + 1) / 2 + kb) * DS_TILE;
+#pragma unroll
+            for (int j = 0; j < DS_TILE / 8 / DQ_NT; j++) {
+                int i = (threadIdx.x + j * DQ_NT) * 8;
+                cp_async16_hint(Ss + (2 * st + hh) * DS_TILE + i, src + i, once);
+            }
+        }
+    };
+    load(0, 0);
+    cp_commit();
+    if (last > 0) load(1, 1);
+    cp_commit();
+    float acc[8][4];
 #pragma unroll
     for (int n = 0; n < 8; n++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) dqa[n][i] = 0.0f;
-    for (int kb = 0; kb <= qb; kb++) {
-        int cur = kb & 1;
-        if (kb < qb) {
-            cp_tile(Ks + (cur ^ 1) * TILE, base + C + (size_t)(kb + 1) * FB * C3, C3);
-            cp_tile(Vs + (cur ^ 1) * TILE, base + 2 * C + (size_t)(kb + 1) * FB * C3, C3);
-        }
-        cp_commit();
+        for (int i = 0; i < 4; i++) acc[n][i] = 0.0f;
+    int st = 0;
+    for (int kb = 0; kb <= last; kb++) {
         cp_wait1();
-        __syncthreads();
-        if (kb == 0) {
-            load_a(qf, Qs + warp * 16 * LDS, lane);
-            load_a(of, dOs + warp * 16 * LDS, lane);
-        }
-        const bf16 *Kc = Ks + cur * TILE, *Vc = Vs + cur * TILE;
-        float p[8][4], ds[8][4];
-        mm_nt(p, qf, Kc, lane);
+        __syncthreads(); /* as in kernel A: one barrier a tile */
+        if (kb + 2 <= last) load(st == 0 ? BST - 1 : st - 1, kb + 2);
+        cp_commit();
+        if (kb <= qb && qb < nqb) {
+            const bf16 *Kc = Ks + st * TILE;
+            const uint4 *a4 = reinterpret_cast<const uint4 *>(Ss + (2 * st + half) * DS_TILE) + w * 128 + lane;
 #pragma unroll
-        for (int n = 0; n < 8; n++)
+            for (int k = 0; k < 4; k++) { /* keys 16k.. */
+                uint4 av = a4[k * 32];
+                uint32_t a[4] = {av.x, av.y, av.z, av.w};
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                float v = exp2f(p[n][i] * sl2 - L2[i >> 1]);
-                p[n][i] = (kb == qb && n * 8 + 2 * t + (i & 1) > qrow + 8 * (i >> 1)) ? 0.0f : v;
+                for (int np = 0; np < 4; np++) {
+                    uint32_t bb[4];
+                    ldm_x4_t(bb, Kc + (k * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + np * 16 + (lane >> 4) * 8);
+                    mma(acc[2 * np], a, bb[0], bb[1]);
+                    mma(acc[2 * np + 1], a, bb[2], bb[3]);
+                }
             }
-        mm_nt(ds, of, Vc, lane); /* dP = dO V^T */
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) ds[n][i] = p[n][i] * (ds[n][i] - Dr[i >> 1]);
-        mm_pn(dqa, ds, Kc, lane); /* dQ += dS K */
-        __syncthreads();
+        }
+        st = st == BST - 1 ? 0 : st + 1;
     }
     cp_wait0();
-    store_acc(dqkv + ((size_t)b * T + qb * FB + warp * 16) * C3 + h * FD, C3, dqa, scale, lane);
-}
-
-/* fast: dqkv's Q part = bf16(dq). */
-__global__ void flash_dq_store_kernel(bf16 *dqkv, const float *dq, int B, int T, int C) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)B * T * C) return;
-    size_t bt = i / C, c = i % C;
-    dqkv[bt * 3 * C + c] = __float2bfloat16(dq[i]);
+    if (qb < nqb) store_acc(dqkv + ((size_t)b * T + qb * FB + w * 16) * C3 + h * FD, C3, acc, scale, lane);
 }
 
 static int attrs_set;
 static void set_attrs(void) {
     if (attrs_set) return;
     cudaFuncSetAttribute(flash_bwd_kv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, BWDA_SMEM);
-    cudaFuncSetAttribute(flash_bwd_q_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, BWDQ_SMEM);
+    cudaFuncSetAttribute(flash_bwd_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, BWDQ_SMEM);
     attrs_set = 1;
 }
 
@@ -621,18 +692,29 @@ void dt_cu_flash_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C
     (void)C;
 }
 
-void dt_cu_flash_bwd(bf16 *dqkv, float *dq, float *D, const bf16 *dout, const bf16 *qkv, const bf16 *out,
+/* Scratch: LD (B NH T 2 floats, 256-byte aligned end), then the dS tiles (bf16, B NH
+ * nqb(nqb+1)/2 tiles of 64 x 64). */
+static size_t ld_bytes(int B, int T, int NH) { return ((size_t)B * NH * T * 2 * sizeof(float) + 255) & ~(size_t)255; }
+
+size_t dt_cu_flash_bwd_scratch(int B, int T, int C, int NH) {
+    size_t nqb = (size_t)T / FB;
+    (void)C;
+    return ld_bytes(B, T, NH) + (size_t)B * NH * (nqb * (nqb + 1) / 2) * DS_TILE * sizeof(bf16);
+}
+
+/* Both branches of DT_OP_ATTENTION_BWD run this (they coincide): it is the faster one
+ * (bench_attention), and it has no atomics. */
+void dt_cu_flash_bwd(bf16 *dqkv, void *scratch, const bf16 *dout, const bf16 *qkv, const bf16 *out,
                      const float *lse, int B, int T, int C, int NH, cudaStream_t s) {
     set_attrs();
     float scale = 1.0f / sqrtf((float)FD);
-    int det = dt_op_variant(DT_OP_ATTENTION_BWD) == DT_VARIANT_DET;
-    flash_dot_kernel<<<dt_cu_noted(dt_cu_div((size_t)B * NH * T, 8), 256, 0, "flash_dot_kernel"), 256, 0, s>>>(D, dout, out, B, T, NH);
-    dim3 g((unsigned)(B * NH), (unsigned)(T / FB));
-    if (!det) cudaMemsetAsync(dq, 0, sizeof(float) * (size_t)B * T * C, s);
-    dim3 gk = det ? g : dim3((unsigned)(T / FB), (unsigned)(B * NH));
-    flash_bwd_kv_kernel<<<dt_cu_noted(gk, NT, BWDA_SMEM, "flash_bwd_kv_kernel"), NT, BWDA_SMEM, s>>>(dqkv, det ? NULL : dq, qkv, dout, lse, D, T, NH, scale, !det);
-    if (det)
-        flash_bwd_q_kernel<<<dt_cu_noted(g, NT, BWDQ_SMEM, "flash_bwd_q_kernel"), NT, BWDQ_SMEM, s>>>(dqkv, qkv, dout, lse, D, T, NH, scale);
-    else
-        flash_dq_store_kernel<<<dt_cu_noted(dt_cu_div((size_t)B * T * C, 256), 256, 0, "flash_dq_store_kernel"), 256, 0, s>>>(dqkv, dq, B, T, C);
+    float *LD = (float *)scratch;
+    bf16 *dS = (bf16 *)((unsigned char *)scratch + ld_bytes(B, T, NH));
+    int BH = B * NH, grp = 1;
+    while (grp < 16 && BH % (2 * grp) == 0) grp *= 2; /* heads per group in bwd_order: 16 or what divides */
+    flash_dot_kernel<<<dt_cu_noted((unsigned)(BH * T / 64), 256, 0, "flash_dot_kernel"), 256, 0, s>>>(LD, dout, out, lse, B, T, NH);
+    dim3 g((unsigned)(BH * (T / FB))), gq((unsigned)(BH * ((T / FB + 1) / 2))); /* query block pairs */
+    flash_bwd_kv_kernel<<<dt_cu_noted(g, NT, BWDA_SMEM, "flash_bwd_kv_kernel"), NT, BWDA_SMEM, s>>>(dqkv, dS, qkv, dout, LD, T, NH, scale, grp);
+    flash_bwd_dq_kernel<<<dt_cu_noted(gq, DQ_NT, BWDQ_SMEM, "flash_bwd_dq_kernel"), DQ_NT, BWDQ_SMEM, s>>>(dqkv, dS, qkv, T, NH, scale, grp);
+    (void)C;
 }

@@ -133,12 +133,14 @@ dt_status dt_cu_attention_bwd(dt_cu_blas *h, bf16 *dqkv, const bf16 *dout, const
 
 /* Flash-style attention (attention_flash_cuda.cu), used when dt_cu_flash_supported: head
  * size 64, T % 64 == 0, no attention dropout. lse (B,NH,T) fp32 saved for backward.
- * Backward (DT_OP_ATTENTION_BWD): det computes dQ in its own pass (one owner per element,
- * key blocks in order); fast adds key blocks' dQ into dq (fp32, B*T*C) with atomics.
- * D: B*NH*T floats of scratch. dqkv (B,T,3C) overwritten. */
+ * Backward: both branches of DT_OP_ATTENTION_BWD run the same kernels (they coincide): each
+ * tile's dS (bf16) goes to the scratch and a dQ pass sums dS K over key blocks in order
+ * (one owner per element, no atomics). scratch: dt_cu_flash_bwd_scratch bytes (about 214 MB
+ * at B 16, NH 12, T 1024), contents on entry irrelevant. dqkv (B,T,3C) overwritten. */
 int dt_cu_flash_supported(int C, int NH, int T, const dt_dropout *drop);
 void dt_cu_flash_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH, cudaStream_t s);
-void dt_cu_flash_bwd(bf16 *dqkv, float *dq, float *D, const bf16 *dout, const bf16 *qkv, const bf16 *out,
+size_t dt_cu_flash_bwd_scratch(int B, int T, int C, int NH);
+void dt_cu_flash_bwd(bf16 *dqkv, void *scratch, const bf16 *dout, const bf16 *qkv, const bf16 *out,
                      const float *lse, int B, int T, int C, int NH, cudaStream_t s);
 
 /* ---- cross-entropy (crossentropy_cuda.cu), DT_OP_CROSSENTROPY ------------------------ */

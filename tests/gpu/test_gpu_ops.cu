@@ -179,41 +179,66 @@ static void test_attention_accuracy(void) {
     }
 }
 
+/* Flash attention against the CPU on two shapes: 4 key blocks, and 16 (the GPT-2 T, every
+ * lower-triangular dS tile index of the det dQ pass up to 135). Backward from the GPU's own
+ * forward output (rounded as the model stores it), both branches, each of dQ, dK, dV within
+ * tolerance. The det backward is run twice with the scratch poisoned differently (NaN
+ * bytes, zeros): byte-identical dqkv means every scratch value it reads was written by the
+ * same call (a dS tile index off by one would read the poison); a guard after dqkv must
+ * keep its bytes (a CTA past the last head would write there). */
 static void test_flash_accuracy(void) {
-    const int B = 2, T = 256, C = 128, NH = 2, BT = B * T;
-    CHECK(dt_cu_flash_supported(C, NH, T, NULL));
-    vf qkv = rnd((size_t)BT * 3 * C, 2.0f), dout = rnd((size_t)BT * C);
-    vf out((size_t)BT * C), att((size_t)B * NH * T * T), dqkv((size_t)BT * 3 * C);
-    dt_attention_fwd(out.data(), att.data(), qkv.data(), B, T, C, NH, NULL, 0);
-    bf16 *dq_in = up16(qkv), *dout16 = dev<bf16>((size_t)BT * C), *dg = up16(dout);
-    float *lse = dev<float>((size_t)B * NH * T), *D = dev<float>((size_t)B * NH * T), *dqf = dev<float>((size_t)BT * C);
-    dt_cu_flash_fwd(dout16, lse, dq_in, B, T, C, NH, 0);
-    vf gout = down16(dout16, (size_t)BT * C);
-    CHECK_REL(gout, out, 1e-2, "flash attention fwd");
-    /* backward from the GPU's own forward output (rounded as the model stores it) */
-    dt_attention_bwd_det(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH, NULL, 0);
-    for (int br = 0; br < 2; br++) {
-        variant(br ? "attention_bwd=fast" : "attention_bwd=det");
-        bf16 *dq = dev<bf16>((size_t)BT * 3 * C);
-        dt_cu_flash_bwd(dq, dqf, D, dg, dq_in, dout16, lse, B, T, C, NH, 0);
-        vf got = down16(dq, (size_t)BT * 3 * C);
-        CHECK_REL(got, dqkv, 3e-2, br ? "flash attention bwd fast" : "flash attention bwd det");
-        /* dQ, dK, dV each within tolerance, not only the whole */
-        for (int part = 0; part < 3; part++) {
-            vf a, r;
-            for (int t = 0; t < BT; t++)
-                for (int c = 0; c < C; c++) {
-                    a.push_back(got[(size_t)t * 3 * C + part * C + c]);
-                    r.push_back(dqkv[(size_t)t * 3 * C + part * C + c]);
-                }
-            char what[64];
-            snprintf(what, sizeof what, "flash bwd %s %s", part == 0 ? "dQ" : part == 1 ? "dK" : "dV", br ? "fast" : "det");
-            CHECK_REL(a, r, 3e-2, what);
+    const int shapes[][4] = {{2, 256, 128, 2}, {1, 1024, 128, 2}}; /* B T C NH */
+    for (const auto &sh : shapes) {
+        const int B = sh[0], T = sh[1], C = sh[2], NH = sh[3], BT = B * T;
+        CHECK(dt_cu_flash_supported(C, NH, T, NULL));
+        vf qkv = rnd((size_t)BT * 3 * C, 2.0f), dout = rnd((size_t)BT * C);
+        vf out((size_t)BT * C), att((size_t)B * NH * T * T), dqkv((size_t)BT * 3 * C);
+        dt_attention_fwd(out.data(), att.data(), qkv.data(), B, T, C, NH, NULL, 0);
+        bf16 *dq_in = up16(qkv), *dout16 = dev<bf16>((size_t)BT * C), *dg = up16(dout);
+        float *lse = dev<float>((size_t)B * NH * T);
+        size_t nscr = dt_cu_flash_bwd_scratch(B, T, C, NH);
+        unsigned char *scr = dev<unsigned char>(nscr);
+        dt_cu_flash_fwd(dout16, lse, dq_in, B, T, C, NH, 0);
+        vf gout = down16(dout16, (size_t)BT * C);
+        CHECK_RELF(gout, out, 1e-2, "flash attention fwd T=%d", T);
+        dt_attention_bwd_det(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH, NULL, 0);
+        std::vector<bf16> det_bytes;
+        for (int br = 0; br < 3; br++) { /* det (scratch NaN), fast, det (scratch zeros) */
+            variant(br == 1 ? "attention_bwd=fast" : "attention_bwd=det");
+            size_t nq = (size_t)BT * 3 * C;
+            bf16 *dq = dev<bf16>(2 * nq);
+            cudaMemset(dq + nq, 0x5a, sizeof(bf16) * nq);
+            cudaMemset(scr, br == 2 ? 0x00 : 0xff, nscr);
+            dt_cu_flash_bwd(dq, scr, dg, dq_in, dout16, lse, B, T, C, NH, 0);
+            std::vector<bf16> raw(2 * nq);
+            cudaMemcpy(raw.data(), dq, sizeof(bf16) * raw.size(), cudaMemcpyDeviceToHost);
+            cudaFree(dq);
+            size_t touched = 0;
+            for (size_t i = nq; i < 2 * nq; i++) touched += reinterpret_cast<const uint16_t *>(raw.data())[i] != 0x5a5a;
+            CHECKF(touched == 0, "flash bwd T=%d: %zu guard values after dqkv overwritten", T, touched);
+            raw.resize(nq);
+            if (br == 2) {
+                CHECKF(!memcmp(raw.data(), det_bytes.data(), sizeof(bf16) * raw.size()),
+                       "flash bwd det T=%d: dqkv depends on the scratch's prior contents", T);
+                continue;
+            }
+            if (br == 0) det_bytes = raw;
+            vf got(raw.size());
+            for (size_t i = 0; i < raw.size(); i++) got[i] = __bfloat162float(raw[i]);
+            for (int part = 0; part < 3; part++) {
+                vf a, r;
+                for (int t = 0; t < BT; t++)
+                    for (int c = 0; c < C; c++) {
+                        a.push_back(got[(size_t)t * 3 * C + part * C + c]);
+                        r.push_back(dqkv[(size_t)t * 3 * C + part * C + c]);
+                    }
+                CHECK_RELF(a, r, 3e-2, "flash bwd %s %s T=%d", part == 0 ? "dQ" : part == 1 ? "dK" : "dV",
+                           br ? "fast" : "det", T);
+            }
         }
-        cudaFree(dq);
+        dt_op_clear_overrides();
+        cudaFree(dq_in); cudaFree(dout16); cudaFree(dg); cudaFree(lse); cudaFree(scr);
     }
-    dt_op_clear_overrides();
-    cudaFree(dq_in); cudaFree(dout16); cudaFree(dg); cudaFree(lse); cudaFree(D); cudaFree(dqf);
 }
 
 /* lse[bh, t] = log sum_{s <= t} exp(q_t . k_s / sqrt(64)) in fp64, from the (bf16-valued)

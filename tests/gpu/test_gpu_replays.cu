@@ -7,7 +7,8 @@
  * Per case, both branches (deterministic mode on, then off, with no per-op overrides):
  *  - det: 3 replays byte-identical, every output element written, no write into a gap;
  *  - fast, by the case's `fast` class:
- *      FAST_EXACT  no reduction to race (elementwise, row-owned): 3 replays byte-identical;
+ *      FAST_EXACT  no reduction to race (elementwise, row-owned; flash attention, whose
+ *                  branches coincide): 3 replays byte-identical;
  *      FAST_RACES  an atomic default path: the negative control, at least one of up to
  *                  CONTROL_REPLAYS replays must differ (the strict check can see the race);
  *      FAST_MAY    the fast path may race (cuBLASLt's first heuristic may split K in place;
@@ -223,14 +224,14 @@ static void flash_setup(dt_kset *s, gcase *c) {
     CHECK(dt_cu_flash_supported((int)C, (int)NH, (int)T, NULL));
     att_inputs(s, c, 2.0);
     add(s, "lse", DT_KH_F32, DT_KH_OUT, {B, NH, T});
-    add(s, "dq", DT_KH_F32, DT_KH_SCRATCH, {B * T * C});
-    add(s, "D", DT_KH_F32, DT_KH_SCRATCH, {B * NH * T});
+    add(s, "scratch", DT_KH_F32, DT_KH_SCRATCH,
+        {(int64_t)(dt_cu_flash_bwd_scratch((int)B, (int)T, (int)C, (int)NH) / sizeof(float))});
 }
 static void flash_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     CASE(ctx);
     int B = (int)c->p[0], T = (int)c->p[1], C = (int)c->p[2], NH = (int)c->p[3];
     dt_cu_flash_fwd(H(s, "out"), F(s, "lse"), H(s, "qkv"), B, T, C, NH, 0);
-    dt_cu_flash_bwd(H(s, "dqkv"), F(s, "dq"), F(s, "D"), H(s, "dout"), H(s, "qkv"), H(s, "out"),
+    dt_cu_flash_bwd(H(s, "dqkv"), F(s, "scratch"), H(s, "dout"), H(s, "qkv"), H(s, "out"),
                     F(s, "lse"), B, T, C, NH, 0);
 }
 
@@ -444,10 +445,10 @@ static gcase cases[] = {
        12, 0),
     OP("attention (GEMM)", "fwd+bwd B=4 T=256 C=256 NH=8, attention dropout 0.1", att_setup, att_run,
        FAST_MAY, 4, 256, 256, 8, 100),
-    OP("attention (flash)", "fwd+bwd B=16 T=1024 C=768 NH=12", flash_setup, flash_run, FAST_RACES, 16,
+    OP("attention (flash)", "fwd+bwd B=16 T=1024 C=768 NH=12", flash_setup, flash_run, FAST_EXACT, 16,
        1024, 768, 12),
     OP("attention (flash)", "fwd+bwd B=1 T=2048 C=64 NH=1 (one head, 32 key blocks)", flash_setup,
-       flash_run, FAST_RACES, 1, 2048, 64, 1),
+       flash_run, FAST_EXACT, 1, 2048, 64, 1),
     OP("crossentropy", "fused fwd+bwd + mean loss, N=4096 V=50257 Vp=50304", ce_setup, ce_run, FAST_MAY,
        4096, 50257, 50304),
     OP("grad_norm", "sumsq + num-zeros, n=100M", norm_setup, norm_run, FAST_RACES, 100000000),
