@@ -4,16 +4,21 @@
  * formulation (attention_cuda.cu).
  *
  * Tiles of 64 rows (queries or keys) x 64 head channels, bf16 in shared memory with a
- * 144-byte row stride (ldmatrix rows land on distinct banks), filled by cp.async with the
- * next tile in flight while the current one is used (double buffering). Each of 4 warps
- * owns 16 rows of the block's tile; products are bf16 tensor-core mma.sync m16n8k16 with
- * fp32 accumulators held in registers; the accumulator of one product is repacked in
- * registers as the A operand of the next (S -> P -> P V), so scores never leave the warp.
- * Exponentials are exp2f with the scale 1/sqrt(64) * log2(e) folded into one multiply.
+ * 144-byte row stride (ldmatrix rows land on distinct banks), filled by cp.async a few
+ * tiles ahead of their use. Each warp owns 16-row slices of the block's rows; products are
+ * bf16 tensor-core mma.sync m16n8k16 with fp32 accumulators held in registers; the
+ * accumulator of one product is repacked in registers as the A operand of the next
+ * (S -> P -> P V), so scores never leave the warp. Exponentials are ex2.approx with the
+ * scale 1/sqrt(64) * log2(e) folded into one multiply.
  *
- * Forward: per query block, key blocks 0..qb in order with an online softmax (running max
- * and per-thread partial sums, fp32); the diagonal block is masked; writes out (bf16) and
- * lse = max + log(sum) (natural log, fp32) per row. Heavy (late) query blocks launch first.
+ * Forward: a block owns 128 query rows (T % 128 == 0; each of 4 warps two 16-row slices,
+ * so every K/V fragment read feeds both) or 64 (otherwise); key tiles 0.. in order through
+ * a 3-stage cp.async ring with one barrier a tile, online softmax (running max and
+ * per-thread partial sums, fp32); the diagonal tiles are masked; writes out (bf16, through
+ * shared memory in 16-byte stores) and lse = max + log(sum) (natural log, fp32) per row.
+ * Both tilings run the same operations per row (the same bits). Heavy (late) query blocks
+ * launch first.
+ *
  * Backward (both branches of DT_OP_ATTENTION_BWD run it: no atomics, and faster than the
  * atomic dQ it replaced): a D kernel writes lse * log2(e) and D = rowsum(dO * O) per row;
  * kernel A owns a key block and walks the query blocks qb = kb.. in order (3-stage
@@ -33,7 +38,7 @@
 #define FD 64   /* head size */
 #define FB 64   /* rows of a query or key tile */
 #define LDS 72  /* bf16 row stride in shared memory: 144 bytes */
-#define NT 128  /* threads per block: 4 warps x 16 rows */
+#define NT 128  /* threads per block: 4 warps */
 #define TILE (FB * LDS)
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
