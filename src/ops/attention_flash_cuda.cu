@@ -1,7 +1,7 @@
-/* Fused causal attention on the GPU, flash style (see attention.h, ops_cuda.h): scores
- * never go through device memory, nor through shared memory. Head size 64, T a multiple
- * of 64, no attention dropout (dt_cu_flash_supported); other shapes use the GEMM
- * formulation (attention_cuda.cu).
+/* Fused causal attention on the GPU, flash style (see attention.h, ops_cuda.h): the
+ * forward's scores never go through device memory, nor through shared memory. Head size
+ * 64, T a multiple of 64, no attention dropout (dt_cu_flash_supported); other shapes use
+ * the GEMM formulation (attention_cuda.cu).
  *
  * Tiles of 64 rows (queries or keys) x 64 head channels, bf16 in shared memory with a
  * 144-byte row stride (ldmatrix rows land on distinct banks), filled by cp.async a few
@@ -85,15 +85,6 @@ static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
  * Accumulator of a 16x8 product, lane = 4g + t: c[0], c[1] at row g, columns 2t, 2t+1;
  * c[2], c[3] at row g + 8. A 16 x 64 warp tile is acc[8][4] (8 column groups of 8). */
 
-/* Issues cp.async for a 64 x 64 bf16 tile (source rows ld elements apart). */
-static __device__ __forceinline__ void cp_tile(bf16 *dst, const bf16 *src, size_t ld) {
-#pragma unroll
-    for (int i = threadIdx.x; i < FB * 8; i += NT) {
-        int r = i >> 3, v = i & 7;
-        cp_async16(dst + r * LDS + v * 8, src + (size_t)r * ld + v * 8);
-    }
-}
-
 /* A operand fragments of a 16 x 64 row-major tile at `t` (row stride LDS): f[k] for
  * columns 16k..16k+15. */
 static __device__ __forceinline__ void load_a(uint32_t f[4][4], const bf16 *t, int lane) {
@@ -117,23 +108,6 @@ static __device__ __forceinline__ void mm_nt(float acc[8][4], const uint32_t a[4
             mma(acc[2 * np], a[k], b[0], b[1]);
             mma(acc[2 * np + 1], a[k], b[2], b[3]);
         }
-}
-
-/* acc (16 x 64) += P . Bm where P (16 x 64) is given as fp32 accumulators (rounded to bf16
- * here) and Bm is a 64 x 64 row-major tile (rows = the reduction index): O += P V. */
-static __device__ __forceinline__ void mm_pn(float acc[8][4], const float p[8][4], const bf16 *Bm, int lane) {
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        uint32_t a[4] = {pack(p[2 * k][0], p[2 * k][1]), pack(p[2 * k][2], p[2 * k][3]),
-                         pack(p[2 * k + 1][0], p[2 * k + 1][1]), pack(p[2 * k + 1][2], p[2 * k + 1][3])};
-#pragma unroll
-        for (int np = 0; np < 4; np++) {
-            uint32_t b[4];
-            ldm_x4_t(b, Bm + (k * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + np * 16 + (lane >> 4) * 8);
-            mma(acc[2 * np], a, b[0], b[1]);
-            mma(acc[2 * np + 1], a, b[2], b[3]);
-        }
-    }
 }
 
 /* Writes acc * f (16 x 64 at rows row0.., columns col0..) as bf16 pairs to dst (row stride ld). */
