@@ -36,7 +36,7 @@ struct dt_gpt_cuda {
     int fuse_gelu;      /* GELU in the fc GEMM's epilogue, its backward in the fcproj input-gradient GEMM */
     int fuse_bgrad;     /* bias gradients from the weight-gradient GEMMs' epilogue */
     int ksplit_off;     /* DT_GEMM_SPLITK=off: no GEMM cuts K into chunks */
-    const char *fusion_note; /* why a fusion is off ("" when both are on) */
+    const char *fusion_note; /* the fusions asked for (DT_GEMM_EPILOGUES: off, bgrad, all) */
     cudaStream_t s, fin;  /* main stream; det partial finishes (joined at the end of backward) */
     cudaEvent_t join;
     dt_cu_blas *blas;
@@ -123,35 +123,39 @@ static dt_status dmalloc(dt_gpt_cuda *m, void **p, size_t bytes, const char *wha
         if (st_ != DT_OK) { dt_gpt_cuda_free(m); return st_; }                         \
     } while (0)
 
-/* Makes the plans of the fused GEMMs for the current branch and turns each fusion on when
- * cuBLASLt has an algorithm for every one of its plans: GELU (tanh form) in the fc GEMM's
- * epilogue with the pre-activation stored for the backward, dGELU in the fcproj
- * input-gradient GEMM, and the bias gradients of the four biased linears from their
- * weight-gradient GEMMs (BGRAD: per K chunk partials, added in a fixed order). Off, the
- * separate kernels run (gelu_cuda.cu, the column sums of reduce_cuda.cu).
- * DT_GEMM_EPILOGUES=off keeps the separate kernels, DT_GEMM_SPLITK=off keeps K whole in
- * every GEMM: comparison runs; both are recorded in env.json. Buffers must exist. */
+/* Picks the GEMM epilogue fusions and makes their plans for the current branch; a fusion is
+ * on when it is asked for and cuBLASLt has an algorithm for every one of its plans.
+ *  - bias gradients (default): the four biased linears' bias gradients from their
+ *    weight-gradient GEMMs (BGRAD: a partial per K chunk, added in a fixed order), instead
+ *    of column sums of dout (reduce_cuda.cu; the fc one fused into the GELU backward);
+ *  - GELU (DT_GEMM_EPILOGUES=all only): GELU (tanh form) in the fc GEMM's epilogue with the
+ *    pre-activation stored for the backward, dGELU in the fcproj input-gradient GEMM,
+ *    instead of gelu_cuda.cu's kernels. Off by default: on the H200 with cuBLASLt 13.1 both
+ *    epilogues cost more GEMM time than the kernels they replace (bench/RESULTS.md).
+ * DT_GEMM_EPILOGUES=off|bgrad|all (default bgrad) and DT_GEMM_SPLITK=off (no K chunks in
+ * any GEMM; default: dt_cu_gemm_splits) are for comparison runs; env.json records the
+ * outcome. Buffers must exist. */
 static dt_status probe_fusions(dt_gpt_cuda *m) {
     const char *e = getenv("DT_GEMM_EPILOGUES"), *k = getenv("DT_GEMM_SPLITK");
-    if (e && strcmp(e, "on") && strcmp(e, "off"))
-        return dt_fail(DT_EINVAL, "DT_GEMM_EPILOGUES='%s': accepted: on, off", e);
+    if (e && strcmp(e, "off") && strcmp(e, "bgrad") && strcmp(e, "all"))
+        return dt_fail(DT_EINVAL, "DT_GEMM_EPILOGUES='%s': accepted: off, bgrad (the default), all", e);
     if (k && strcmp(k, "on") && strcmp(k, "off"))
-        return dt_fail(DT_EINVAL, "DT_GEMM_SPLITK='%s': accepted: on, off", k);
+        return dt_fail(DT_EINVAL, "DT_GEMM_SPLITK='%s': accepted: on (the default), off", k);
     m->ksplit_off = k && !strcmp(k, "off");
     if (m->ksplit_off) dt_cu_blas_force(m->blas, -1, 1);
     m->fuse_gelu = m->fuse_bgrad = 0;
-    if (e && !strcmp(e, "off")) {
-        m->fusion_note = "off (DT_GEMM_EPILOGUES=off)";
-        return DT_OK;
-    }
+    m->fusion_note = e ? e : "bgrad";
+    if (e && !strcmp(e, "off")) return DT_OK;
     int BT = m->B * m->T, C = m->cfg.channels;
     const bf16 *w16 = m->param16;
     const dt_param_desc *pd = m->params;
-    dt_cu_gemm_args f = {0, 1, BT, 4 * C, C, m->ln2, C, 0, w16 + pd[DT_P_FCW].offset, C, 0, m->fchg, 4 * C, 0, 0,
-                         1.0f, 0.0f, 1, w16 + pd[DT_P_FCB].offset, DT_CU_EPI_GELU, m->fch, NULL, NULL};
-    dt_cu_gemm_args d = {0, 0, BT, 4 * C, C, m->dres16, C, 0, w16 + pd[DT_P_FCPROJW].offset, 4 * C, 0, m->dfch,
-                         4 * C, 0, 0, 1.0f, 0.0f, 1, NULL, DT_CU_EPI_DGELU, m->fch, NULL, NULL};
-    m->fuse_gelu = dt_cu_gemm_prepare(m->blas, &f) == DT_OK && dt_cu_gemm_prepare(m->blas, &d) == DT_OK;
+    if (e && !strcmp(e, "all")) {
+        dt_cu_gemm_args f = {0, 1, BT, 4 * C, C, m->ln2, C, 0, w16 + pd[DT_P_FCW].offset, C, 0, m->fchg, 4 * C, 0,
+                             0, 1.0f, 0.0f, 1, w16 + pd[DT_P_FCB].offset, DT_CU_EPI_GELU, m->fch, NULL, NULL};
+        dt_cu_gemm_args d = {0, 0, BT, 4 * C, C, m->dres16, C, 0, w16 + pd[DT_P_FCPROJW].offset, 4 * C, 0, m->dfch,
+                             4 * C, 0, 0, 1.0f, 0.0f, 1, NULL, DT_CU_EPI_DGELU, m->fch, NULL, NULL};
+        m->fuse_gelu = dt_cu_gemm_prepare(m->blas, &f) == DT_OK && dt_cu_gemm_prepare(m->blas, &d) == DT_OK;
+    }
     /* (weight, bias, dout, its width, input, its width) of the four biased linears */
     struct { int w, b; const bf16 *dout; int oc; const bf16 *inp; int ic; } lin[4] = {
         {DT_P_QKVW, DT_P_QKVB, m->dqkv, 3 * C, m->ln1, C}, {DT_P_ATTPROJW, DT_P_ATTPROJB, m->dres16, C, m->atty, C},
@@ -163,7 +167,6 @@ static dt_status probe_fusions(dt_gpt_cuda *m) {
                              NULL, m->grad + pd[lin[i].b].offset, m->part};
         m->fuse_bgrad = dt_cu_gemm_prepare(m->blas, &g) == DT_OK;
     }
-    m->fusion_note = m->fuse_gelu && m->fuse_bgrad ? "" : "off where cuBLASLt has no algorithm for the epilogue";
     return DT_OK;
 }
 
@@ -747,16 +750,17 @@ static dt_status t_layernorm_bwd(dt_gpt_cuda *m, float *dw, float *db, const bf1
     return DT_OK;
 }
 
-/* GELU backward of the (rows, cols) fc activation fused with the fc bias gradient
- * (db += column sums of dinp, DT_OP_BIAS_BWD, the same bits as the unfused pair), so dinp
- * is not read back for it. */
+/* GELU backward of the (rows, cols) fc activation, fused with the fc bias gradient when db
+ * is not NULL (db += column sums of dinp, DT_OP_BIAS_BWD, the same bits as the unfused
+ * pair), so dinp is not read back for it. */
 static dt_status t_gelu_bwd(dt_gpt_cuda *m, bf16 *dinp, float *db, const bf16 *inp, const bf16 *dout, int rows,
                             int cols) {
-    OP_BEGIN(DT_PHASE_BWD, "gelu_bwd", DT_OP_BIAS_BWD,
-             (IN("x", inp, BF, rows, cols), IN("dy", dout, BF, rows, cols), IN("db", db, F32, 1, cols)));
-    dt_cu_gelu_bwd_colsum(dinp, db, next_part(m), inp, dout, rows, cols, m->s, m->fin);
+    OP_BEGIN(DT_PHASE_BWD, "gelu_bwd", db ? DT_OP_BIAS_BWD : -1,
+             (IN("x", inp, BF, rows, cols), IN("dy", dout, BF, rows, cols), IN("db", db, F32, 1, db ? cols : 0)));
+    if (db) dt_cu_gelu_bwd_colsum(dinp, db, next_part(m), inp, dout, rows, cols, m->s, m->fin);
+    else dt_cu_gelu_bwd(dinp, inp, dout, (size_t)rows * cols, m->s);
     TRY(inject(m, "gelu_bwd", dinp, (size_t)rows * cols, 2));
-    OP_END((OUT("dx", dinp, BF, rows, cols), OUT("db", db, F32, 1, cols)));
+    OP_END((OUT("dx", dinp, BF, rows, cols), OUT("db", db, F32, 1, db ? cols : 0)));
     return DT_OK;
 }
 
@@ -842,10 +846,12 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
                            m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, NULL));
             rend(m, DT_R_MATMUL_BWD);
             rbegin(m, DT_R_GELU_BWD);
-            TRY(t_gelu_bwd(m, m->dfch, G(DT_P_FCB) + lC * 4, fch, m->dfchg, BT, 4 * C));
+            /* the fc bias gradient: from the fc weight-gradient GEMM, or fused into the GELU backward */
+            float *fcb = G(DT_P_FCB) + lC * 4;
+            TRY(t_gelu_bwd(m, m->dfch, m->fuse_bgrad ? NULL : fcb, fch, m->dfchg, BT, 4 * C));
             rend(m, DT_R_GELU_BWD);
-            rbegin(m, DT_R_MATMUL_BWD); /* the fc bias gradient came with the GELU backward */
-            TRY(linear_bwd(m, m->dc1, G(DT_P_FCW) + lC * 4 * C, NULL, m->dfch,
+            rbegin(m, DT_R_MATMUL_BWD);
+            TRY(linear_bwd(m, m->dc1, G(DT_P_FCW) + lC * 4 * C, m->fuse_bgrad ? fcb : NULL, m->dfch,
                            m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL));
             rend(m, DT_R_MATMUL_BWD);
         }
@@ -1026,11 +1032,12 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
     dt_cu_blas_describe(m->blas, algos, sizeof algos);
     snprintf(m->desc, sizeof m->desc,
              "{\"device\":\"cuda\",\"attention\":\"%s\",\"gemm_epilogues\":{\"gelu\":%s,\"bias_grad\":%s,"
-             "\"note\":\"%s\"},\"gemm_k_chunks\":\"%s\",\"gpu\":\"%s\",\"sm\":\"%d.%d\",\"sms\":%d,\"driver\":%d,"
+             "\"asked\":\"%s\"},\"gemm_k_chunks\":\"%s\",\"gpu\":\"%s\",\"sm\":\"%d.%d\",\"sms\":%d,\"driver\":%d,"
              "\"runtime\":%d,\"cublaslt\":%zu,\"nvcc_flags\":\"%s\",\"gemm_workspace\":%u,"
              "\"gemm_algos\":%s}",
              m->flash ? "flash" : "gemm", m->fuse_gelu ? "true" : "false", m->fuse_bgrad ? "true" : "false",
-             m->fusion_note, m->ksplit_off ? "off (DT_GEMM_SPLITK=off)" : "dt_cu_gemm_splits", p.name, p.major, p.minor, p.multiProcessorCount, drv, rt, cublasLtGetVersion(),
-             DT_NVCC_FLAGS, DT_CU_GEMM_WORKSPACE, algos);
+             m->fusion_note, m->ksplit_off ? "off (DT_GEMM_SPLITK=off)" : "dt_cu_gemm_splits", p.name, p.major,
+             p.minor, p.multiProcessorCount, drv, rt, cublasLtGetVersion(), DT_NVCC_FLAGS, DT_CU_GEMM_WORKSPACE,
+             algos);
     return m->desc;
 }

@@ -1,11 +1,12 @@
 /* The GEMMs of a GPT-2 124M training step (B 16, T 1024, C 768, L 12, Vp 50304, bf16 inputs),
  * timed on the GPU machine (built by `make cuda` into build/gpu-tests/): for each product
- * of the step (forward, input gradients, weight gradients, with the epilogues the model
- * uses), the time of the policy's pick in both branches, of every heuristic candidate
- * (forced: up to 16 per list, det and fast), and for the weight gradients of K cut into
- * 1, 2, 4 and 8 chunks (gemm_cuda.cu's own split-K); then the fusions against the separate
- * kernels they replace, and the per-step sums. CUDA events, median of BENCH_REPS runs after
- * 3 warm-ups, one stream, no contention.
+ * of the step (forward, input gradients, weight gradients with the bias-gradient epilogue
+ * the model uses), the time of the policy's pick in both branches, of every heuristic
+ * candidate of the det list (forced), and for the weight gradients of K cut into 1, 2, 4
+ * and 8 chunks (gemm_cuda.cu's own split-K) with and without the bias-gradient epilogue;
+ * then the epilogue fusions against the separate kernels they replace, and the per-step
+ * sums. CUDA events, median of 20 runs after 3 warm-ups, one stream, no contention; a fresh
+ * cuBLASLt handle (plan cache) per shape.
  * Checks: the forced and policy plans of every shape run (no cuBLASLt error), and the
  * policy picks of the det list are det-eligible (no in-place split-K); the figures
  * themselves are for reading (tests/gpu/test_gpu_ops.cu checks accuracy,
@@ -86,11 +87,14 @@ static double time_call(const dt_cu_gemm_args *a, char *plan, size_t cap) {
 
 static double tflops(const shape *s, double ms) { return 2.0 * s->M * (double)s->N * s->K / (ms * 1e9); }
 
-/* The policy's pick in one branch with K split by the rule (splits 0) or as given. */
-static double policy(const shape *s, int det, int splits, int print) {
+/* The policy's pick in one branch with K split by the rule (splits 0) or as given, with the
+ * shape's epilogue or (epi >= 0) another. */
+static double policy(const shape *s, int det, int splits, int print, int epi = -1) {
     variant(det ? "gemm=det" : "gemm=fast");
     dt_cu_blas_force(g_h, -1, splits);
     dt_cu_gemm_args a = args_of(s);
+    if (epi >= 0) a.epi = epi;
+    if (a.epi != DT_CU_EPI_BGRAD) a.dbias = a.dbias_part = NULL;
     char plan[256];
     double ms = time_call(&a, plan, sizeof plan);
     CHECKF(ms >= 0, "%s %s policy: %s", s->name, det ? "det" : "fast", plan);
@@ -103,21 +107,33 @@ static double policy(const shape *s, int det, int splits, int print) {
 
 static double g_step_before, g_step_after;
 
+/* A fresh handle: forced candidates fill the plan cache quickly. */
+static void fresh_handle(void) {
+    if (g_h) dt_cu_blas_free(g_h);
+    g_h = NULL;
+    CHECK_OK(dt_cu_blas_create(&g_h));
+}
+
 static void bench_shape(const shape *s, int cands) {
+    fresh_handle();
     printf("%s: %s%s %dx%dx%d %s%s, %d per step\n", s->name, s->ta ? "T" : "N", s->tb ? "T" : "N", s->M, s->N,
            s->K, s->c_f32 ? "f32 +=" : "bf16", s->bias ? " +bias" : "", s->per_step);
     double det = policy(s, 1, 0, 1), fast = policy(s, 0, 0, 1);
     /* before this change: K whole in every GEMM */
     double whole = s->c_f32 ? policy(s, 1, 1, 0) : det;
     if (s->c_f32) {
-        for (int S = 1; S <= DT_CU_SPLITK_MAX; S *= 2) policy(s, 1, S, 1);
+        int epis[2] = {DT_CU_EPI_DEFAULT, DT_CU_EPI_BGRAD};
+        for (int e = 0; e < 2; e++) {
+            printf("  K chunks, %s:\n", e ? "bias-gradient epilogue" : "no epilogue");
+            for (int S = 1; S <= DT_CU_SPLITK_MAX; S *= 2) policy(s, 1, S, 1, epis[e]);
+        }
     }
     if (det > 0 && whole > 0) {
         g_step_after += det * s->per_step;
         g_step_before += whole * s->per_step;
     }
     printf("  det / fast: %.3f; det, K whole / det: %.3f\n", det / fast, whole / det);
-    for (int br = 1; br >= 0 && cands; br--) {
+    for (int br = 1; br >= 2 - cands; br--) {
         variant(br ? "gemm=det" : "gemm=fast");
         int chunks = s->c_f32 ? dt_cu_gemm_splits(s->M, s->N, s->K) : 1;
         for (int i = 0; i < 16; i++) {
@@ -159,47 +175,56 @@ template <typename F> static double time_seq(F f) {
     return t[t.size() / 2];
 }
 
-/* The fusions against what they replace, per layer, det branch. */
+/* The fusions against what they replace, per layer, det branch, K chunks by the rule. */
 static void bench_fusions(void) {
+    fresh_handle();
     variant("gemm=det");
     variant("bias_bwd=det");
     dt_cu_blas_force(g_h, -1, 0);
     int ok = 1;
+    size_t n = (size_t)BT * 4 * C;
     shape fc = {"fc fwd", 0, 0, 1, BT, 4 * C, C, 0, 1, 0}, fcg = fc;
     fcg.epi = DT_CU_EPI_GELU;
     dt_cu_gemm_args a = args_of(&fc), ag = args_of(&fcg);
-    double t0 = time_seq([&] { ok &= dt_cu_gemm(g_h, &a, 0) == DT_OK; dt_cu_gelu_fwd(g_aux, g_y, (size_t)BT * 4 * C, 0); });
+    bf16 *gl = g_y + n; /* the GELU output, after g_y's first part */
+    double t0 = time_seq([&] { ok &= dt_cu_gemm(g_h, &a, 0) == DT_OK; });
+    double tg = time_seq([&] { dt_cu_gelu_fwd(gl, g_y, n, 0); });
     double t1 = time_seq([&] { ok &= dt_cu_gemm(g_h, &ag, 0) == DT_OK; });
-    printf("fc forward: GEMM+bias then gelu_fwd %.4f ms; GELU_AUX_BIAS epilogue %.4f ms (%.4f ms a layer saved)\n",
-           t0, t1, t0 - t1);
-    /* fcproj input gradient + GELU backward + fc bias gradient, then the fc weight gradient */
+    printf("fc forward: GEMM+bias %.4f ms + gelu_fwd %.4f ms = %.4f ms; GELU_AUX_BIAS epilogue %.4f ms "
+           "(%+.4f ms a layer)\n", t0, tg, t0 + tg, t1, t1 - t0 - tg);
+    /* fcproj input gradient and the GELU backward; the fc bias gradient from the GELU
+     * backward's column sums or from the fc weight-gradient GEMM */
     shape dx = {"fcproj dx", 0, 0, 0, BT, 4 * C, C, 0, 0, 0}, dxg = dx;
     dxg.epi = DT_CU_EPI_DGELU;
     shape dwf = {"fc dW", 0, 1, 0, 4 * C, C, BT, 1, 0, 0}, dwb = dwf;
     dwb.epi = DT_CU_EPI_BGRAD;
     dt_cu_gemm_args x0 = args_of(&dx), x1 = args_of(&dxg), w0 = args_of(&dwf), w1 = args_of(&dwb);
-    bf16 *dfch = g_y + (size_t)BT * 4 * C; /* the GELU backward's output, after g_y's first part */
+    bf16 *dfch = gl;
     x1.C = dfch;
-    w0.A = dfch; w1.A = dfch;
-    t0 = time_seq([&] {
-        ok &= dt_cu_gemm(g_h, &x0, 0) == DT_OK;
-        dt_cu_gelu_bwd_colsum(dfch, g_db, g_part, g_aux, g_y, BT, 4 * C, 0, 0);
-        ok &= dt_cu_gemm(g_h, &w0, 0) == DT_OK;
-    });
-    t1 = time_seq([&] { ok &= dt_cu_gemm(g_h, &x1, 0) == DT_OK; ok &= dt_cu_gemm(g_h, &w1, 0) == DT_OK; });
-    printf("fc backward: dx GEMM, gelu_bwd+colsum, dW GEMM %.4f ms; DGELU dx GEMM, dW GEMM with BGRAD %.4f ms "
-           "(%.4f ms a layer saved)\n", t0, t1, t0 - t1);
-    /* the other three biases: dW GEMM + column sums, or dW GEMM with BGRAD */
+    w0.A = dfch;
+    w1.A = dfch;
+    t0 = time_seq([&] { ok &= dt_cu_gemm(g_h, &x0, 0) == DT_OK; });
+    double tb = time_seq([&] { dt_cu_gelu_bwd(dfch, g_aux, g_y, n, 0); });
+    double tbc = time_seq([&] { dt_cu_gelu_bwd_colsum(dfch, g_db, g_part, g_aux, g_y, BT, 4 * C, 0, 0); });
+    t1 = time_seq([&] { ok &= dt_cu_gemm(g_h, &x1, 0) == DT_OK; });
+    double tw0 = time_seq([&] { ok &= dt_cu_gemm(g_h, &w0, 0) == DT_OK; });
+    double tw1 = time_seq([&] { ok &= dt_cu_gemm(g_h, &w1, 0) == DT_OK; });
+    printf("fcproj dx: GEMM %.4f ms + gelu_bwd %.4f ms (with the fc bias colsum %.4f ms); dGELU epilogue %.4f ms "
+           "(%+.4f ms a layer against GEMM + gelu_bwd)\n", t0, tb, tbc, t1, t1 - t0 - tb);
+    printf("fc dW: %.4f ms, with the bias-gradient epilogue %.4f ms (%+.4f ms; the colsum in gelu_bwd costs "
+           "%.4f ms)\n", tw0, tw1, tw1 - tw0, tbc - tb);
+    /* the other three biases: column sums of dout, or the weight-gradient GEMM's epilogue */
     int oc[3] = {3 * C, C, C}, ic[3] = {C, C, 4 * C};
     const char *nm[3] = {"qkv", "attproj", "fcproj"};
     for (int i = 0; i < 3; i++) {
         shape p = {nm[i], 0, 1, 0, oc[i], ic[i], BT, 1, 0, 0}, q = p;
         q.epi = DT_CU_EPI_BGRAD;
         dt_cu_gemm_args g0 = args_of(&p), g1 = args_of(&q);
-        t0 = time_seq([&] { ok &= dt_cu_gemm(g_h, &g0, 0) == DT_OK; dt_cu_colsum(g_db, g_part, g_x, BT, oc[i], 0, 0); });
+        t0 = time_seq([&] { ok &= dt_cu_gemm(g_h, &g0, 0) == DT_OK; });
+        double tc = time_seq([&] { dt_cu_colsum(g_db, g_part, g_x, BT, oc[i], 0, 0); });
         t1 = time_seq([&] { ok &= dt_cu_gemm(g_h, &g1, 0) == DT_OK; });
-        printf("%s dW + bias gradient: GEMM then colsum %.4f ms; BGRAD epilogue %.4f ms (%.4f ms saved)\n", nm[i],
-               t0, t1, t0 - t1);
+        printf("%s dW %.4f ms + colsum %.4f ms = %.4f ms; with the bias-gradient epilogue %.4f ms (%+.4f ms)\n",
+               nm[i], t0, tc, t0 + tc, t1, t1 - t0 - tc);
     }
     CHECKF(ok, "a fused GEMM failed: %s", dt_errmsg());
     dt_op_clear_overrides();
@@ -226,17 +251,16 @@ int main(void) {
     fill<<<dt_cu_div(ny, 256), 256>>>(g_y, ny, 5);
     gpu_ok(cudaMemset(g_dw, 0, nw * 4), "memset");
     gpu_ok(cudaMemset(g_db, 0, (size_t)VP * 4), "memset");
-    CHECK_OK(dt_cu_blas_create(&g_h));
-    const char *c = getenv("BENCH_GEMM_CANDS");
-    int cands = !(c && *c == '0');
+    const char *c = getenv("BENCH_GEMM_CANDS"); /* 0: none, 1: det list (default), 2: det and fast */
+    int cands = c ? atoi(c) : 1;
     shape shapes[] = {
         {"qkv fwd", L, 0, 1, BT, 3 * C, C, 0, 1, 0},
         {"attproj fwd", L, 0, 1, BT, C, C, 0, 1, 0},
-        {"fc fwd (GELU epilogue)", L, 0, 1, BT, 4 * C, C, 0, 1, DT_CU_EPI_GELU},
+        {"fc fwd", L, 0, 1, BT, 4 * C, C, 0, 1, 0},
         {"fcproj fwd", L, 0, 1, BT, C, 4 * C, 0, 1, 0},
         {"head fwd", 1, 0, 1, BT, VP, C, 0, 0, 0},
         {"head dx", 1, 0, 0, BT, C, VP, 0, 0, 0},
-        {"fcproj dx (dGELU epilogue)", L, 0, 0, BT, 4 * C, C, 0, 0, DT_CU_EPI_DGELU},
+        {"fcproj dx", L, 0, 0, BT, 4 * C, C, 0, 0, 0},
         {"fc dx", L, 0, 0, BT, C, 4 * C, 0, 0, 0},
         {"attproj dx", L, 0, 0, BT, C, C, 0, 0, 0},
         {"qkv dx", L, 0, 0, BT, C, 3 * C, 0, 0, 0},
@@ -251,7 +275,7 @@ int main(void) {
         fflush(stdout);
     }
     printf("per step, det policy: %.3f ms with the K chunks of dt_cu_gemm_splits, %.3f ms with K whole "
-           "(weight gradients %s)\n", g_step_after, g_step_before, "incl. their bias-gradient epilogue");
+           "(weight gradients with their bias-gradient epilogue)\n", g_step_after, g_step_before);
     bench_fusions();
     dt_cu_blas_free(g_h);
     cudaError_t e = cudaDeviceSynchronize();
