@@ -125,31 +125,33 @@ static dt_status dmalloc(dt_gpt_cuda *m, void **p, size_t bytes, const char *wha
 
 /* Picks the GEMM epilogue fusions and makes their plans for the current branch; a fusion is
  * on when it is asked for and cuBLASLt has an algorithm for every one of its plans.
- *  - bias gradients (default): the four biased linears' bias gradients from their
- *    weight-gradient GEMMs (BGRAD: a partial per K chunk, added in a fixed order), instead
- *    of column sums of dout (reduce_cuda.cu; the fc one fused into the GELU backward);
- *  - GELU (DT_GEMM_EPILOGUES=all only): GELU (tanh form) in the fc GEMM's epilogue with the
- *    pre-activation stored for the backward, dGELU in the fcproj input-gradient GEMM,
- *    instead of gelu_cuda.cu's kernels. Off by default: on the H200 with cuBLASLt 13.1 both
- *    epilogues cost more GEMM time than the kernels they replace (bench/RESULTS.md).
- * DT_GEMM_EPILOGUES=off|bgrad|all (default bgrad) and DT_GEMM_SPLITK=off (no K chunks in
+ *  - GELU (default): GELU (tanh form) in the fc GEMM's epilogue with the pre-activation
+ *    stored for the backward, dGELU in the fcproj input-gradient GEMM, instead of
+ *    gelu_cuda.cu's kernels; the fc bias gradient is then a column sum of dfch;
+ *  - bias gradients (DT_GEMM_EPILOGUES=bgrad or all): the four biased linears' bias
+ *    gradients from their weight-gradient GEMMs (BGRAD: a partial per K chunk, added in a
+ *    fixed order) instead of column sums of dout (reduce_cuda.cu). Off by default: on the
+ *    H200 with cuBLASLt 13.1 the epilogue costs the weight-gradient GEMM more than the
+ *    column sum it replaces (bench/RESULTS.md).
+ * DT_GEMM_EPILOGUES=off|gelu|bgrad|all (default gelu) and DT_GEMM_SPLITK=off (no K chunks in
  * any GEMM; default: dt_cu_gemm_splits) are for comparison runs; env.json records the
  * outcome. Buffers must exist. */
 static dt_status probe_fusions(dt_gpt_cuda *m) {
     const char *e = getenv("DT_GEMM_EPILOGUES"), *k = getenv("DT_GEMM_SPLITK");
-    if (e && strcmp(e, "off") && strcmp(e, "bgrad") && strcmp(e, "all"))
-        return dt_fail(DT_EINVAL, "DT_GEMM_EPILOGUES='%s': accepted: off, bgrad (the default), all", e);
+    if (e && strcmp(e, "off") && strcmp(e, "gelu") && strcmp(e, "bgrad") && strcmp(e, "all"))
+        return dt_fail(DT_EINVAL, "DT_GEMM_EPILOGUES='%s': accepted: off, gelu (the default), bgrad, all", e);
     if (k && strcmp(k, "on") && strcmp(k, "off"))
         return dt_fail(DT_EINVAL, "DT_GEMM_SPLITK='%s': accepted: on (the default), off", k);
     m->ksplit_off = k && !strcmp(k, "off");
     if (m->ksplit_off) dt_cu_blas_force(m->blas, -1, 1);
     m->fuse_gelu = m->fuse_bgrad = 0;
-    m->fusion_note = e ? e : "bgrad";
-    if (e && !strcmp(e, "off")) return DT_OK;
+    m->fusion_note = e ? e : "gelu";
+    int want_gelu = !strcmp(m->fusion_note, "gelu") || !strcmp(m->fusion_note, "all");
+    int want_bgrad = !strcmp(m->fusion_note, "bgrad") || !strcmp(m->fusion_note, "all");
     int BT = m->B * m->T, C = m->cfg.channels;
     const bf16 *w16 = m->param16;
     const dt_param_desc *pd = m->params;
-    if (e && !strcmp(e, "all")) {
+    if (want_gelu) {
         dt_cu_gemm_args f = {0, 1, BT, 4 * C, C, m->ln2, C, 0, w16 + pd[DT_P_FCW].offset, C, 0, m->fchg, 4 * C, 0,
                              0, 1.0f, 0.0f, 1, w16 + pd[DT_P_FCB].offset, DT_CU_EPI_GELU, m->fch, NULL, NULL};
         dt_cu_gemm_args d = {0, 0, BT, 4 * C, C, m->dres16, C, 0, w16 + pd[DT_P_FCPROJW].offset, 4 * C, 0, m->dfch,
@@ -160,7 +162,7 @@ static dt_status probe_fusions(dt_gpt_cuda *m) {
     struct { int w, b; const bf16 *dout; int oc; const bf16 *inp; int ic; } lin[4] = {
         {DT_P_QKVW, DT_P_QKVB, m->dqkv, 3 * C, m->ln1, C}, {DT_P_ATTPROJW, DT_P_ATTPROJB, m->dres16, C, m->atty, C},
         {DT_P_FCW, DT_P_FCB, m->dfch, 4 * C, m->ln2, C}, {DT_P_FCPROJW, DT_P_FCPROJB, m->dres16, C, m->fchg, 4 * C}};
-    m->fuse_bgrad = 1;
+    m->fuse_bgrad = want_bgrad;
     for (int i = 0; i < 4 && m->fuse_bgrad; i++) {
         dt_cu_gemm_args g = {1, 0, lin[i].oc, lin[i].ic, BT, lin[i].dout, lin[i].oc, 0, lin[i].inp, lin[i].ic, 0,
                              m->grad + pd[lin[i].w].offset, lin[i].ic, 0, 1, 1.0f, 1.0f, 1, NULL, DT_CU_EPI_BGRAD,

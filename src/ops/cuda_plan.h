@@ -78,14 +78,17 @@ typedef struct dt_cu_gemm_cand {
 int dt_cu_gemm_pick(const dt_cu_gemm_cand *c, int n, int det, size_t ws_limit);
 
 /* Own split-K of a GEMM (gemm_cuda.cu): K cut into S equal chunks, each a strided batch of
- * one cuBLASLt call into an fp32 workspace, the partials then added in chunk order. For the
- * weight gradients (K = B*T rows, outputs of 36-144 128x128 tiles on 132 SMs) most SMs
- * idle without it. The rule: S doubles from 1 while the output (M*N elements) times S stays
- * below DT_CU_SPLITK_TARGET, the chunks stay at least DT_CU_SPLITK_MIN_CHUNK deep and
- * multiples of 8 (16-byte aligned chunk starts), and S <= DT_CU_SPLITK_MAX. */
+ * one cuBLASLt call into an fp32 workspace, the partials then added in chunk order. The
+ * rule: S doubles from 1 while the output (M*N elements) times S stays below
+ * DT_CU_SPLITK_TARGET, the chunks stay at least DT_CU_SPLITK_MIN_CHUNK deep and multiples of
+ * 8 (16-byte aligned chunk starts), and S <= DT_CU_SPLITK_MAX. The target is small on
+ * purpose: on the H200 the det heuristic already splits K of the GPT-2 124M weight gradients
+ * with a workspace scheme (split_k 2-3), and our chunks measured equal at S = 2 and slower
+ * at S >= 4 for outputs of 1.7M+ elements (bench/RESULTS.md); they pay for small outputs
+ * with deep K only (768x768: S = 2). */
 #define DT_CU_SPLITK_MAX 8
 #define DT_CU_SPLITK_MIN_CHUNK 1024
-#define DT_CU_SPLITK_TARGET (4u << 20)
+#define DT_CU_SPLITK_TARGET (1u << 20)
 /* S for an M x N x K product (1: no split). A function of the sizes only. */
 int dt_cu_gemm_splits(int M, int N, int K);
 

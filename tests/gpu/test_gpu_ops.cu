@@ -392,10 +392,15 @@ static void model_grads(dt_gpt_cuda *g, const int *in, const int *tg, vf *grads,
     CHECK_OK(dt_gpt_cuda_get_grads(g, grads->data()));
 }
 
-/* nh 4: head size 32, GEMM attention; nh 2: head size 64, flash attention. */
-static void test_model_nh(int nh) {
+/* nh 4: head size 32, GEMM attention; nh 2: head size 64, flash attention. epi: the GEMM
+ * epilogue fusions asked for (DT_GEMM_EPILOGUES; NULL: the default, GELU), which env.json
+ * must show on. */
+static void test_model_nh(int nh, const char *epi) {
     dt_gpt_config cfg = {128, 512, 0, 2, nh, 128};
-    fprintf(stderr, "  model with %d heads (%s attention)\n", nh, nh == 2 ? "flash" : "GEMM");
+    fprintf(stderr, "  model with %d heads (%s attention), GEMM epilogues %s\n", nh, nh == 2 ? "flash" : "GEMM",
+            epi ? epi : "default");
+    if (epi) setenv("DT_GEMM_EPILOGUES", epi, 1);
+    else unsetenv("DT_GEMM_EPILOGUES");
     CHECK_OK(dt_gpt_config_finish(&cfg));
     const int B = 4, T = 128, BT = B * T;
     dt_gpt *h = NULL;
@@ -420,7 +425,14 @@ static void test_model_nh(int nh) {
     dt_gpt_cuda *g = NULL;
     CHECK_OK(dt_gpt_cuda_create(&g, h));
     unsetenv("DT_ATTENTION");
+    unsetenv("DT_GEMM_EPILOGUES");
     if (!g) { dt_gpt_free(h); return; }
+    const char *mode = epi ? epi : "gelu";
+    int gelu = !strcmp(mode, "gelu") || !strcmp(mode, "all"), bgrad = !strcmp(mode, "bgrad") || !strcmp(mode, "all");
+    char want[96];
+    snprintf(want, sizeof want, "\"gemm_epilogues\":{\"gelu\":%s,\"bias_grad\":%s", gelu ? "true" : "false",
+             bgrad ? "true" : "false");
+    CHECKF(strstr(dt_gpt_cuda_describe(g), want) != NULL, "fusions: want %s in %s", want, dt_gpt_cuda_describe(g));
     CHECKF(strstr(dt_gpt_cuda_describe(g), nh == 2 ? "\"attention\":\"flash\"" : "\"attention\":\"gemm\"") != NULL,
            "attention path: %s", dt_gpt_cuda_describe(g));
     vf grads(h->num_params);
@@ -441,8 +453,11 @@ static void test_model_nh(int nh) {
 }
 
 static void test_model(void) {
-    test_model_nh(4);
-    test_model_nh(2);
+    test_model_nh(4, NULL);
+    test_model_nh(2, NULL);
+    test_model_nh(2, "all");   /* GELU and bias-gradient epilogues */
+    test_model_nh(2, "bgrad");
+    test_model_nh(4, "off");   /* the separate GELU and column-sum kernels */
 }
 
 int main(void) {

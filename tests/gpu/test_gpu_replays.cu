@@ -78,8 +78,8 @@ static dt_dropout drop_of(long long permille) {
 /* ---- GEMM: C = op(A) op(B) (+ C) (+ bias) (+ an epilogue), p: M N K ta tb flags batch ---
  * Epilogue flags: G_GELU the GELU_AUX_BIAS forward (writes aux), G_DGELU the dGELU input
  * gradient (reads aux), G_BGRAD the bias gradient of a weight-gradient GEMM (dbias +=, its
- * per-chunk partials finished on the second stream). Weight-gradient shapes (fp32 +=,
- * K = 16384) take gemm_cuda.cu's own K chunks by dt_cu_gemm_splits. */
+ * per-chunk partials finished on the second stream). fp32 outputs take gemm_cuda.cu's own
+ * K chunks by dt_cu_gemm_splits (768x768 and 256x256 with K = 16384: 2 and 8 chunks). */
 enum { G_F32 = 1, G_ACC = 2, G_BIAS = 4, G_PAD = 8, G_GELU = 16, G_DGELU = 32, G_BGRAD = 64 };
 static void gemm_setup(dt_kset *s, gcase *c) {
     long long M = c->p[0], N = c->p[1], K = c->p[2], ta = c->p[3], tb = c->p[4], fl = c->p[5];
@@ -447,8 +447,12 @@ static gcase cases[] = {
          G_BIAS | G_GELU, 1),
     GEMM("gemm", "fcproj input grad 16384x3072x768, dGELU epilogue, padded", 16384, 3072, 768, 0, 0,
          G_DGELU | G_PAD, 1),
-    GEMM("gemm", "weight grad 768x768, K=16384, fp32 +=, bias-gradient epilogue (8 K chunks)", 768, 768, 16384,
+    GEMM("gemm", "weight grad 768x768, K=16384, fp32 +=, bias-gradient epilogue (2 K chunks)", 768, 768, 16384,
          1, 0, G_F32 | G_ACC | G_BGRAD, 1),
+    GEMM("gemm", "weight grad 256x256, K=16384, fp32 +=, bias-gradient epilogue (8 K chunks)", 256, 256, 16384,
+         1, 0, G_F32 | G_ACC | G_BGRAD, 1),
+    GEMM("gemm", "weight grad 256x256, K=16384, fp32 += (8 K chunks), padded", 256, 256, 16384, 1, 0,
+         G_F32 | G_ACC | G_PAD, 1),
     GEMM("gemm", "weight grad 3072x768, K=16384, fp32 +=, bias-gradient epilogue", 3072, 768, 16384, 1, 0,
          G_F32 | G_ACC | G_BGRAD, 1),
     GEMM("gemm", "weight grad 768x3072, K=16384, fp32 +=, bias-gradient epilogue", 768, 3072, 16384, 1, 0,

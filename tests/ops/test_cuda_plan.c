@@ -84,12 +84,13 @@ static void test_gemm_policy(void) {
  * target, the chunks stay deep enough and multiples of 8; a function of the sizes only. */
 static void test_gemm_splits(void) {
     /* the GPT-2 124M weight gradients, K = B*T = 16384 */
-    CHECK(dt_cu_gemm_splits(768, 768, 16384) == 8);
-    CHECK(dt_cu_gemm_splits(2304, 768, 16384) == 4);
-    CHECK(dt_cu_gemm_splits(3072, 768, 16384) == 2);
-    CHECK(dt_cu_gemm_splits(768, 3072, 16384) == 2);
-    CHECK(dt_cu_gemm_splits(50304, 768, 16384) == 1); /* the head: enough tiles already */
-    CHECK(dt_cu_gemm_splits(768, 768, 2048) == 2);     /* chunks at least DT_CU_SPLITK_MIN_CHUNK deep */
+    CHECK(dt_cu_gemm_splits(768, 768, 16384) == 2);
+    CHECK(dt_cu_gemm_splits(2304, 768, 16384) == 1);
+    CHECK(dt_cu_gemm_splits(3072, 768, 16384) == 1);
+    CHECK(dt_cu_gemm_splits(768, 3072, 16384) == 1);
+    CHECK(dt_cu_gemm_splits(50304, 768, 16384) == 1);
+    CHECK(dt_cu_gemm_splits(256, 256, 16384) == 8);    /* small output, deep K */
+    CHECK(dt_cu_gemm_splits(256, 256, 4096) == 4);     /* chunks at least DT_CU_SPLITK_MIN_CHUNK deep */
     CHECK(dt_cu_gemm_splits(768, 768, 1024) == 1);
     CHECK(dt_cu_gemm_splits(64, 64, 1000004) == 1);     /* K / 2 is not a multiple of 8 */
     CHECK(dt_cu_gemm_splits(64, 64, 1 << 20) == DT_CU_SPLITK_MAX);
