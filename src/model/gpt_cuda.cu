@@ -132,7 +132,7 @@ static dt_status dmalloc(dt_gpt_cuda *m, void **p, size_t bytes, const char *wha
  *    gradients from their weight-gradient GEMMs (BGRAD: a partial per K chunk, added in a
  *    fixed order) instead of column sums of dout (reduce_cuda.cu). Off by default: on the
  *    H200 with cuBLASLt 13.1 the epilogue costs the weight-gradient GEMM more than the
- *    column sum it replaces (bench/RESULTS.md).
+ *    column sum it replaces (docs/cuda.md, "GEMMs").
  * DT_GEMM_EPILOGUES=off|gelu|bgrad|all (default gelu) and DT_GEMM_SPLITK=off (no K chunks in
  * any GEMM; default: dt_cu_gemm_splits) are for comparison runs; env.json records the
  * outcome. Buffers must exist. */

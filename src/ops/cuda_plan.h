@@ -83,9 +83,9 @@ int dt_cu_gemm_pick(const dt_cu_gemm_cand *c, int n, int det, size_t ws_limit);
  * DT_CU_SPLITK_TARGET, the chunks stay at least DT_CU_SPLITK_MIN_CHUNK deep and multiples of
  * 8 (16-byte aligned chunk starts), and S <= DT_CU_SPLITK_MAX. The target is small on
  * purpose: on the H200 the det heuristic already splits K of the GPT-2 124M weight gradients
- * with a workspace scheme (split_k 2-3), and our chunks measured equal at S = 2 and slower
- * at S >= 4 for outputs of 1.7M+ elements (bench/RESULTS.md); they pay for small outputs
- * with deep K only (768x768: S = 2). */
+ * with a workspace scheme (split_k 2-3); our chunks measured within +-7% of it at S = 2 and
+ * slower at S >= 4 for outputs of 1.7M+ elements (docs/cuda.md, "GEMMs"), so they are for
+ * small outputs with deep K (768x768: S = 2). */
 #define DT_CU_SPLITK_MAX 8
 #define DT_CU_SPLITK_MIN_CHUNK 1024
 #define DT_CU_SPLITK_TARGET (1u << 20)
