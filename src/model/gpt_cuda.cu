@@ -36,7 +36,7 @@ struct dt_gpt_cuda {
     int fuse_gelu;      /* GELU in the fc GEMM's epilogue, its backward in the fcproj input-gradient GEMM */
     int fuse_bgrad;     /* bias gradients from the weight-gradient GEMMs' epilogue */
     int ksplit_off;     /* DT_GEMM_SPLITK=off: no GEMM cuts K into chunks */
-    const char *fusion_note; /* the fusions asked for (DT_GEMM_EPILOGUES: off, bgrad, all) */
+    const char *fusion_note; /* the fusions asked for (DT_GEMM_EPILOGUES: off, gelu, bgrad, all) */
     cudaStream_t s, fin;  /* main stream; det partial finishes (joined at the end of backward) */
     cudaEvent_t join;
     dt_cu_blas *blas;
@@ -365,7 +365,7 @@ static dt_dropout attn_drop(const dt_gpt_cuda *m) {
  * Each op call below is an op-level trace event when --trace-level op (or kernel) is on,
  * with the same op names as the CPU model where the op is the same (matmul_fwd,
  * layernorm_bwd, ...) and its own where the GPU fuses ops (residual_layernorm_fwd,
- * crossentropy). Tensors are digested on the device (trace/trace_cuda.h) after joining the
+ * crossentropy, matmul_gelu_fwd, matmul_dgelu_bwd). Tensors are digested on the device (trace/trace_cuda.h) after joining the
  * side stream m->fin, where the det partial finishes of parameter gradients run, so no
  * digest reads a buffer before its producer finished. Each op also offers its primary
  * output to --inject-nondeterminism. With tracing off a site costs one compare.
