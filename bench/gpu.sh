@@ -40,6 +40,10 @@ if [ "${TESTS:-1}" != 0 ] && [ -x build/gpu-tests/bench_ops ]; then
   stamp "memory-bound kernels at the 124M shapes (checks, det replays, ms and GB/s)"
   build/gpu-tests/bench_ops | tee "$OUT/bench_ops.txt"; [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
+if [ "${TESTS:-1}" != 0 ] && [ -x build/gpu-tests/bench_gemm ]; then
+  stamp "GEMMs at the 124M shapes (policy picks, K chunks, epilogue fusions)"
+  BENCH_GEMM_CANDS=0 build/gpu-tests/bench_gemm | tee "$OUT/bench_gemm.txt"; [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+fi
 stamp "gpu e2e"
 bash tests/gpu/gpu_e2e.sh "$OUT/e2e" || rc=1
 rm -rf "$OUT/e2e"

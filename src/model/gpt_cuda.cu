@@ -33,6 +33,10 @@ struct dt_gpt_cuda {
     int64_t step;       /* the trainer's step (trace events, --inject-nondeterminism) */
     int training;
     int flash;          /* attention through attention_flash_cuda.cu */
+    int fuse_gelu;      /* GELU in the fc GEMM's epilogue, its backward in the fcproj input-gradient GEMM */
+    int fuse_bgrad;     /* bias gradients from the weight-gradient GEMMs' epilogue */
+    int ksplit_off;     /* DT_GEMM_SPLITK=off: no GEMM cuts K into chunks */
+    const char *fusion_note; /* the fusions asked for (DT_GEMM_EPILOGUES: off, gelu, bgrad, all) */
     cudaStream_t s, fin;  /* main stream; det partial finishes (joined at the end of backward) */
     cudaEvent_t join;
     dt_cu_blas *blas;
@@ -119,6 +123,55 @@ static dt_status dmalloc(dt_gpt_cuda *m, void **p, size_t bytes, const char *wha
         if (st_ != DT_OK) { dt_gpt_cuda_free(m); return st_; }                         \
     } while (0)
 
+/* Picks the GEMM epilogue fusions and makes their plans for the current branch; a fusion is
+ * on when it is asked for and cuBLASLt has an algorithm for every one of its plans.
+ *  - GELU (default): GELU (tanh form) in the fc GEMM's epilogue with the pre-activation
+ *    stored for the backward, dGELU in the fcproj input-gradient GEMM, instead of
+ *    gelu_cuda.cu's kernels; the fc bias gradient is then a column sum of dfch;
+ *  - bias gradients (DT_GEMM_EPILOGUES=bgrad or all): the four biased linears' bias
+ *    gradients from their weight-gradient GEMMs (BGRAD: a partial per K chunk, added in a
+ *    fixed order) instead of column sums of dout (reduce_cuda.cu). Off by default: on the
+ *    H200 with cuBLASLt 13.1 the epilogue costs the weight-gradient GEMM more than the
+ *    column sum it replaces (docs/cuda.md, "GEMMs").
+ * DT_GEMM_EPILOGUES=off|gelu|bgrad|all (default gelu) and DT_GEMM_SPLITK=off (no K chunks in
+ * any GEMM; default: dt_cu_gemm_splits) are for comparison runs; env.json records the
+ * outcome. Buffers must exist. */
+static dt_status probe_fusions(dt_gpt_cuda *m) {
+    const char *e = getenv("DT_GEMM_EPILOGUES"), *k = getenv("DT_GEMM_SPLITK");
+    if (e && strcmp(e, "off") && strcmp(e, "gelu") && strcmp(e, "bgrad") && strcmp(e, "all"))
+        return dt_fail(DT_EINVAL, "DT_GEMM_EPILOGUES='%s': accepted: off, gelu (the default), bgrad, all", e);
+    if (k && strcmp(k, "on") && strcmp(k, "off"))
+        return dt_fail(DT_EINVAL, "DT_GEMM_SPLITK='%s': accepted: on (the default), off", k);
+    m->ksplit_off = k && !strcmp(k, "off");
+    if (m->ksplit_off) dt_cu_blas_force(m->blas, -1, 1);
+    m->fuse_gelu = m->fuse_bgrad = 0;
+    m->fusion_note = e ? e : "gelu";
+    int want_gelu = !strcmp(m->fusion_note, "gelu") || !strcmp(m->fusion_note, "all");
+    int want_bgrad = !strcmp(m->fusion_note, "bgrad") || !strcmp(m->fusion_note, "all");
+    int BT = m->B * m->T, C = m->cfg.channels;
+    const bf16 *w16 = m->param16;
+    const dt_param_desc *pd = m->params;
+    if (want_gelu) {
+        dt_cu_gemm_args f = {0, 1, BT, 4 * C, C, m->ln2, C, 0, w16 + pd[DT_P_FCW].offset, C, 0, m->fchg, 4 * C, 0,
+                             0, 1.0f, 0.0f, 1, w16 + pd[DT_P_FCB].offset, DT_CU_EPI_GELU, m->fch, NULL, NULL};
+        dt_cu_gemm_args d = {0, 0, BT, 4 * C, C, m->dres16, C, 0, w16 + pd[DT_P_FCPROJW].offset, 4 * C, 0, m->dfch,
+                             4 * C, 0, 0, 1.0f, 0.0f, 1, NULL, DT_CU_EPI_DGELU, m->fch, NULL, NULL};
+        m->fuse_gelu = dt_cu_gemm_prepare(m->blas, &f) == DT_OK && dt_cu_gemm_prepare(m->blas, &d) == DT_OK;
+    }
+    /* (weight, bias, dout, its width, input, its width) of the four biased linears */
+    struct { int w, b; const bf16 *dout; int oc; const bf16 *inp; int ic; } lin[4] = {
+        {DT_P_QKVW, DT_P_QKVB, m->dqkv, 3 * C, m->ln1, C}, {DT_P_ATTPROJW, DT_P_ATTPROJB, m->dres16, C, m->atty, C},
+        {DT_P_FCW, DT_P_FCB, m->dfch, 4 * C, m->ln2, C}, {DT_P_FCPROJW, DT_P_FCPROJB, m->dres16, C, m->fchg, 4 * C}};
+    m->fuse_bgrad = want_bgrad;
+    for (int i = 0; i < 4 && m->fuse_bgrad; i++) {
+        dt_cu_gemm_args g = {1, 0, lin[i].oc, lin[i].ic, BT, lin[i].dout, lin[i].oc, 0, lin[i].inp, lin[i].ic, 0,
+                             m->grad + pd[lin[i].w].offset, lin[i].ic, 0, 1, 1.0f, 1.0f, 1, NULL, DT_CU_EPI_BGRAD,
+                             NULL, m->grad + pd[lin[i].b].offset, m->part};
+        m->fuse_bgrad = dt_cu_gemm_prepare(m->blas, &g) == DT_OK;
+    }
+    return DT_OK;
+}
+
 dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     *out = NULL;
     const dt_gpt_config *c = &host->cfg;
@@ -193,6 +246,8 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
          * each site's finish can run on m->fin while the main stream goes on */
         size_t pc = (size_t)dt_cu_colsum_parts((int)BT) * 4 * C, pl = (size_t)dt_cu_ln_parts((int)BT) * 2 * C;
         m->part_site = pc > pl ? pc : pl;
+        if (m->part_site < DT_CU_BGRAD_PART_FLOATS(4 * C)) m->part_site = DT_CU_BGRAD_PART_FLOATS(4 * C);
+        m->part_site = (m->part_site + 63) / 64 * 64; /* 256-byte aligned regions */
         m->maxsite = 6 * L + 1;
         DMALLOC(m->part, m->part_site * (size_t)m->maxsite, "scratch");
     }
@@ -201,7 +256,8 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     DMALLOC(m->dc1, sc, "scratch");
     DMALLOC(m->dqkv, 3 * sc, "scratch");
     DMALLOC(m->dfch, 4 * sc, "scratch");
-    DMALLOC(m->dfchg, 4 * sc, "scratch");
+    if ((st = probe_fusions(m)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
+    if (!m->fuse_gelu) DMALLOC(m->dfchg, 4 * sc, "scratch"); /* the GEMM's dGELU input, unfused only */
     DMALLOC(m->red_part, 2 * DT_CU_RED_MAX_BLOCKS, "scratch");
     DMALLOC(m->stats, 8, "scratch");
     DMALLOC(m->zeros, 1, "scratch");
@@ -309,7 +365,7 @@ static dt_dropout attn_drop(const dt_gpt_cuda *m) {
  * Each op call below is an op-level trace event when --trace-level op (or kernel) is on,
  * with the same op names as the CPU model where the op is the same (matmul_fwd,
  * layernorm_bwd, ...) and its own where the GPU fuses ops (residual_layernorm_fwd,
- * crossentropy). Tensors are digested on the device (trace/trace_cuda.h) after joining the
+ * crossentropy, matmul_gelu_fwd, matmul_dgelu_bwd). Tensors are digested on the device (trace/trace_cuda.h) after joining the
  * side stream m->fin, where the det partial finishes of parameter gradients run, so no
  * digest reads a buffer before its producer finished. Each op also offers its primary
  * output to --inject-nondeterminism. With tracing off a site costs one compare.
@@ -435,19 +491,44 @@ static dt_status linear_fwd(dt_gpt_cuda *m, bf16 *out, const bf16 *inp, const bf
     return DT_OK;
 }
 
-/* Linear layer backward: dinp (bf16) = dout W; dW (fp32) += dout^T inp; db += colsum(dout). */
-static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, const bf16 *dout,
-                            const bf16 *inp, const bf16 *w, int N, int IC, int OC) {
-    OP_BEGIN(DT_PHASE_BWD, "matmul_bwd", DT_OP_GEMM,
-             (IN("dy", dout, BF, N, OC), IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC),
-              IN("dw", dw, F32, OC, IC), IN("db", db, F32, 1, db ? OC : 0)));
-    dt_cu_gemm_args a = {0, 0, N, IC, OC, dout, OC, 0, w, IC, 0, dinp, IC, 0, 0, 1.0f, 0.0f, 1, NULL};
+/* The fc linear with its GELU (m->fuse_gelu): pre (N,OC) = inp W^T + b, out = GELU(pre),
+ * one GEMM whose epilogue writes both ("matmul_gelu_fwd"; the bits of out differ from
+ * linear_fwd + t_gelu_fwd, which applies GELU to the bf16-rounded pre). */
+static dt_status linear_gelu_fwd(dt_gpt_cuda *m, bf16 *out, bf16 *pre, const bf16 *inp, const bf16 *w,
+                                 const bf16 *b, int N, int IC, int OC) {
+    OP_BEGIN(DT_PHASE_FWD, "matmul_gelu_fwd", DT_OP_GEMM,
+             (IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC), IN("b", b, BF, 1, OC)));
+    dt_cu_gemm_args a = {0, 1, N, OC, IC, inp, IC, 0, w, IC, 0, out, OC, 0, 0, 1.0f, 0.0f, 1, b,
+                         DT_CU_EPI_GELU, pre, NULL, NULL};
     TRY(dt_cu_gemm(m->blas, &a, m->s));
-    gemm_info(m, h_, "dx");
-    dt_cu_gemm_args g = {1, 0, OC, IC, N, dout, OC, 0, inp, IC, 0, dw, IC, 0, 1, 1.0f, 1.0f, 1, NULL};
-    TRY(dt_cu_gemm(m->blas, &g, m->s));
-    gemm_info(m, h_, "dw");
-    if (db) {
+    gemm_info(m, h_, "pre, y = gelu(pre)");
+    TRY(inject(m, "matmul_gelu_fwd", out, (size_t)N * OC, 2));
+    OP_END((OUT("pre", pre, BF, N, OC), OUT("y", out, BF, N, OC)));
+    return DT_OK;
+}
+
+/* Linear layer backward: dinp (bf16) = dout W; dW (fp32) += dout^T inp; db += colsum(dout).
+ * With gelu_pre (the GELU's pre-activation that made inp, m->fuse_gelu), dinp is the
+ * gradient before that GELU: dinp = (dout W) * GELU'(gelu_pre), from the GEMM's epilogue
+ * ("matmul_dgelu_bwd"). With m->fuse_bgrad, db comes from the dW GEMM's epilogue. */
+static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, const bf16 *dout,
+                            const bf16 *inp, const bf16 *w, int N, int IC, int OC, const bf16 *gelu_pre) {
+    const char *op = gelu_pre ? "matmul_dgelu_bwd" : "matmul_bwd";
+    OP_BEGIN(DT_PHASE_BWD, op, DT_OP_GEMM,
+             (IN("dy", dout, BF, N, OC), IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC),
+              IN("pre", gelu_pre, BF, N, gelu_pre ? IC : 0), IN("dw", dw, F32, OC, IC),
+              IN("db", db, F32, 1, db ? OC : 0)));
+    dt_cu_gemm_args a = {0, 0, N, IC, OC, dout, OC, 0, w, IC, 0, dinp, IC, 0, 0, 1.0f, 0.0f, 1, NULL,
+                         gelu_pre ? DT_CU_EPI_DGELU : DT_CU_EPI_DEFAULT, (void *)gelu_pre, NULL, NULL};
+    TRY(dt_cu_gemm(m->blas, &a, m->s));
+    gemm_info(m, h_, gelu_pre ? "dx = (dy w) gelu'(pre)" : "dx");
+    int bgrad = db && m->fuse_bgrad;
+    dt_cu_gemm_args g = {1, 0, OC, IC, N, dout, OC, 0, inp, IC, 0, dw, IC, 0, 1, 1.0f, 1.0f, 1, NULL,
+                         bgrad ? DT_CU_EPI_BGRAD : DT_CU_EPI_DEFAULT, NULL, bgrad ? db : NULL,
+                         bgrad ? next_part(m) : NULL};
+    TRY(dt_cu_gemm_fin(m->blas, &g, m->s, m->fin));
+    gemm_info(m, h_, bgrad ? "dw, db (bias-gradient epilogue, chunk partials added in order)" : "dw");
+    if (db && !bgrad) {
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_BIAS_BWD);
         dt_cu_colsum(db, next_part(m), dout, N, OC, m->s, m->fin);
@@ -455,7 +536,7 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
         rbegin(m, DT_R_MATMUL_BWD);
         if (h_) dt_trace_kernel_info(h_, "db: colsum %s rows=%d cols=%d", variant_name(DT_OP_BIAS_BWD), N, OC);
     }
-    TRY(inject(m, "matmul_bwd", dinp, (size_t)N * IC, 2));
+    TRY(inject(m, op, dinp, (size_t)N * IC, 2));
     OP_END((OUT("dx", dinp, BF, N, IC), OUT("dw", dw, F32, OC, IC), OUT("db", db, F32, 1, db ? OC : 0)));
     return DT_OK;
 }
@@ -595,11 +676,16 @@ dt_status dt_gpt_cuda_forward(dt_gpt_cuda *m, const int *inputs, const int *targ
                             attproj, P(DT_P_LN2W) + lC, P(DT_P_LN2B) + lC, &hd, 2u * (uint32_t)l));
         rend(m, DT_R_LN_FWD);
         rbegin(m, DT_R_MATMUL_FWD);
-        TRY(linear_fwd(m, fch, ln2, P16(DT_P_FCW) + lC * 4 * C, P16(DT_P_FCB) + lC * 4, BT, C, 4 * C));
-        rend(m, DT_R_MATMUL_FWD);
-        rbegin(m, DT_R_GELU_FWD);
-        TRY(t_gelu_fwd(m, fchg, fch, sc * 4));
-        rend(m, DT_R_GELU_FWD);
+        if (m->fuse_gelu) {
+            TRY(linear_gelu_fwd(m, fchg, fch, ln2, P16(DT_P_FCW) + lC * 4 * C, P16(DT_P_FCB) + lC * 4, BT, C, 4 * C));
+            rend(m, DT_R_MATMUL_FWD);
+        } else {
+            TRY(linear_fwd(m, fch, ln2, P16(DT_P_FCW) + lC * 4 * C, P16(DT_P_FCB) + lC * 4, BT, C, 4 * C));
+            rend(m, DT_R_MATMUL_FWD);
+            rbegin(m, DT_R_GELU_FWD);
+            TRY(t_gelu_fwd(m, fchg, fch, sc * 4));
+            rend(m, DT_R_GELU_FWD);
+        }
         rbegin(m, DT_R_MATMUL_FWD);
         TRY(linear_fwd(m, fcproj, fchg, P16(DT_P_FCPROJW) + lC * 4 * C, P16(DT_P_FCPROJB) + lC, BT, 4 * C, C));
         rend(m, DT_R_MATMUL_FWD);
@@ -666,16 +752,17 @@ static dt_status t_layernorm_bwd(dt_gpt_cuda *m, float *dw, float *db, const bf1
     return DT_OK;
 }
 
-/* GELU backward of the (rows, cols) fc activation fused with the fc bias gradient
- * (db += column sums of dinp, DT_OP_BIAS_BWD, the same bits as the unfused pair), so dinp
- * is not read back for it. */
+/* GELU backward of the (rows, cols) fc activation, fused with the fc bias gradient when db
+ * is not NULL (db += column sums of dinp, DT_OP_BIAS_BWD, the same bits as the unfused
+ * pair), so dinp is not read back for it. */
 static dt_status t_gelu_bwd(dt_gpt_cuda *m, bf16 *dinp, float *db, const bf16 *inp, const bf16 *dout, int rows,
                             int cols) {
-    OP_BEGIN(DT_PHASE_BWD, "gelu_bwd", DT_OP_BIAS_BWD,
-             (IN("x", inp, BF, rows, cols), IN("dy", dout, BF, rows, cols), IN("db", db, F32, 1, cols)));
-    dt_cu_gelu_bwd_colsum(dinp, db, next_part(m), inp, dout, rows, cols, m->s, m->fin);
+    OP_BEGIN(DT_PHASE_BWD, "gelu_bwd", db ? DT_OP_BIAS_BWD : -1,
+             (IN("x", inp, BF, rows, cols), IN("dy", dout, BF, rows, cols), IN("db", db, F32, 1, db ? cols : 0)));
+    if (db) dt_cu_gelu_bwd_colsum(dinp, db, next_part(m), inp, dout, rows, cols, m->s, m->fin);
+    else dt_cu_gelu_bwd(dinp, inp, dout, (size_t)rows * cols, m->s);
     TRY(inject(m, "gelu_bwd", dinp, (size_t)rows * cols, 2));
-    OP_END((OUT("dx", dinp, BF, rows, cols), OUT("db", db, F32, 1, cols)));
+    OP_END((OUT("dx", dinp, BF, rows, cols), OUT("db", db, F32, 1, db ? cols : 0)));
     return DT_OK;
 }
 
@@ -733,7 +820,7 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     }
     dt_trace_scope_push("head");
     rbegin(m, DT_R_HEAD_BWD); /* logits = lnf wte^T; the logits hold dlogits */
-    TRY(linear_bwd(m, m->dc1, G(DT_P_WTE), NULL, m->logits, m->lnf, P16(DT_P_WTE), BT, C, Vp));
+    TRY(linear_bwd(m, m->dc1, G(DT_P_WTE), NULL, m->logits, m->lnf, P16(DT_P_WTE), BT, C, Vp, NULL));
     rend(m, DT_R_HEAD_BWD);
     rbegin(m, DT_R_LN_BWD);
     TRY(dt_cu_check(cudaMemsetAsync(m->dres, 0, sizeof(float) * sc, s), "cudaMemsetAsync"));
@@ -748,17 +835,28 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
         TRY(block_begin(m, &blk, DT_PHASE_BWD, l, m->dres, DT_DT_F32));
         const bf16 *dproj = NULL;
         TRY(through_dropout(m, &hd, 2u * (uint32_t)l + 1u, &dproj));
+        const bf16 *fch = m->fch + l * sc * 4;
         rbegin(m, DT_R_MATMUL_BWD);
-        TRY(linear_bwd(m, m->dfchg, G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC, dproj,
-                       m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C));
-        rend(m, DT_R_MATMUL_BWD);
-        rbegin(m, DT_R_GELU_BWD);
-        TRY(t_gelu_bwd(m, m->dfch, G(DT_P_FCB) + lC * 4, m->fch + l * sc * 4, m->dfchg, BT, 4 * C));
-        rend(m, DT_R_GELU_BWD);
-        rbegin(m, DT_R_MATMUL_BWD); /* the fc bias gradient came with the GELU backward */
-        TRY(linear_bwd(m, m->dc1, G(DT_P_FCW) + lC * 4 * C, NULL, m->dfch,
-                       m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C));
-        rend(m, DT_R_MATMUL_BWD);
+        if (m->fuse_gelu) { /* dfch straight from the GEMM; the fc bias gradient with the fc weights' */
+            TRY(linear_bwd(m, m->dfch, G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC, dproj,
+                           m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, fch));
+            TRY(linear_bwd(m, m->dc1, G(DT_P_FCW) + lC * 4 * C, G(DT_P_FCB) + lC * 4, m->dfch,
+                           m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL));
+            rend(m, DT_R_MATMUL_BWD);
+        } else {
+            TRY(linear_bwd(m, m->dfchg, G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC, dproj,
+                           m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, NULL));
+            rend(m, DT_R_MATMUL_BWD);
+            rbegin(m, DT_R_GELU_BWD);
+            /* the fc bias gradient: from the fc weight-gradient GEMM, or fused into the GELU backward */
+            float *fcb = G(DT_P_FCB) + lC * 4;
+            TRY(t_gelu_bwd(m, m->dfch, m->fuse_bgrad ? NULL : fcb, fch, m->dfchg, BT, 4 * C));
+            rend(m, DT_R_GELU_BWD);
+            rbegin(m, DT_R_MATMUL_BWD);
+            TRY(linear_bwd(m, m->dc1, G(DT_P_FCW) + lC * 4 * C, m->fuse_bgrad ? fcb : NULL, m->dfch,
+                           m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL));
+            rend(m, DT_R_MATMUL_BWD);
+        }
         rbegin(m, DT_R_LN_BWD);
         TRY(t_layernorm_bwd(m, G(DT_P_LN2W) + lC, G(DT_P_LN2B) + lC, m->res2 + l * sc, P(DT_P_LN2W) + lC,
                             m->ln2_mean + (size_t)l * BT, m->ln2_rstd + (size_t)l * BT));
@@ -766,14 +864,14 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
         TRY(through_dropout(m, &hd, 2u * (uint32_t)l, &dproj));
         rbegin(m, DT_R_MATMUL_BWD);
         TRY(linear_bwd(m, m->dc1, G(DT_P_ATTPROJW) + lC * C, G(DT_P_ATTPROJB) + lC, dproj,
-                       m->atty + l * sc, P16(DT_P_ATTPROJW) + lC * C, BT, C, C));
+                       m->atty + l * sc, P16(DT_P_ATTPROJW) + lC * C, BT, C, C, NULL));
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_ATTN_BWD);
         TRY(t_attention_bwd(m, l, &ad));
         rend(m, DT_R_ATTN_BWD);
         rbegin(m, DT_R_MATMUL_BWD);
         TRY(linear_bwd(m, m->dc1, G(DT_P_QKVW) + lC * 3 * C, G(DT_P_QKVB) + lC * 3, m->dqkv,
-                       m->ln1 + l * sc, P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C));
+                       m->ln1 + l * sc, P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C, NULL));
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_LN_BWD);
         TRY(t_layernorm_bwd(m, G(DT_P_LN1W) + lC, G(DT_P_LN1B) + lC, res, P(DT_P_LN1W) + lC,
@@ -935,10 +1033,13 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
     char algos[12000];
     dt_cu_blas_describe(m->blas, algos, sizeof algos);
     snprintf(m->desc, sizeof m->desc,
-             "{\"device\":\"cuda\",\"attention\":\"%s\",\"gpu\":\"%s\",\"sm\":\"%d.%d\",\"sms\":%d,\"driver\":%d,"
+             "{\"device\":\"cuda\",\"attention\":\"%s\",\"gemm_epilogues\":{\"gelu\":%s,\"bias_grad\":%s,"
+             "\"asked\":\"%s\"},\"gemm_k_chunks\":\"%s\",\"gpu\":\"%s\",\"sm\":\"%d.%d\",\"sms\":%d,\"driver\":%d,"
              "\"runtime\":%d,\"cublaslt\":%zu,\"nvcc_flags\":\"%s\",\"gemm_workspace\":%u,"
              "\"gemm_algos\":%s}",
-             m->flash ? "flash" : "gemm", p.name, p.major, p.minor, p.multiProcessorCount, drv, rt, cublasLtGetVersion(),
-             DT_NVCC_FLAGS, DT_CU_GEMM_WORKSPACE, algos);
+             m->flash ? "flash" : "gemm", m->fuse_gelu ? "true" : "false", m->fuse_bgrad ? "true" : "false",
+             m->fusion_note, m->ksplit_off ? "off (DT_GEMM_SPLITK=off)" : "dt_cu_gemm_splits", p.name, p.major,
+             p.minor, p.multiProcessorCount, drv, rt, cublasLtGetVersion(), DT_NVCC_FLAGS, DT_CU_GEMM_WORKSPACE,
+             algos);
     return m->desc;
 }

@@ -69,6 +69,14 @@ int dt_cu_gemm_pick(const dt_cu_gemm_cand *c, int n, int det, size_t ws_limit) {
     return -1;
 }
 
+int dt_cu_gemm_splits(int M, int N, int K) {
+    int S = 1;
+    while (2 * S <= DT_CU_SPLITK_MAX && (size_t)M * (size_t)N * (size_t)S < DT_CU_SPLITK_TARGET &&
+           K % (2 * S) == 0 && (K / (2 * S)) % 8 == 0 && K / (2 * S) >= DT_CU_SPLITK_MIN_CHUNK)
+        S *= 2;
+    return S;
+}
+
 int dt_cu_ce_vectors_per_thread(int Vp, int threads) {
     int per = 8 * threads;
     return (Vp + per - 1) / per;

@@ -77,6 +77,21 @@ typedef struct dt_cu_gemm_cand {
  * A candidate is usable when ok and workspace <= ws_limit. Returns its index, or -1. */
 int dt_cu_gemm_pick(const dt_cu_gemm_cand *c, int n, int det, size_t ws_limit);
 
+/* Own split-K of a GEMM (gemm_cuda.cu): K cut into S equal chunks, each a strided batch of
+ * one cuBLASLt call into an fp32 workspace, the partials then added in chunk order. The
+ * rule: S doubles from 1 while the output (M*N elements) times S stays below
+ * DT_CU_SPLITK_TARGET, the chunks stay at least DT_CU_SPLITK_MIN_CHUNK deep and multiples of
+ * 8 (16-byte aligned chunk starts), and S <= DT_CU_SPLITK_MAX. The target is small on
+ * purpose: on the H200 the det heuristic already splits K of the GPT-2 124M weight gradients
+ * with a workspace scheme (split_k 2-3); our chunks measured within +-7% of it at S = 2 and
+ * slower at S >= 4 for outputs of 1.7M+ elements (docs/cuda.md, "GEMMs"), so they are for
+ * small outputs with deep K (768x768: S = 2). */
+#define DT_CU_SPLITK_MAX 8
+#define DT_CU_SPLITK_MIN_CHUNK 1024
+#define DT_CU_SPLITK_TARGET (1u << 20)
+/* S for an M x N x K product (1: no split). A function of the sizes only. */
+int dt_cu_gemm_splits(int M, int N, int K);
+
 /* Columns (of 8 bf16 each) that one thread of the fused cross-entropy visits for a row of
  * Vp columns with `threads` threads: ceil(Vp / (8 * threads)). Vp must be a multiple of 8. */
 int dt_cu_ce_vectors_per_thread(int Vp, int threads);

@@ -1,12 +1,18 @@
-/* GEMMs through cuBLASLt (see ops_cuda.h): one handle, one fixed workspace, and a cache of
- * plans (descriptors + pinned algorithm) keyed by shape, types, epilogue and branch.
+/* GEMMs through cuBLASLt (see ops_cuda.h): one handle, one fixed workspace, an fp32
+ * workspace for the K chunks of our own split-K, and a cache of plans (descriptors + pinned
+ * algorithm + chunk count) keyed by shape, types, epilogue and branch.
  *
  * Why det is deterministic: for a fixed shape the algorithm is chosen once, from the
  * heuristic list alone (no timing), restricted by CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK
  * to algorithms without split-K or with a workspace split-K reduction (partials stored,
  * then added in a separate fixed step; never the in-place scheme), and reused for every
  * call; with a fixed workspace and algorithm cuBLASLt computes each output element in a
- * fixed order. The replay tests (tests/gpu) check this on weight-gradient shapes. */
+ * fixed order. Our own split-K (dt_cu_gemm_splits) runs each K chunk as one batch of such a
+ * pinned call into its own workspace slice, then splitk_sum_kernel adds the slices in
+ * chunk order, one thread per output element: the order is fixed by the indices. The bias
+ * gradient epilogue (BGRAD) writes one partial vector per chunk (no accumulation inside
+ * cuBLASLt across calls), added in chunk order by dt_cu_parts_finish. The replay tests
+ * (tests/gpu/test_gpu_replays.cu) check every epilogue and the split path under contention. */
 #include "ops/ops_cuda.h"
 
 extern "C" {
@@ -17,23 +23,38 @@ extern "C" {
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_PLANS 96
+#define MAX_PLANS 128
+#define POLICY_CANDS 8 /* heuristic results the policy looks at */
+#define FORCE_CANDS 16 /* ... and a forced candidate index may reach (benchmarks) */
+
+static const char *epi_names[DT_CU_EPI_COUNT] = {"", "gelu_aux", "dgelu", "bgrad"};
 
 typedef struct plan {
-    int ta, tb, M, N, K, lda, ldb, ldc, c_f32, batch, has_bias, det;
+    int ta, tb, M, N, K, lda, ldb, ldc, c_f32, batch, has_bias, det, epi;
+    int force_cand, force_splits; /* the force in effect when the plan was made */
     long long sA, sB, sC;
+    int splits;                   /* our K chunks (1: none) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
     int algo_id, tile, stages, split_k, scheme;
 } plan;
 
+/* The cuBLASLt epilogue's name in env.json: none, bias, gelu_aux(_bias), dgelu, bgrad. */
+static const char *epi_name(const plan *p) {
+    if (p->epi == DT_CU_EPI_GELU) return p->has_bias ? "gelu_aux_bias" : "gelu_aux";
+    return p->epi ? epi_names[p->epi] : p->has_bias ? "bias" : "none";
+}
+
 struct dt_cu_blas {
     cublasLtHandle_t lt;
     void *ws;
+    float *split_ws;  /* chunk partials of our split-K */
+    size_t split_bytes;
     plan plans[MAX_PLANS];
     int nplans;
     int last;  /* plan of the latest dt_cu_gemm call (-1: none yet) */
+    int force_cand, force_splits;
 };
 
 static dt_status lt_check(cublasStatus_t st, const char *what) {
@@ -62,22 +83,38 @@ dt_status dt_cu_blas_create(dt_cu_blas **out) {
                        DT_CU_GEMM_WORKSPACE);
     }
     h->last = -1;
+    h->force_cand = -1;
     *out = h;
     return DT_OK;
 }
 
+static void plan_free(plan *p) {
+    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+    memset(p, 0, sizeof *p);
+}
+
 void dt_cu_blas_free(dt_cu_blas *h) {
     if (!h) return;
-    for (int i = 0; i < h->nplans; i++) {
-        plan *p = &h->plans[i];
-        cublasLtMatrixLayoutDestroy(p->la);
-        cublasLtMatrixLayoutDestroy(p->lb);
-        cublasLtMatrixLayoutDestroy(p->lc);
-        cublasLtMatmulDescDestroy(p->desc);
-    }
+    for (int i = 0; i < h->nplans; i++) plan_free(&h->plans[i]);
     cudaFree(h->ws);
+    cudaFree(h->split_ws);
     cublasLtDestroy(h->lt);
     free(h);
+}
+
+void dt_cu_blas_force(dt_cu_blas *h, int cand, int splits) {
+    h->force_cand = cand;
+    h->force_splits = splits;
+}
+
+/* "NT 768x768x16384 b1 f32+bgrad" */
+static void shape_name(const plan *p, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s%s %dx%dx%d b%d %s%s%s%s", p->ta ? "T" : "N", p->tb ? "T" : "N", p->M, p->N,
+             p->K, p->batch, p->c_f32 ? "f32" : "bf16", p->has_bias ? "+bias" : "", p->epi ? "+" : "",
+             epi_names[p->epi]);
 }
 
 void dt_cu_blas_describe(const dt_cu_blas *h, char *buf, size_t cap) {
@@ -85,12 +122,13 @@ void dt_cu_blas_describe(const dt_cu_blas *h, char *buf, size_t cap) {
     n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "[");
     for (int i = 0; i < h->nplans; i++) {
         const plan *p = &h->plans[i];
+        char shape[96];
+        shape_name(p, shape, sizeof shape);
         n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0,
-                              "%s{\"shape\":\"%s%s %dx%dx%d b%d %s%s\",\"det\":%d,\"algo\":%d,"
-                              "\"tile\":%d,\"stages\":%d,\"split_k\":%d,\"scheme\":%d}",
-                              i ? "," : "", p->ta ? "T" : "N", p->tb ? "T" : "N", p->M, p->N, p->K,
-                              p->batch, p->c_f32 ? "f32" : "bf16", p->has_bias ? "+bias" : "",
-                              p->det, p->algo_id, p->tile, p->stages, p->split_k, p->scheme);
+                              "%s{\"shape\":\"%s\",\"epilogue\":\"%s\",\"det\":%d,\"algo\":%d,"
+                              "\"tile\":%d,\"stages\":%d,\"split_k\":%d,\"scheme\":%d,\"k_chunks\":%d}",
+                              i ? "," : "", shape, epi_name(p),
+                              p->det, p->algo_id, p->tile, p->stages, p->split_k, p->scheme, p->splits);
     }
     snprintf(buf + n, n < cap ? cap - n : 0, "]");
 }
@@ -101,15 +139,18 @@ void dt_cu_gemm_describe_last(const dt_cu_blas *h, char *buf, size_t cap) {
         return;
     }
     const plan *p = &h->plans[h->last];
-    snprintf(buf, cap, "cublasLt %s %s%s %dx%dx%d b%d algo=%d tile=%d stages=%d split_k=%d scheme=%d",
-             p->det ? "det" : "fast", p->ta ? "T" : "N", p->tb ? "T" : "N", p->M, p->N, p->K, p->batch,
-             p->algo_id, p->tile, p->stages, p->split_k, p->scheme);
+    char shape[96];
+    shape_name(p, shape, sizeof shape);
+    snprintf(buf, cap, "cublasLt %s %s algo=%d tile=%d stages=%d split_k=%d scheme=%d k_chunks=%d",
+             p->det ? "det" : "fast", shape, p->algo_id, p->tile, p->stages, p->split_k, p->scheme, p->splits);
 }
 
-static int same(const plan *p, const dt_cu_gemm_args *a, int det) {
+
+static int same(const plan *p, const dt_cu_blas *h, const dt_cu_gemm_args *a, int det) {
     return p->ta == a->ta && p->tb == a->tb && p->M == a->M && p->N == a->N && p->K == a->K &&
            p->lda == a->lda && p->ldb == a->ldb && p->ldc == a->ldc && p->c_f32 == a->c_f32 &&
-           p->batch == a->batch && p->has_bias == (a->bias != NULL) && p->det == det &&
+           p->batch == (a->batch < 1 ? 1 : a->batch) && p->has_bias == (a->bias != NULL) && p->det == det &&
+           p->epi == a->epi && p->force_cand == h->force_cand && p->force_splits == h->force_splits &&
            (a->batch <= 1 || (p->sA == a->sA && p->sB == a->sB && p->sC == a->sC));
 }
 
@@ -126,31 +167,97 @@ static dt_status layout(cublasLtMatrixLayout_t *l, cudaDataType t, int rows, int
     return DT_OK;
 }
 
+/* Our K chunks for this call: a batch-1 product with fp32 output, no epilogue but the bias
+ * gradient, 4-column vectors for the sum kernel; then the rule (or the force). */
+static int chunks_for(const dt_cu_blas *h, const dt_cu_gemm_args *a) {
+    int ok = a->batch <= 1 && a->c_f32 && !a->bias && (a->epi == DT_CU_EPI_DEFAULT || a->epi == DT_CU_EPI_BGRAD) &&
+             a->N % 4 == 0 && a->ldc % 4 == 0;
+    if (!ok) return 1;
+    return h->force_splits > 0 ? h->force_splits : dt_cu_gemm_splits(a->M, a->N, a->K);
+}
+
+/* Sets the per-call pointers of the epilogue on the plan's descriptor. */
+static dt_status set_pointers(plan *p, const dt_cu_gemm_args *a) {
+    if (p->epi == DT_CU_EPI_BGRAD) {
+        LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a->dbias_part,
+                                              sizeof a->dbias_part));
+    } else if (a->bias) {
+        LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a->bias,
+                                              sizeof a->bias));
+    }
+    if (p->epi == DT_CU_EPI_GELU || p->epi == DT_CU_EPI_DGELU)
+        LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &a->aux,
+                                              sizeof a->aux));
+    return DT_OK;
+}
+
 /* Builds the plan for a row-major call. Row-major C (M,N) is column-major C^T (N,M) =
- * op(B)^T op(A)^T, so cuBLASLt sees m = N, n = M, first operand B, second operand A. */
+ * op(B)^T op(A)^T, so cuBLASLt sees m = N, n = M, first operand B, second operand A. With
+ * S > 1 K chunks the call becomes S strided batches of K/S (chunk s: rows or columns
+ * s K/S.. of the stored operands) writing slice s of the split workspace. */
 static dt_status make_plan(dt_cu_blas *h, plan *p, const dt_cu_gemm_args *a, int det) {
     memset(p, 0, sizeof *p);
     p->ta = a->ta; p->tb = a->tb; p->M = a->M; p->N = a->N; p->K = a->K;
     p->lda = a->lda; p->ldb = a->ldb; p->ldc = a->ldc; p->c_f32 = a->c_f32;
     p->batch = a->batch < 1 ? 1 : a->batch; p->has_bias = a->bias != NULL; p->det = det;
+    p->epi = a->epi;
+    p->force_cand = h->force_cand; p->force_splits = h->force_splits;
     p->sA = a->sA; p->sB = a->sB; p->sC = a->sC;
+    if (p->epi < 0 || p->epi >= DT_CU_EPI_COUNT)
+        return dt_fail(DT_EINVAL, "dt_cu_gemm: unknown epilogue %d", p->epi);
+    const char *epi = epi_name(p);
+    if (p->epi != DT_CU_EPI_DEFAULT && p->epi != DT_CU_EPI_GELU && a->bias)
+        return dt_fail(DT_EINVAL, "dt_cu_gemm: epilogue %s takes no bias", epi);
+    if ((p->epi == DT_CU_EPI_GELU || p->epi == DT_CU_EPI_DGELU) && !a->aux)
+        return dt_fail(DT_EINVAL, "dt_cu_gemm: epilogue %s needs aux", epi);
+    if (p->epi == DT_CU_EPI_BGRAD && (a->alpha != 1.0f || p->batch != 1 || !a->dbias || !a->dbias_part))
+        return dt_fail(DT_EINVAL, "dt_cu_gemm: the bias-gradient epilogue needs alpha 1, batch 1, dbias "
+                       "and dbias_part");
+    int S = chunks_for(h, a);
+    if (S < 1 || S > DT_CU_SPLITK_MAX || a->K % S || (S > 1 && (a->K / S) % 8))
+        return dt_fail(DT_EINVAL, "dt_cu_gemm: %d K chunks do not fit %dx%dx%d (K/S must be a multiple of 8)",
+                       S, a->M, a->N, a->K);
+    p->splits = S;
+    int Kc = a->K / S, nb = S > 1 ? S : p->batch;
+    /* chunk strides: K runs down the rows of a stored operand that is transposed for A (ta)
+     * or plain for B (!tb), along its columns otherwise */
+    long long sA = S > 1 ? (a->ta ? (long long)Kc * a->lda : Kc) : a->sA;
+    long long sB = S > 1 ? (a->tb ? Kc : (long long)Kc * a->ldb) : a->sB;
+    long long sC = S > 1 ? (long long)a->M * a->N : a->sC;
+    int ldc = S > 1 ? a->N : a->ldc;
     cublasOperation_t opa = a->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = a->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT_TRY(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    if (a->bias) {
-        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-        LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a->bias,
-                                              sizeof a->bias));
+    cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_DEFAULT;
+    switch (p->epi) {
+    case DT_CU_EPI_DEFAULT: e = a->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT; break;
+    case DT_CU_EPI_GELU: e = a->bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX; break;
+    case DT_CU_EPI_DGELU: e = CUBLASLT_EPILOGUE_DGELU; break;
+    /* the bias of cuBLASLt's column-major D (N x M) runs over its columns, our rows: the
+     * gradient from its second operand, our A */
+    case DT_CU_EPI_BGRAD: e = CUBLASLT_EPILOGUE_BGRADB; break;
     }
-    int m = a->N, n = a->M, k = a->K;
-    dt_status st;
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
+    if (p->epi == DT_CU_EPI_GELU || p->epi == DT_CU_EPI_DGELU) {
+        int64_t ld = a->ldc;
+        LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+    }
+    if (p->epi == DT_CU_EPI_BGRAD) {
+        int64_t bs = a->M; /* chunk s writes its partial at dbias_part + s M */
+        cudaDataType bt = CUDA_R_32F;
+        LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+        if (S > 1)
+            LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bs, sizeof bs));
+    }
+    dt_status st = set_pointers(p, a); /* the heuristic reads their alignment */
+    if (st != DT_OK) return st;
+    int m = a->N, n = a->M, k = Kc;
     if ((st = layout(&p->la, CUDA_R_16BF, opa == CUBLAS_OP_N ? m : k, opa == CUBLAS_OP_N ? k : m,
-                     a->ldb, p->batch, a->sB)) != DT_OK) return st;
+                     a->ldb, nb, sB)) != DT_OK) return st;
     if ((st = layout(&p->lb, CUDA_R_16BF, opb == CUBLAS_OP_N ? k : n, opb == CUBLAS_OP_N ? n : k,
-                     a->lda, p->batch, a->sA)) != DT_OK) return st;
-    if ((st = layout(&p->lc, a->c_f32 ? CUDA_R_32F : CUDA_R_16BF, m, n, a->ldc, p->batch, a->sC)) != DT_OK)
+                     a->lda, nb, sA)) != DT_OK) return st;
+    if ((st = layout(&p->lc, a->c_f32 ? CUDA_R_32F : CUDA_R_16BF, m, n, ldc, nb, sC)) != DT_OK)
         return st;
     cublasLtMatmulPreference_t pref;
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
@@ -161,16 +268,16 @@ static dt_status make_plan(dt_cu_blas *h, plan *p, const dt_cu_gemm_args *a, int
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask,
                                              sizeof mask);
     }
-    cublasLtMatmulHeuristicResult_t res[8];
-    int nres = 0;
+    cublasLtMatmulHeuristicResult_t res[FORCE_CANDS];
+    int want = h->force_cand >= 0 ? FORCE_CANDS : POLICY_CANDS, nres = 0;
     cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(h->lt, p->desc, p->la, p->lb, p->lc, p->lc,
-                                                       pref, 8, res, &nres);
+                                                       pref, want, res, &nres);
     cublasLtMatmulPreferenceDestroy(pref);
     if (hs != CUBLAS_STATUS_SUCCESS || nres == 0)
-        return dt_fail(DT_EUNSUPPORTED, "cuBLASLt has no algorithm for %s%s %dx%dx%d batch %d (%s out%s)",
-                       a->ta ? "T" : "N", a->tb ? "T" : "N", a->M, a->N, a->K, p->batch,
-                       a->c_f32 ? "fp32" : "bf16", a->bias ? ", bias" : "");
-    dt_cu_gemm_cand cand[8];
+        return dt_fail(DT_EUNSUPPORTED, "cuBLASLt has no algorithm for %s%s %dx%dx%d batch %d (%s out, "
+                       "epilogue %s, %d K chunks)", a->ta ? "T" : "N", a->tb ? "T" : "N", a->M, a->N, a->K,
+                       p->batch, a->c_f32 ? "fp32" : "bf16", epi, S);
+    dt_cu_gemm_cand cand[FORCE_CANDS];
     for (int i = 0; i < nres; i++) {
         uint32_t splitk = 1, scheme = 0;
         int id = 0;
@@ -185,11 +292,19 @@ static dt_status make_plan(dt_cu_blas *h, plan *p, const dt_cu_gemm_args *a, int
         cand[i].workspace = res[i].workspaceSize;
         cand[i].ok = res[i].state == CUBLAS_STATUS_SUCCESS;
     }
-    int pick = dt_cu_gemm_pick(cand, nres, det, DT_CU_GEMM_WORKSPACE);
-    if (pick < 0)
-        return dt_fail(DT_EDETERMINISM, "no cuBLASLt algorithm without split-K reduction for %s%s "
-                       "%dx%dx%d batch %d", a->ta ? "T" : "N", a->tb ? "T" : "N", a->M, a->N, a->K,
-                       p->batch);
+    int pick;
+    if (h->force_cand >= 0) {
+        pick = h->force_cand < nres && cand[h->force_cand].ok && cand[h->force_cand].workspace <= DT_CU_GEMM_WORKSPACE
+                   ? h->force_cand : -1;
+        if (pick < 0)
+            return dt_fail(DT_EUNSUPPORTED, "heuristic candidate %d of %d is not usable", h->force_cand, nres);
+    } else {
+        pick = dt_cu_gemm_pick(cand, nres, det, DT_CU_GEMM_WORKSPACE);
+        if (pick < 0)
+            return dt_fail(DT_EDETERMINISM, "no cuBLASLt algorithm without split-K reduction for %s%s "
+                           "%dx%dx%d batch %d", a->ta ? "T" : "N", a->tb ? "T" : "N", a->M, a->N, a->K,
+                           p->batch);
+    }
     p->algo = res[pick].algo;
     p->algo_id = cand[pick].algo_id;
     p->split_k = cand[pick].split_k;
@@ -199,27 +314,94 @@ static dt_status make_plan(dt_cu_blas *h, plan *p, const dt_cu_gemm_args *a, int
     cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, NULL);
     p->tile = (int)tile;
     p->stages = (int)stages;
+    if (S > 1) { /* the chunk partials' workspace, grown (never while a GEMM may read it) */
+        size_t need = sizeof(float) * (size_t)S * a->M * a->N;
+        if (need > h->split_bytes) {
+            if (h->split_ws) {
+                DT_CU_TRY(cudaDeviceSynchronize());
+                cudaFree(h->split_ws);
+                h->split_ws = NULL;
+                h->split_bytes = 0;
+            }
+            if (cudaMalloc((void **)&h->split_ws, need) != cudaSuccess)
+                return dt_fail(DT_ENOMEM, "cudaMalloc of %zu bytes for the split-K partials of %dx%dx%d failed",
+                               need, a->M, a->N, a->K);
+            h->split_bytes = need;
+        }
+    }
     return DT_OK;
 }
 
-dt_status dt_cu_gemm(dt_cu_blas *h, const dt_cu_gemm_args *a, cudaStream_t s) {
+static dt_status find_plan(dt_cu_blas *h, const dt_cu_gemm_args *a, plan **out) {
     int det = dt_op_variant(DT_OP_GEMM) == DT_VARIANT_DET;
-    plan *p = NULL;
-    for (int i = 0; i < h->nplans && !p; i++)
-        if (same(&h->plans[i], a, det)) p = &h->plans[i];
-    if (!p) {
-        if (h->nplans == MAX_PLANS)
-            return dt_fail(DT_ENOMEM, "more than %d GEMM shapes: raise MAX_PLANS in gemm_cuda.cu", MAX_PLANS);
-        p = &h->plans[h->nplans];
-        dt_status st = make_plan(h, p, a, det);
-        if (st != DT_OK) return st;
-        h->nplans++;
+    for (int i = 0; i < h->nplans; i++)
+        if (same(&h->plans[i], h, a, det)) {
+            *out = &h->plans[i];
+            return DT_OK;
+        }
+    if (h->nplans == MAX_PLANS)
+        return dt_fail(DT_ENOMEM, "more than %d GEMM shapes: raise MAX_PLANS in gemm_cuda.cu", MAX_PLANS);
+    plan *p = &h->plans[h->nplans];
+    dt_status st = make_plan(h, p, a, det);
+    if (st != DT_OK) {
+        plan_free(p);
+        return st;
     }
-    h->last = (int)(p - h->plans);
-    if (a->bias)
-        LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a->bias,
-                                              sizeof a->bias));
-    LT_TRY(cublasLtMatmul(h->lt, p->desc, &a->alpha, a->B, p->la, a->A, p->lb, &a->beta, a->C, p->lc,
-                          a->C, p->lc, &p->algo, h->ws, DT_CU_GEMM_WORKSPACE, s));
+    h->nplans++;
+    *out = p;
     return DT_OK;
 }
+
+dt_status dt_cu_gemm_prepare(dt_cu_blas *h, const dt_cu_gemm_args *a) {
+    plan *p;
+    return find_plan(h, a, &p);
+}
+
+/* C (M rows of N, row stride ldc) = beta C + (part_0 + part_1 + ... + part_{S-1}), the
+ * partials (M, N) contiguous, S apart by M N. One thread owns 4 adjacent elements of a row
+ * and adds the chunk partials in chunk order: the order is fixed by the indices. */
+__global__ void splitk_sum_kernel(float *C, int ldc, const float *part, int S, int M, int N, float beta) {
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4, mn = (size_t)M * N;
+    if (i >= mn) return;
+    float4 t = *reinterpret_cast<const float4 *>(part + i);
+#pragma unroll 4
+    for (int s = 1; s < S; s++) {
+        float4 v = *reinterpret_cast<const float4 *>(part + s * mn + i);
+        t.x += v.x; t.y += v.y; t.z += v.z; t.w += v.w;
+    }
+    size_t r = i / (size_t)N, c = i % (size_t)N;
+    float4 *cp = reinterpret_cast<float4 *>(C + r * (size_t)ldc + c);
+    if (beta != 0.0f) { /* beta = 0 never reads C (it may hold NaN) */
+        float4 o = *cp;
+        t.x = beta * o.x + t.x; t.y = beta * o.y + t.y; t.z = beta * o.z + t.z; t.w = beta * o.w + t.w;
+    }
+    *cp = t;
+}
+
+dt_status dt_cu_gemm_fin(dt_cu_blas *h, const dt_cu_gemm_args *a, cudaStream_t s, cudaStream_t fs) {
+    plan *p = NULL;
+    dt_status st = find_plan(h, a, &p);
+    if (st != DT_OK) return st;
+    h->last = (int)(p - h->plans);
+    if ((st = set_pointers(p, a)) != DT_OK) return st;
+    if (p->splits == 1) {
+        LT_TRY(cublasLtMatmul(h->lt, p->desc, &a->alpha, a->B, p->la, a->A, p->lb, &a->beta, a->C, p->lc,
+                              a->C, p->lc, &p->algo, h->ws, DT_CU_GEMM_WORKSPACE, s));
+    } else {
+        if ((uintptr_t)a->C % 16)
+            return dt_fail(DT_EINVAL, "dt_cu_gemm: a split-K output must be 16-byte aligned");
+        const float zero = 0.0f;
+        LT_TRY(cublasLtMatmul(h->lt, p->desc, &a->alpha, a->B, p->la, a->A, p->lb, &zero, h->split_ws, p->lc,
+                              h->split_ws, p->lc, &p->algo, h->ws, DT_CU_GEMM_WORKSPACE, s));
+        size_t vec = (size_t)a->M * a->N / 4;
+        splitk_sum_kernel<<<dt_cu_noted(dt_cu_div(vec, 256), 256, 0, "splitk_sum_kernel"), 256, 0, s>>>(
+            (float *)a->C, a->ldc, h->split_ws, p->splits, a->M, a->N, a->beta);
+    }
+    if (p->epi == DT_CU_EPI_BGRAD) { /* the chunks' bias partials, added in chunk order */
+        dt_cu_fork(s, fs);
+        dt_cu_parts_finish(a->dbias, NULL, a->dbias_part, p->splits, a->M, fs);
+    }
+    return DT_OK;
+}
+
+dt_status dt_cu_gemm(dt_cu_blas *h, const dt_cu_gemm_args *a, cudaStream_t s) { return dt_cu_gemm_fin(h, a, s, s); }

@@ -22,24 +22,51 @@ extern "C" {
 }
 
 /* ---- GEMM (gemm_cuda.cu), DT_OP_GEMM ------------------------------------------------- */
-/* One cuBLASLt handle with a fixed workspace and a cache of per-shape plans. det: the
- * algorithm is the first heuristic result without in-place split-K reduction
- * (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK; dt_cu_gemm_pick), chosen once per shape
- * without timing and pinned (split-K allowed only with a workspace reduction scheme);
- * fast: the first heuristic result of any scheme. */
+/* One cuBLASLt handle with a fixed workspace and a cache of plans keyed by shape, types,
+ * epilogue and branch. det: the algorithm is the first heuristic result without in-place
+ * split-K reduction (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK; dt_cu_gemm_pick), chosen
+ * once per shape without timing and pinned (split-K allowed only with a workspace reduction
+ * scheme); fast: the first heuristic result of any scheme. Both branches cut K into
+ * dt_cu_gemm_splits() chunks where that rule says so (the weight gradients: K = B*T, small
+ * outputs): one strided batch per chunk into an fp32 workspace, then the chunk partials added
+ * in chunk order by one thread per output element (deterministic by construction). */
 typedef struct dt_cu_blas dt_cu_blas;
 #define DT_CU_GEMM_WORKSPACE (32u << 20)
 dt_status dt_cu_blas_create(dt_cu_blas **out);
 void dt_cu_blas_free(dt_cu_blas *h);
 /* Appends the chosen algorithms as a JSON array to buf (for env.json). */
 void dt_cu_blas_describe(const dt_cu_blas *h, char *buf, size_t cap);
-/* One line on the plan of the latest dt_cu_gemm call: variant, shape, algorithm, tile,
- * stages, split-K and reduction scheme (kernel-level trace events). */
+/* One line on the plan of the latest dt_cu_gemm call: variant, shape, epilogue, algorithm,
+ * tile, stages, split-K, reduction scheme and K chunks (kernel-level trace events). */
 void dt_cu_gemm_describe_last(const dt_cu_blas *h, char *buf, size_t cap);
+/* Benchmarks only (tests/gpu/bench_gemm.cu): plans made after this call take heuristic
+ * candidate `cand` (of up to 16; -1: the policy above) and cut K into `splits` chunks (0:
+ * the rule; 1: none). Plans made under a force are cached apart from the others. */
+void dt_cu_blas_force(dt_cu_blas *h, int cand, int splits);
 
-/* Row-major C = alpha * op(A) op(B) + beta * C (+ bias[n] on every row), like dt_gemm:
- * A is (M,K), stored (K,M) when ta; B is (K,N), stored (N,K) when tb. A, B bf16; C bf16 or
- * fp32 (c_f32). batch > 1: strided batches (strides in elements). bias: bf16 (N) or NULL. */
+/* Epilogues (dt_cu_gemm_args.epi): what happens to acc = alpha op(A) op(B) + beta C (fp32)
+ * before C is stored. The pointers they use must keep one alignment per plan (cuBLASLt picks
+ * the algorithm for the alignment of the first call's pointers). */
+enum {
+    DT_CU_EPI_DEFAULT = 0,   /* C = acc (+ bias[n] on every row when bias is not NULL) */
+    DT_CU_EPI_GELU,          /* aux = acc (+ bias[n] when bias is not NULL); C = GELU(aux), the
+                              * tanh form of gelu.h, of the fp32 value (aux is stored rounded) */
+    DT_CU_EPI_DGELU,         /* C = acc * GELU'(aux), aux the forward's pre-activation */
+    DT_CU_EPI_BGRAD,         /* C as DEFAULT, and dbias[i] += sum over k of op(A)[i][k]: the
+                              * bias gradient of a weight-gradient GEMM (A = dout^T) */
+    DT_CU_EPI_COUNT
+};
+/* Floats of bias-gradient scratch (dbias_part) a DT_CU_EPI_BGRAD call with M rows needs. */
+#define DT_CU_BGRAD_PART_FLOATS(M) ((size_t)DT_CU_SPLITK_MAX * (size_t)(M))
+
+/* Row-major C = alpha * op(A) op(B) + beta * C (+ the epilogue), like dt_gemm: A is (M,K),
+ * stored (K,M) when ta; B is (K,N), stored (N,K) when tb. A, B bf16; C bf16 or fp32 (c_f32).
+ * batch > 1: strided batches (strides in elements). bias: bf16 (N) or NULL.
+ * aux (GELU epilogues): C's dtype, (M, N) with row stride ldc.
+ * dbias (BGRAD): fp32 (M), added to; dbias_part: DT_CU_BGRAD_PART_FLOATS(M) floats the GEMM
+ * writes its bias partials into (one per K chunk); they are added into dbias in chunk order
+ * on the finish stream of dt_cu_gemm_fin, and must stay untouched until that stream is
+ * joined. BGRAD needs alpha = 1 and batch 1. */
 typedef struct dt_cu_gemm_args {
     int ta, tb, M, N, K;
     const bf16 *A; int lda; long long sA;
@@ -49,8 +76,17 @@ typedef struct dt_cu_gemm_args {
     float alpha, beta;
     int batch;
     const bf16 *bias;
+    int epi;
+    void *aux;
+    float *dbias, *dbias_part;
 } dt_cu_gemm_args;
 dt_status dt_cu_gemm(dt_cu_blas *h, const dt_cu_gemm_args *a, cudaStream_t s);
+/* dt_cu_gemm whose bias-gradient finish (DT_CU_EPI_BGRAD) runs on fs, forked from s
+ * (fs == s: in line). */
+dt_status dt_cu_gemm_fin(dt_cu_blas *h, const dt_cu_gemm_args *a, cudaStream_t s, cudaStream_t fs);
+/* Makes (or finds) the plan of a call without running it: DT_OK, or the status of a shape,
+ * type or epilogue that cuBLASLt has no algorithm for (the model probes its fusions). */
+dt_status dt_cu_gemm_prepare(dt_cu_blas *h, const dt_cu_gemm_args *a);
 
 /* ---- embedding (encoder_cuda.cu), DT_OP_ENCODER_BWD ---------------------------------- */
 /* out (B,T,C) bf16 = wte[inp] + wpe[t], wte/wpe fp32; with hidden dropout on the sum. */

@@ -16,7 +16,7 @@ D=${DETRAIN_CUDA:-build/detrain-cuda}
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 DETRAIN=$D TRACE_DEVICE=cuda \
-  TRACE_OPS="encoder_bwd layernorm_bwd attention_bwd matmul_bwd adamw crossentropy gelu_fwd" \
+  TRACE_OPS="encoder_bwd layernorm_bwd attention_bwd matmul_bwd adamw crossentropy matmul_gelu_fwd matmul_dgelu_bwd" \
   bash tests/trace/test_trace_train.sh || fail "the tracing workflow on the GPU"
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 common="--device cuda --model tiny --num-layers 2 --seq-length 64 --micro-batch-size 4 --global-batch-size 8 --train-iters 3 --eval-interval 0 --quiet"

@@ -61,6 +61,128 @@ static void test_gemm_accuracy(void) {
             }
 }
 
+/* GELU of x in double: the tanh form (gelu.h, the CPU model's) or the erf form. */
+static double gelu_d(double x, int erf_form) {
+    if (erf_form) return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+static double dgelu_d(double x, int erf_form) {
+    if (erf_form) return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+    double th = tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+/* Which GELU cuBLASLt's epilogues compute: with fp32 outputs and acc = x exactly (K = 8, one
+ * nonzero product per element), the GELU_AUX output and the DGELU factor against the
+ * tanh form (the CPU model's) and the erf form in double. The two forms differ by 1.5e-4
+ * (forward) and 5.8e-4 (derivative) rel. L2 over [-4, 4]: the tanh form must be at least 4x
+ * closer, and within 1e-5. */
+static void test_gelu_epilogue_form(void) {
+    const int M = 16384, N = 8, K = 8;
+    vf x = rnd(M, 4.0f), g = rnd(M), xa = rnd((size_t)M * N, 4.0f);
+    vf A((size_t)M * K, 0.0f), G((size_t)M * K, 0.0f), B((size_t)K * N, 0.0f);
+    for (int i = 0; i < M; i++) { A[(size_t)i * K] = x[i]; G[(size_t)i * K] = g[i]; }
+    for (int j = 0; j < N; j++) B[j] = 1.0f;
+    bf16 *dA = up16(A), *dG = up16(G), *dB = up16(B);
+    float *dC = dev<float>((size_t)M * N), *daux = dev<float>((size_t)M * N), *dxa = up32(xa);
+    dt_cu_gemm_args f = {0, 0, M, N, K, dA, K, 0, dB, N, 0, dC, N, 0, 1, 1.0f, 0.0f, 1, NULL, DT_CU_EPI_GELU,
+                         daux, NULL, NULL};
+    CHECK_OK(dt_cu_gemm(g_blas, &f, 0));
+    vf y = down32(dC, (size_t)M * N), pre = down32(daux, (size_t)M * N), want((size_t)M * N);
+    vf yt((size_t)M * N), ye((size_t)M * N);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            size_t k = (size_t)i * N + j;
+            want[k] = x[i];
+            yt[k] = (float)gelu_d(want[k], 0);
+            ye[k] = (float)gelu_d(want[k], 1);
+        }
+    CHECK_REL(pre, want, 1e-7, "GELU_AUX aux = acc (fp32)");
+    double et = relerr(y, yt), ee = relerr(y, ye);
+    fprintf(stderr, "  cuBLASLt GELU epilogue: rel err vs tanh form %.3g, vs erf form %.3g\n", et, ee);
+    CHECKF(et < 1e-5 && et * 4 < ee, "cuBLASLt's GELU is not the tanh form: %.3g vs tanh, %.3g vs erf", et, ee);
+    dt_cu_gemm_args d = {0, 0, M, N, K, dG, K, 0, dB, N, 0, dC, N, 0, 1, 1.0f, 0.0f, 1, NULL, DT_CU_EPI_DGELU,
+                         dxa, NULL, NULL};
+    CHECK_OK(dt_cu_gemm(g_blas, &d, 0));
+    vf dx = down32(dC, (size_t)M * N);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            size_t k = (size_t)i * N + j;
+            yt[k] = (float)(g[i] * dgelu_d(xa[k], 0));
+            ye[k] = (float)(g[i] * dgelu_d(xa[k], 1));
+        }
+    et = relerr(dx, yt);
+    ee = relerr(dx, ye);
+    fprintf(stderr, "  cuBLASLt dGELU epilogue: rel err vs tanh form %.3g, vs erf form %.3g\n", et, ee);
+    CHECKF(et < 1e-5 && et * 4 < ee, "cuBLASLt's dGELU is not the tanh form: %.3g vs tanh, %.3g vs erf", et, ee);
+    cudaFree(dA); cudaFree(dG); cudaFree(dB); cudaFree(dC); cudaFree(daux); cudaFree(dxa);
+}
+
+/* The model's fused GEMMs against the CPU ops on the same bf16 inputs: the fc forward with
+ * GELU (aux = the pre-activation, bf16), the input gradient with dGELU, and the weight
+ * gradient with its bias gradient (fp32 +=) with K whole and in the rule's chunks (8 here)
+ * and forced 2 and 4. */
+static void test_gemm_epilogues(void) {
+    const int M = 512, N = 256, K = 136;
+    vf A = rnd((size_t)M * K), B = rnd((size_t)K * N), bias = rnd(N), pre((size_t)M * N, 0.0f);
+    dt_gemm_det(0, 0, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, pre.data(), N);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) pre[(size_t)i * N + j] += bias[j];
+    vf y((size_t)M * N);
+    dt_gelu_fwd(y.data(), pre.data(), y.size());
+    bf16 *dA = up16(A), *dB = up16(B), *dbias = up16(bias), *dC = dev<bf16>((size_t)M * N), *daux = dev<bf16>((size_t)M * N);
+    for (int br = 0; br < 2; br++) {
+        variant(br ? "gemm=fast" : "gemm=det");
+        dt_cu_gemm_args f = {0, 0, M, N, K, dA, K, 0, dB, N, 0, dC, N, 0, 0, 1.0f, 0.0f, 1, dbias,
+                             DT_CU_EPI_GELU, daux, NULL, NULL};
+        CHECK_OK(dt_cu_gemm(g_blas, &f, 0));
+        CHECK_RELF(down16(daux, (size_t)M * N), pre, 1e-2, "gemm GELU_AUX_BIAS aux %s", br ? "fast" : "det");
+        CHECK_RELF(down16(dC, (size_t)M * N), y, 1e-2, "gemm GELU_AUX_BIAS out %s", br ? "fast" : "det");
+        /* dGELU: C = (A B) * gelu'(aux), aux the bf16 pre-activation just stored */
+        vf auxr = down16(daux, (size_t)M * N), ab((size_t)M * N, 0.0f), dx((size_t)M * N);
+        dt_gemm_det(0, 0, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, ab.data(), N);
+        dt_gelu_bwd(dx.data(), auxr.data(), ab.data(), dx.size());
+        dt_cu_gemm_args d = {0, 0, M, N, K, dA, K, 0, dB, N, 0, dC, N, 0, 0, 1.0f, 0.0f, 1, NULL, DT_CU_EPI_DGELU,
+                             daux, NULL, NULL};
+        CHECK_OK(dt_cu_gemm(g_blas, &d, 0));
+        CHECK_RELF(down16(dC, (size_t)M * N), dx, 1e-2, "gemm dGELU %s", br ? "fast" : "det");
+    }
+    /* weight gradient dW (OC, IC) += dout^T x, db += column sums of dout, K = 16384 rows */
+    const int OC = 256, IC = 192, R = 16384;
+    vf dout = rnd((size_t)R * OC), x = rnd((size_t)R * IC), w0 = rnd((size_t)OC * IC), b0 = rnd(OC);
+    vf dw = w0, db = b0;
+    dt_gemm_det(1, 0, OC, IC, R, 1.0f, dout.data(), OC, x.data(), IC, 1.0f, dw.data(), IC);
+    for (int r = 0; r < R; r++)
+        for (int o = 0; o < OC; o++) db[o] += dout[(size_t)r * OC + o];
+    CHECKF(dt_cu_gemm_splits(OC, IC, R) == 8, "rule: %d chunks for %dx%dx%d", dt_cu_gemm_splits(OC, IC, R), OC, IC, R);
+    bf16 *ddout = up16(dout), *dx16 = up16(x);
+    float *part = dev<float>(DT_CU_BGRAD_PART_FLOATS(OC));
+    int forced[4] = {0, 1, 2, 4};
+    for (int br = 0; br < 2; br++)
+        for (int k = 0; k < 4; k++) {
+            variant(br ? "gemm=fast" : "gemm=det");
+            dt_cu_blas_force(g_blas, -1, forced[k]);
+            float *ddw = up32(w0), *ddb = up32(b0);
+            dt_cu_gemm_args g = {1, 0, OC, IC, R, ddout, OC, 0, dx16, IC, 0, ddw, IC, 0, 1, 1.0f, 1.0f, 1, NULL,
+                                 DT_CU_EPI_BGRAD, NULL, ddb, part};
+            CHECK_OK(dt_cu_gemm(g_blas, &g, 0));
+            char plan[256];
+            dt_cu_gemm_describe_last(g_blas, plan, sizeof plan);
+            int want = forced[k] ? forced[k] : 8;
+            char chunks[32];
+            snprintf(chunks, sizeof chunks, "k_chunks=%d", want);
+            CHECKF(strstr(plan, chunks) != NULL, "plan %s, want %s", plan, chunks);
+            CHECK_RELF(down32(ddw, (size_t)OC * IC), dw, 1e-4, "gemm dW += (%d K chunks) %s", want, br ? "fast" : "det");
+            CHECK_RELF(down32(ddb, OC), db, 1e-5, "gemm db += bias-gradient epilogue (%d K chunks) %s", want,
+                       br ? "fast" : "det");
+            cudaFree(ddw); cudaFree(ddb);
+        }
+    dt_cu_blas_force(g_blas, -1, 0);
+    dt_op_clear_overrides();
+    cudaFree(dA); cudaFree(dB); cudaFree(dbias); cudaFree(dC); cudaFree(daux); cudaFree(ddout); cudaFree(dx16);
+    cudaFree(part);
+}
+
 static void test_encoder_accuracy(void) {
     const int B = 4, T = 64, C = 64, Vp = 128, BT = B * T;
     std::vector<int> inp(BT);
@@ -370,10 +492,15 @@ static void model_grads(dt_gpt_cuda *g, const int *in, const int *tg, vf *grads,
     CHECK_OK(dt_gpt_cuda_get_grads(g, grads->data()));
 }
 
-/* nh 4: head size 32, GEMM attention; nh 2: head size 64, flash attention. */
-static void test_model_nh(int nh) {
+/* nh 4: head size 32, GEMM attention; nh 2: head size 64, flash attention. epi: the GEMM
+ * epilogue fusions asked for (DT_GEMM_EPILOGUES; NULL: the default, GELU), which env.json
+ * must show on. */
+static void test_model_nh(int nh, const char *epi) {
     dt_gpt_config cfg = {128, 512, 0, 2, nh, 128};
-    fprintf(stderr, "  model with %d heads (%s attention)\n", nh, nh == 2 ? "flash" : "GEMM");
+    fprintf(stderr, "  model with %d heads (%s attention), GEMM epilogues %s\n", nh, nh == 2 ? "flash" : "GEMM",
+            epi ? epi : "default");
+    if (epi) setenv("DT_GEMM_EPILOGUES", epi, 1);
+    else unsetenv("DT_GEMM_EPILOGUES");
     CHECK_OK(dt_gpt_config_finish(&cfg));
     const int B = 4, T = 128, BT = B * T;
     dt_gpt *h = NULL;
@@ -398,7 +525,14 @@ static void test_model_nh(int nh) {
     dt_gpt_cuda *g = NULL;
     CHECK_OK(dt_gpt_cuda_create(&g, h));
     unsetenv("DT_ATTENTION");
+    unsetenv("DT_GEMM_EPILOGUES");
     if (!g) { dt_gpt_free(h); return; }
+    const char *mode = epi ? epi : "gelu";
+    int gelu = !strcmp(mode, "gelu") || !strcmp(mode, "all"), bgrad = !strcmp(mode, "bgrad") || !strcmp(mode, "all");
+    char want[96];
+    snprintf(want, sizeof want, "\"gemm_epilogues\":{\"gelu\":%s,\"bias_grad\":%s", gelu ? "true" : "false",
+             bgrad ? "true" : "false");
+    CHECKF(strstr(dt_gpt_cuda_describe(g), want) != NULL, "fusions: want %s in %s", want, dt_gpt_cuda_describe(g));
     CHECKF(strstr(dt_gpt_cuda_describe(g), nh == 2 ? "\"attention\":\"flash\"" : "\"attention\":\"gemm\"") != NULL,
            "attention path: %s", dt_gpt_cuda_describe(g));
     vf grads(h->num_params);
@@ -419,8 +553,11 @@ static void test_model_nh(int nh) {
 }
 
 static void test_model(void) {
-    test_model_nh(4);
-    test_model_nh(2);
+    test_model_nh(4, NULL);
+    test_model_nh(2, NULL);
+    test_model_nh(2, "all");   /* GELU and bias-gradient epilogues */
+    test_model_nh(2, "bgrad");
+    test_model_nh(4, "off");   /* the separate GELU and column-sum kernels */
 }
 
 int main(void) {
@@ -431,6 +568,8 @@ int main(void) {
     }
     CHECK_OK(dt_cu_blas_create(&g_blas));
     RUN(test_gemm_accuracy);
+    RUN(test_gelu_epilogue_form);
+    RUN(test_gemm_epilogues);
     RUN(test_encoder_accuracy);
     RUN(test_layernorm_accuracy);
     RUN(test_reduce_accuracy);

@@ -76,8 +76,12 @@ static dt_dropout drop_of(long long permille) {
     return d;
 }
 
-/* ---- GEMM: C = op(A) op(B) (+ C) (+ bias), p: M N K ta tb flags batch ------------------ */
-enum { G_F32 = 1, G_ACC = 2, G_BIAS = 4, G_PAD = 8 };
+/* ---- GEMM: C = op(A) op(B) (+ C) (+ bias) (+ an epilogue), p: M N K ta tb flags batch ---
+ * Epilogue flags: G_GELU the GELU_AUX_BIAS forward (writes aux), G_DGELU the dGELU input
+ * gradient (reads aux), G_BGRAD the bias gradient of a weight-gradient GEMM (dbias +=, its
+ * per-chunk partials finished on the second stream). fp32 outputs take gemm_cuda.cu's own
+ * K chunks by dt_cu_gemm_splits (768x768 and 256x256 with K = 16384: 2 and 8 chunks). */
+enum { G_F32 = 1, G_ACC = 2, G_BIAS = 4, G_PAD = 8, G_GELU = 16, G_DGELU = 32, G_BGRAD = 64 };
 static void gemm_setup(dt_kset *s, gcase *c) {
     long long M = c->p[0], N = c->p[1], K = c->p[2], ta = c->p[3], tb = c->p[4], fl = c->p[5];
     long long nb = c->p[6] < 1 ? 1 : c->p[6], pad = fl & G_PAD ? 8 : 0;
@@ -88,6 +92,14 @@ static void gemm_setup(dt_kset *s, gcase *c) {
                       {nb, M, N}, {M * (N + pad), N + pad, 1});
     if (fl & G_ACC) dt_kv_fill(C, 3, -1, 1);
     if (fl & G_BIAS) dt_kv_fill(add(s, "bias", DT_KH_BF16, DT_KH_IN, {M, N}, {0, 1}), 4, -1, 1);
+    if (fl & (G_GELU | G_DGELU)) {
+        dt_kview *x = add(s, "aux", DT_KH_BF16, fl & G_DGELU ? DT_KH_IN : DT_KH_OUT, {nb, M, N}, {M * (N + pad), N + pad, 1});
+        if (fl & G_DGELU) dt_kv_fill(x, 37, -4, 4);
+    }
+    if (fl & G_BGRAD) {
+        dt_kv_fill(add(s, "dbias", DT_KH_F32, DT_KH_IN, {M}), 38, -1, 1);
+        add(s, "dbias_part", DT_KH_F32, DT_KH_SCRATCH, {(int64_t)DT_CU_BGRAD_PART_FLOATS(M)});
+    }
 }
 static void gemm_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     CASE(ctx);
@@ -98,8 +110,12 @@ static void gemm_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
                          H(s, "B"), (int)B->stride[1], nb > 1 ? B->stride[0] : 0,
                          C->base, (int)C->stride[1], nb > 1 ? C->stride[0] : 0,
                          fl & G_F32, 1.0f, fl & G_ACC ? 1.0f : 0.0f, nb,
-                         fl & G_BIAS ? H(s, "bias") : NULL};
-    CHECK_OK(dt_cu_gemm(g_blas, &a, 0));
+                         fl & G_BIAS ? H(s, "bias") : NULL,
+                         fl & G_GELU ? DT_CU_EPI_GELU : fl & G_DGELU ? DT_CU_EPI_DGELU
+                         : fl & G_BGRAD ? DT_CU_EPI_BGRAD : DT_CU_EPI_DEFAULT,
+                         fl & (G_GELU | G_DGELU) ? dt_kset_get(s, "aux")->base : NULL,
+                         fl & G_BGRAD ? F(s, "dbias") : NULL, fl & G_BGRAD ? F(s, "dbias_part") : NULL};
+    CHECK_OK(dt_cu_gemm_fin(g_blas, &a, 0, g_fin));
 }
 
 /* ---- embedding, p: B T C Vp ntok dropout‰ ----------------------------------------------- */
@@ -428,6 +444,22 @@ static gcase cases[] = {
     GEMM("gemm", "odd rows 1000x776x2056 ta tb, padded, fp32 +=", 1000, 776, 2056, 1, 1,
          G_F32 | G_ACC | G_PAD, 1),
     GEMM("gemm", "batched 48 x 1024x1024x64 (q k^T), strided batches", 1024, 1024, 64, 0, 1, 0, 48),
+    GEMM("gemm", "fc forward 16384x3072x768, GELU_AUX_BIAS epilogue (aux out)", 16384, 3072, 768, 0, 1,
+         G_BIAS | G_GELU, 1),
+    GEMM("gemm", "fcproj input grad 16384x3072x768, dGELU epilogue, padded", 16384, 3072, 768, 0, 0,
+         G_DGELU | G_PAD, 1),
+    GEMM("gemm", "weight grad 768x768, K=16384, fp32 +=, bias-gradient epilogue (2 K chunks)", 768, 768, 16384,
+         1, 0, G_F32 | G_ACC | G_BGRAD, 1),
+    GEMM("gemm", "weight grad 256x256, K=16384, fp32 +=, bias-gradient epilogue (8 K chunks)", 256, 256, 16384,
+         1, 0, G_F32 | G_ACC | G_BGRAD, 1),
+    GEMM("gemm", "weight grad 256x256, K=16384, fp32 += (8 K chunks), padded", 256, 256, 16384, 1, 0,
+         G_F32 | G_ACC | G_PAD, 1),
+    GEMM("gemm", "weight grad 3072x768, K=16384, fp32 +=, bias-gradient epilogue", 3072, 768, 16384, 1, 0,
+         G_F32 | G_ACC | G_BGRAD, 1),
+    GEMM("gemm", "weight grad 768x3072, K=16384, fp32 +=, bias-gradient epilogue", 768, 3072, 16384, 1, 0,
+         G_F32 | G_ACC | G_BGRAD, 1),
+    GEMM("gemm", "weight grad 2304x768, K=16384, fp32 =, bias-gradient epilogue, padded", 2304, 768, 16384, 1, 0,
+         G_F32 | G_BGRAD | G_PAD, 1),
     OP("encoder_fwd", "B=16 T=1024 C=768 Vp=50304, dropout 0.1", enc_fwd_setup, enc_fwd_run, FAST_EXACT,
        16, 1024, 768, 50304, 50257, 100),
     OP("encoder_bwd", "B=16 T=1024 C=768 Vp=50304, 50 distinct tokens", enc_bwd_setup, enc_bwd_run,

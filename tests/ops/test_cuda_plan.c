@@ -80,6 +80,27 @@ static void test_gemm_policy(void) {
     CHECK(dt_cu_gemm_pick(ws + 1, 1, 1, 32u << 20) == 0);
 }
 
+/* The split-K rule: chunks double while the output times the chunks stays under the
+ * target, the chunks stay deep enough and multiples of 8; a function of the sizes only. */
+static void test_gemm_splits(void) {
+    /* the GPT-2 124M weight gradients, K = B*T = 16384 */
+    CHECK(dt_cu_gemm_splits(768, 768, 16384) == 2);
+    CHECK(dt_cu_gemm_splits(2304, 768, 16384) == 1);
+    CHECK(dt_cu_gemm_splits(3072, 768, 16384) == 1);
+    CHECK(dt_cu_gemm_splits(768, 3072, 16384) == 1);
+    CHECK(dt_cu_gemm_splits(50304, 768, 16384) == 1);
+    CHECK(dt_cu_gemm_splits(256, 256, 16384) == 8);    /* small output, deep K */
+    CHECK(dt_cu_gemm_splits(256, 256, 4096) == 4);     /* chunks at least DT_CU_SPLITK_MIN_CHUNK deep */
+    CHECK(dt_cu_gemm_splits(768, 768, 1024) == 1);
+    CHECK(dt_cu_gemm_splits(64, 64, 1000004) == 1);     /* K / 2 is not a multiple of 8 */
+    CHECK(dt_cu_gemm_splits(64, 64, 1 << 20) == DT_CU_SPLITK_MAX);
+    for (int K = 1; K < 70000; K += 97) {
+        int S = dt_cu_gemm_splits(128, 128, K);
+        CHECKF(S >= 1 && S <= DT_CU_SPLITK_MAX && K % S == 0 && (S == 1 || ((K / S) % 8 == 0 &&
+               K / S >= DT_CU_SPLITK_MIN_CHUNK)), "K %d: %d chunks", K, S);
+    }
+}
+
 /* The launch log: nothing noted while off; notes formatted in order; a take clears; more
  * launches than kept are counted; a small buffer is cut, never overrun. */
 static void test_launch_log(void) {
@@ -110,6 +131,7 @@ int main(void) {
     RUN(test_buckets);
     RUN(test_adamw_chunks);
     RUN(test_gemm_policy);
+    RUN(test_gemm_splits);
     RUN(test_launch_log);
     return dt_test_report();
 }
