@@ -53,7 +53,7 @@ $(shell mkdir -p $(BUILD); echo '$(LIB_SRC)' | cmp -s - $(LIB_LIST) 2>/dev/null 
 # The fingerprint names the commit it was built from: rebuild it when that changes.
 REV_STAMP := $(BUILD)/.git-rev
 $(shell mkdir -p $(BUILD); echo '$(GIT_REV)' | cmp -s - $(REV_STAMP) 2>/dev/null || echo '$(GIT_REV)' > $(REV_STAMP))
-$(BUILD)/obj/src/core/fingerprint.o: $(REV_STAMP)
+$(BUILD)/obj/src/core/fingerprint.o $(BUILD)/cuda/obj/src/core/fingerprint.o: $(REV_STAMP)
 
 $(BUILD)/libdetrain.a: $(LIB_OBJ) $(LIB_LIST)
 	@rm -f $@
