@@ -5,12 +5,15 @@
  *     reductions 1e-3..1e-5, fp64 sums 1e-9), in both branches, on the register/shared
  *     paths and the wide fallbacks: layernorm_cuda.cu, reduce_cuda.cu + colsum_cuda.cuh,
  *     gelu_cuda.cu (dt_cu_gelu_bwd_colsum also bit-equal to gelu_bwd + colsum),
+ *     dt_cu_layernorm_bwd_colsum (dinp16 bit-equal to layernorm_bwd's, its sum against fp64),
  *     crossentropy_cuda.cu, adamw_cuda.cu;
  *  2. determinism: every det path on the full 124M shapes replayed 3 times with a side
  *     stream of busy kernels competing for the SMs: bytes must match;
  *  3. timing: CUDA events, median of 20 runs after 3 warm-ups, per kernel and branch at
  *     the 124M shapes, ms and GB/s (bytes the kernel must move), then the sum per step
- *     (25 LayerNorms each way, 4 bias gradients and 2 GELUs per layer, ...). The det
+ *     (25 LayerNorms each way, 4 bias gradients and 2 GELUs per layer, ...; the fused
+ *     layernorm_bwd + colsum row is printed beside, not summed: it replaces 24 layernorm_bwd
+ *     + colsum (768) pairs when hidden dropout is off). The det
  *     partial finishes run on the timed stream (the model overlaps them on a second one).
  * Exits non-zero on any failed check. BENCH_OPS_SKIP_CHECKS=1 times only (and checks
  * nothing: for before/after figures, never as a test). The same source
@@ -463,7 +466,7 @@ static void bench(void) {
         gpu_ok(cudaDeviceSynchronize(), "bench");
     }
     dt_op_clear_overrides();
-    printf("sum per step (gelu_bwd and its colsum fc not included): det %.3f ms, fast %.3f ms\n", g_step[0],
+    printf("sum per step (gelu_bwd and its colsum fc, layernorm_bwd + colsum not included): det %.3f ms, fast %.3f ms\n", g_step[0],
            g_step[1]);
 }
 
