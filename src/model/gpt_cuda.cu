@@ -57,6 +57,11 @@ struct dt_gpt_cuda {
     float *dres, *part;
     size_t part_site;  /* floats per partial site; sites used so far in this backward */
     int nsite, maxsite;
+    /* this backward: the LayerNorm backwards add the attproj/fcproj bias gradients (the
+     * column sums of dres16, fused; hidden dropout off and no BGRAD epilogue), and the bias
+     * gradient the latest one added into, which the next linear_bwd must not add again */
+    int ln_colsum;
+    float *db_summed;
     bf16 *dres16, *dproj16, *dc1, *dqkv, *dfch, *dfchg, *att_scratch;
     double *red_part, *stats; /* stats: [0] loss sum, [1] grad sumsq, [2] param sumsq, [3] grad norm */
     long long *zeros;
@@ -243,8 +248,9 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     DMALLOC(m->losses, BT, "losses");
     DMALLOC(m->dres, sc, "scratch");
     {   /* one partial region per det reduction site of a backward (6 per layer + lnf), so
-         * each site's finish can run on m->fin while the main stream goes on */
-        size_t pc = (size_t)dt_cu_colsum_parts((int)BT) * 4 * C, pl = (size_t)dt_cu_ln_parts((int)BT) * 2 * C;
+         * each site's finish can run on m->fin while the main stream goes on; a LayerNorm
+         * site holds three vectors per block (dweight, dbias, the fused column sum) */
+        size_t pc = (size_t)dt_cu_colsum_parts((int)BT) * 4 * C, pl = dt_cu_ln_part_floats((int)BT, C, 1);
         m->part_site = pc > pl ? pc : pl;
         if (m->part_site < DT_CU_BGRAD_PART_FLOATS(4 * C)) m->part_site = DT_CU_BGRAD_PART_FLOATS(4 * C);
         m->part_site = (m->part_site + 63) / 64 * 64; /* 256-byte aligned regions */
@@ -436,7 +442,9 @@ static void gemm_info(dt_gpt_cuda *m, dt_trace_op *h, const char *what) {
 }
 
 /* Module-level event of block l: its input (the residual stream or its gradient) and the
- * layer's parameters, plus its gradients in the backward (as the CPU model's block events). */
+ * layer's parameters, plus its gradients in the backward (as the CPU model's block events).
+ * With m->ln_colsum, block l's LN1 backward also adds into layer l-1's fcproj bias gradient:
+ * that tensor is one of block l's backward gradients too ("dfcprojb.prev"). */
 static void layer_tensors(dt_gpt_cuda *m, dt_gtrace_set *s, int l, int grads) {
     for (int i = DT_P_LN1W; i <= DT_P_FCPROJB; i++) {
         const dt_param_desc *d = &m->params[i];
@@ -446,6 +454,9 @@ static void layer_tensors(dt_gpt_cuda *m, dt_gtrace_set *s, int l, int grads) {
         dt_gtrace_add(s, grads ? m->gname[i] : m->pname[i], base + d->offset + (size_t)l * per_layer,
                       DT_DT_F32, rows, cols);
     }
+    if (grads && m->ln_colsum && l > 0)
+        dt_gtrace_add(s, "dfcprojb.prev", m->grad + m->params[DT_P_FCPROJB].offset + (size_t)(l - 1) * m->cfg.channels,
+                      DT_DT_F32, 1, m->cfg.channels);
 }
 
 static dt_status block_begin(dt_gpt_cuda *m, dt_trace_op **h, int phase, int l, const void *x, int xdtype) {
@@ -510,7 +521,10 @@ static dt_status linear_gelu_fwd(dt_gpt_cuda *m, bf16 *out, bf16 *pre, const bf1
 /* Linear layer backward: dinp (bf16) = dout W; dW (fp32) += dout^T inp; db += colsum(dout).
  * With gelu_pre (the GELU's pre-activation that made inp, m->fuse_gelu), dinp is the
  * gradient before that GELU: dinp = (dout W) * GELU'(gelu_pre), from the GEMM's epilogue
- * ("matmul_dgelu_bwd"). With m->fuse_bgrad, db comes from the dW GEMM's epilogue. */
+ * ("matmul_dgelu_bwd"). With m->fuse_bgrad, db comes from the dW GEMM's epilogue. When db is
+ * m->db_summed, the op that wrote dout already added its column sums into db (the
+ * LayerNorm backward's fused sum, finished on m->fin): db is left alone, and the event's
+ * db (input and output, digested after joining m->fin) is that finished gradient. */
 static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, const bf16 *dout,
                             const bf16 *inp, const bf16 *w, int N, int IC, int OC, const bf16 *gelu_pre) {
     const char *op = gelu_pre ? "matmul_dgelu_bwd" : "matmul_bwd";
@@ -522,13 +536,16 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
                          gelu_pre ? DT_CU_EPI_DGELU : DT_CU_EPI_DEFAULT, (void *)gelu_pre, NULL, NULL};
     TRY(dt_cu_gemm(m->blas, &a, m->s));
     gemm_info(m, h_, gelu_pre ? "dx = (dy w) gelu'(pre)" : "dx");
-    int bgrad = db && m->fuse_bgrad;
+    int summed = db && db == m->db_summed;
+    if (summed) m->db_summed = NULL;
+    int bgrad = db && !summed && m->fuse_bgrad;
     dt_cu_gemm_args g = {1, 0, OC, IC, N, dout, OC, 0, inp, IC, 0, dw, IC, 0, 1, 1.0f, 1.0f, 1, NULL,
                          bgrad ? DT_CU_EPI_BGRAD : DT_CU_EPI_DEFAULT, NULL, bgrad ? db : NULL,
                          bgrad ? next_part(m) : NULL};
     TRY(dt_cu_gemm_fin(m->blas, &g, m->s, m->fin));
     gemm_info(m, h_, bgrad ? "dw, db (bias-gradient epilogue, chunk partials added in order)" : "dw");
-    if (db && !bgrad) {
+    if (summed && h_) dt_trace_kernel_info(h_, "db: the column sums of dy, added by layernorm_bwd (fused)");
+    if (db && !bgrad && !summed) {
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_BIAS_BWD);
         dt_cu_colsum(db, next_part(m), dout, N, OC, m->s, m->fin);
@@ -734,21 +751,33 @@ static dt_status through_dropout(dt_gpt_cuda *m, const dt_dropout *hd, uint32_t 
     return DT_OK;
 }
 
-/* dres (fp32) += LN backward of dy, dres16 its bf16 copy; dw, db += the parameter grads. */
+/* dres (fp32) += LN backward of dy, dres16 its bf16 copy; dw, db += the parameter grads.
+ * next_db (m->ln_colsum; NULL for LN1 of layer 0): the bias gradient of the linear whose
+ * backward reads dres16 next (attproj after LN2, the previous layer's fcproj after LN1 and
+ * lnf), += the column sums of dres16 from the same kernel (DT_OP_BIAS_BWD), an output of
+ * this event ("colsum_dx16"); that linear_bwd then skips its column sum (m->db_summed). */
 static dt_status t_layernorm_bwd(dt_gpt_cuda *m, float *dw, float *db, const bf16 *x, const float *w,
-                                 const float *mean, const float *rstd) {
+                                 const float *mean, const float *rstd, float *next_db) {
     int BT = m->B * m->T, C = m->cfg.channels;
     OP_BEGIN(DT_PHASE_BWD, "layernorm_bwd", DT_OP_LAYERNORM_BWD,
              (IN("dy", m->dc1, BF, BTC), IN("x", x, BF, BTC), IN("w", w, F32, 1, C), IN("mean", mean, F32, BT, 1),
               IN("rstd", rstd, F32, BT, 1), IN("dx", m->dres, F32, BTC), IN("dw", dw, F32, 1, C),
-              IN("db", db, F32, 1, C)));
-    dt_cu_layernorm_bwd(m->dres, m->dres16, dw, db, next_part(m), m->dc1, x, w, mean, rstd, BT, C, m->s, m->fin);
+              IN("db", db, F32, 1, C), IN("colsum_dx16", next_db, F32, 1, next_db ? C : 0)));
+    if (next_db) {
+        dt_cu_layernorm_bwd_colsum(m->dres, m->dres16, dw, db, next_db, next_part(m), m->dc1, x, w, mean, rstd, BT,
+                                   C, m->s, m->fin);
+        if (h_) dt_trace_kernel_info(h_, "colsum_dx16: fused column sums of dx16, bias_bwd %s",
+                                     variant_name(DT_OP_BIAS_BWD));
+    } else {
+        dt_cu_layernorm_bwd(m->dres, m->dres16, dw, db, next_part(m), m->dc1, x, w, mean, rstd, BT, C, m->s, m->fin);
+    }
+    m->db_summed = next_db;
     if (dt_inject_should("layernorm_bwd", m->step)) { /* both copies of the primary output */
         TRY(dt_cu_flip_lsb(m->dres, (size_t)BT * C, 4, m->s));
         TRY(dt_cu_flip_lsb(m->dres16, (size_t)BT * C, 2, m->s));
     }
     OP_END((OUT("dx", m->dres, F32, BTC), OUT("dx16", m->dres16, BF, BTC), OUT("dw", dw, F32, 1, C),
-            OUT("db", db, F32, 1, C)));
+            OUT("db", db, F32, 1, C), OUT("colsum_dx16", next_db, F32, 1, next_db ? C : 0)));
     return DT_OK;
 }
 
@@ -810,6 +839,11 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     size_t sc = (size_t)BT * C;
     dt_dropout hd = hidden_drop(m), ad = attn_drop(m);
     m->nsite = 0;
+    /* with hidden dropout the linears read a masked copy of dres16 (through_dropout); with
+     * BGRAD the weight-gradient GEMMs make every bias gradient */
+    m->ln_colsum = !dt_dropout_on(&hd) && !m->fuse_bgrad;
+    m->db_summed = NULL;
+#define NEXT_DB(i, l) (m->ln_colsum ? G(i) + (size_t)(l) * C : NULL) /* bias i of layer l */
     if (dt_op_variant(DT_OP_ENCODER_BWD) == DT_VARIANT_DET) {
         m->nseg = dt_cu_encoder_buckets(m->h_in, BT, Vp, m->h_count, m->h_order, m->h_segtok, m->h_segstart);
         if (m->nseg <= 0) return dt_fail(DT_EINVAL, "encoder backward: token outside [0, %d)", Vp);
@@ -825,7 +859,7 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     rbegin(m, DT_R_LN_BWD);
     TRY(dt_cu_check(cudaMemsetAsync(m->dres, 0, sizeof(float) * sc, s), "cudaMemsetAsync"));
     TRY(t_layernorm_bwd(m, G(DT_P_LNFW), G(DT_P_LNFB), m->res3 + (size_t)(L - 1) * sc, P(DT_P_LNFW),
-                        m->lnf_mean, m->lnf_rstd));
+                        m->lnf_mean, m->lnf_rstd, NEXT_DB(DT_P_FCPROJB, L - 1)));
     rend(m, DT_R_LN_BWD);
     dt_trace_scope_pop();
     for (int l = L - 1; l >= 0; l--) {
@@ -859,7 +893,7 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
         }
         rbegin(m, DT_R_LN_BWD);
         TRY(t_layernorm_bwd(m, G(DT_P_LN2W) + lC, G(DT_P_LN2B) + lC, m->res2 + l * sc, P(DT_P_LN2W) + lC,
-                            m->ln2_mean + (size_t)l * BT, m->ln2_rstd + (size_t)l * BT));
+                            m->ln2_mean + (size_t)l * BT, m->ln2_rstd + (size_t)l * BT, NEXT_DB(DT_P_ATTPROJB, l)));
         rend(m, DT_R_LN_BWD);
         TRY(through_dropout(m, &hd, 2u * (uint32_t)l, &dproj));
         rbegin(m, DT_R_MATMUL_BWD);
@@ -875,7 +909,8 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_LN_BWD);
         TRY(t_layernorm_bwd(m, G(DT_P_LN1W) + lC, G(DT_P_LN1B) + lC, res, P(DT_P_LN1W) + lC,
-                            m->ln1_mean + (size_t)l * BT, m->ln1_rstd + (size_t)l * BT));
+                            m->ln1_mean + (size_t)l * BT, m->ln1_rstd + (size_t)l * BT,
+                            l > 0 ? NEXT_DB(DT_P_FCPROJB, l - 1) : NULL));
         rend(m, DT_R_LN_BWD);
         TRY(block_end(m, blk, DT_PHASE_BWD, l, m->dres, DT_DT_F32));
     }
@@ -884,6 +919,10 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     TRY(t_encoder_bwd(m, &hd));
     rend(m, DT_R_EMBED_BWD);
     dt_trace_scope_pop();
+#undef NEXT_DB
+    if (m->db_summed) /* a fused bias gradient no linear_bwd claimed: the wiring above is wrong */
+        return dt_fail(DT_ESTATE, "dt_gpt_cuda_backward: a LayerNorm backward summed a bias gradient "
+                       "that no linear backward used");
     /* join: the det partial finishes on m->fin complete before anything reads gradients or
      * reuses their partial regions */
     TRY(join_fin(m));
@@ -1034,11 +1073,14 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
     dt_cu_blas_describe(m->blas, algos, sizeof algos);
     snprintf(m->desc, sizeof m->desc,
              "{\"device\":\"cuda\",\"attention\":\"%s\",\"gemm_epilogues\":{\"gelu\":%s,\"bias_grad\":%s,"
-             "\"asked\":\"%s\"},\"gemm_k_chunks\":\"%s\",\"gpu\":\"%s\",\"sm\":\"%d.%d\",\"sms\":%d,\"driver\":%d,"
+             "\"asked\":\"%s\"},\"gemm_k_chunks\":\"%s\",\"layernorm_bias_colsum\":\"%s\",\"gpu\":\"%s\","
+             "\"sm\":\"%d.%d\",\"sms\":%d,\"driver\":%d,"
              "\"runtime\":%d,\"cublaslt\":%zu,\"nvcc_flags\":\"%s\",\"gemm_workspace\":%u,"
              "\"gemm_algos\":%s}",
              m->flash ? "flash" : "gemm", m->fuse_gelu ? "true" : "false", m->fuse_bgrad ? "true" : "false",
-             m->fusion_note, m->ksplit_off ? "off (DT_GEMM_SPLITK=off)" : "dt_cu_gemm_splits", p.name, p.major,
+             m->fusion_note, m->ksplit_off ? "off (DT_GEMM_SPLITK=off)" : "dt_cu_gemm_splits",
+             m->fuse_bgrad ? "off (bias gradients from the GEMM epilogue)"
+             : m->hidden_dropout > 0.0f ? "off while training (hidden dropout)" : "attproj, fcproj", p.name, p.major,
              p.minor, p.multiProcessorCount, drv, rt, cublasLtGetVersion(), DT_NVCC_FLAGS, DT_CU_GEMM_WORKSPACE,
              algos);
     return m->desc;

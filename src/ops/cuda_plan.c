@@ -8,6 +8,16 @@ int dt_cu_colsum_parts(int rows) { return (rows + DT_CU_COLSUM_ROWS - 1) / DT_CU
 
 int dt_cu_ln_parts(int rows) { return (rows + DT_CU_LN_ROWS - 1) / DT_CU_LN_ROWS; }
 
+size_t dt_cu_ln_bwd_smem(int C, int colsum) {
+    return sizeof(float) * (size_t)(2 + (colsum != 0)) * DT_CU_LN_WARPS * (size_t)C;
+}
+
+int dt_cu_ln_colsum_fused(int C, int wide) { return !wide || dt_cu_ln_bwd_smem(C, 1) <= DT_CU_LN_SMEM_MAX; }
+
+size_t dt_cu_ln_part_floats(int rows, int C, int colsum) {
+    return (size_t)(2 + (colsum != 0)) * (size_t)dt_cu_ln_parts(rows) * (size_t)C;
+}
+
 int dt_cu_reduce_blocks(size_t n) {
     size_t per_block = (size_t)DT_CU_RED_THREADS * 8;
     size_t b = (n + per_block - 1) / per_block;

@@ -30,6 +30,24 @@ extern "C" {
 int dt_cu_colsum_parts(int rows);
 /* Number of LayerNorm backward partials: ceil(rows / DT_CU_LN_ROWS). */
 int dt_cu_ln_parts(int rows);
+/* The LayerNorm backward's blocks: DT_CU_LN_WARPS warps, each accumulating per-channel
+ * vectors in its own shared row: dweight and dbias, plus the column sums of dinp16 when the
+ * sum is fused (dt_cu_layernorm_bwd_colsum). Dynamic shared memory is capped at
+ * DT_CU_LN_SMEM_MAX bytes (the opt-in limit set on every backward kernel). */
+#define DT_CU_LN_WARPS 8
+#define DT_CU_LN_SMEM_MAX (200u * 1024u)
+/* Bytes of dynamic shared memory of one backward block for C channels: (2 + colsum)
+ * vectors of C floats per warp. */
+size_t dt_cu_ln_bwd_smem(int C, int colsum);
+/* Whether the fused column sum runs inside the backward kernel: always in the register
+ * kernel (C <= 2048, 16-byte aligned weights); in the wide kernel (wide != 0) while the
+ * three vectors fit DT_CU_LN_SMEM_MAX (C <= 2133); otherwise the launcher sums dinp16 with
+ * dt_cu_colsum after the kernel (same operands, another order). */
+int dt_cu_ln_colsum_fused(int C, int wide);
+/* Floats of partial scratch a LayerNorm backward over `rows` rows of C channels needs:
+ * 2 (dweight, dbias) or 3 (with the fused column sum) vectors per block. The third
+ * region also holds the dt_cu_colsum partials of the unfused fallback (fewer chunks). */
+size_t dt_cu_ln_part_floats(int rows, int C, int colsum);
 
 /* Blocks of the whole-buffer reduction of n elements: enough for one pass of
  * DT_CU_RED_THREADS-thread blocks with 8 elements per thread, at most DT_CU_RED_MAX_BLOCKS,

@@ -137,7 +137,11 @@ __global__ void layernorm_fwd_wide_kernel(bf16 *out, float *mean, float *rstd, b
     }
 }
 
-#define LN_BWD_WARPS 8
+#define LN_BWD_WARPS DT_CU_LN_WARPS
+
+/* The fused column sum of dinp16 (dt_cu_layernorm_bwd_colsum): none, det (block partials
+ * in the third region of `part`), fast (atomicAdd of the block sums into `sum`). */
+enum { LN_SUM_NONE = 0, LN_SUM_DET = 1, LN_SUM_FAST = 2 };
 
 /* Four bf16 at p (8-byte aligned) as floats. */
 static __device__ __forceinline__ void ln_ld4(const bf16 *p, float f[4]) {
@@ -153,14 +157,21 @@ static __device__ __forceinline__ void ln_ld4(const bf16 *p, float f[4]) {
  * dinp included), and accumulates dweight/dbias for its channels in registers in row
  * order; the eight warp sums are then added in warp order through shared memory. det
  * writes the block partial (summed by dt_cu_parts_finish); fast adds it into
- * dweight/dbias with atomics. */
+ * dweight/dbias with atomics.
+ * With `sumv` (LN_SUM_*), each warp also adds the bf16 values it stores into dinp16 (as
+ * floats) into its own shared row, in the same row order, and the eight rows are added in
+ * warp order: the column sums of dinp16, a third partial vector. Shared, not registers
+ * (ptxas, sm_90): a third register array took NV4 = 6 (C = 768) from 113 to 128 registers,
+ * the cap of 2 blocks of 256 threads, and spilled 268 bytes at NV4 = 16; the shared row
+ * takes 120 and 255 registers, no spills. */
 template <int NV4>
 __global__ void __launch_bounds__(32 * LN_BWD_WARPS, NV4 <= 6 ? 2 : 1) /* more would spill */
-layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *part,
+layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *sum, float *part,
                      const bf16 *dout, const bf16 *inp, const float *w, const float *mean,
-                     const float *rstd, int N, int C, int det) {
+                     const float *rstd, int N, int C, int det, int sumv) {
     /* [LN_BWD_WARPS][2][C], channel c = 4u + k stored at k * C/4 + u: consecutive lanes
-     * (consecutive u) hit consecutive banks */
+     * (consecutive u) hit consecutive banks; then (sumv) [LN_BWD_WARPS][C] in channel order,
+     * read and written as float4 at u (conflict-free 16-byte accesses) */
     extern __shared__ float sh[];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nparts = gridDim.x, C4 = C / 4;
     float dw[NV4][4], db[NV4][4];
@@ -168,6 +179,10 @@ layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, fl
     for (int i = 0; i < NV4; i++)
 #pragma unroll
         for (int k = 0; k < 4; k++) dw[i][k] = db[i][k] = 0.0f;
+    float *ssum = sh + (size_t)LN_BWD_WARPS * 2 * C;
+    float4 *ss = reinterpret_cast<float4 *>(ssum + (size_t)warp * C); /* this warp's row; lane-owned */
+    if (sumv)
+        for (int u = lane; u < C4; u += 32) ss[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     const float4 *w4 = reinterpret_cast<const float4 *>(w);
     int r0 = blockIdx.x * DT_CU_LN_ROWS, r1 = min(r0 + DT_CU_LN_ROWS, N);
     for (int row = r0 + warp; row < r1; row += LN_BWD_WARPS) {
@@ -225,6 +240,15 @@ layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, fl
             o.x = *reinterpret_cast<uint32_t *>(&lo);
             o.y = *reinterpret_cast<uint32_t *>(&hi);
             *reinterpret_cast<uint2 *>(dinp16 + base + u * 4) = o;
+            if (sumv) { /* the values as stored: the column sums of dinp16 */
+                float2 fl = __bfloat1622float2(lo), fh = __bfloat1622float2(hi);
+                float4 t = ss[u];
+                t.x += fl.x;
+                t.y += fl.y;
+                t.z += fh.x;
+                t.w += fh.y;
+                ss[u] = t;
+            }
         }
     }
     float *sw = sh + (size_t)warp * 2 * C, *sb = sw + C;
@@ -240,7 +264,7 @@ layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, fl
     }
     __syncthreads();
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float tw = 0.0f, tb = 0.0f;
+        float tw = 0.0f, tb = 0.0f, ts = 0.0f;
         int at = (c % 4) * C4 + c / 4;
         for (int k = 0; k < LN_BWD_WARPS; k++) { /* warp order */
             tw += sh[(size_t)k * 2 * C + at];
@@ -253,20 +277,29 @@ layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, fl
             atomicAdd(&dweight[c], tw);
             atomicAdd(&dbias[c], tb);
         }
+        if (!sumv) continue;
+        for (int k = 0; k < LN_BWD_WARPS; k++) ts += ssum[(size_t)k * C + c]; /* warp order */
+        if (sumv == LN_SUM_DET) part[(size_t)(2 * nparts + blockIdx.x) * C + c] = ts;
+        else atomicAdd(&sum[c], ts);
     }
 }
 
 /* The same backward for C > 8 * 32 * LN_MAX_NV or weights not 16-byte aligned: the warps
- * accumulate dweight/dbias in their shared rows element by element (same order). */
-__global__ void layernorm_bwd_wide_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias,
+ * accumulate dweight/dbias (and the column sums of dinp16 with sumv) in their shared rows
+ * element by element (same order). */
+__global__ void layernorm_bwd_wide_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *sum,
                                      float *part, const bf16 *dout, const bf16 *inp, const float *w,
-                                     const float *mean, const float *rstd, int N, int C, int det) {
-    /* [LN_BWD_WARPS][2][C], channel c = 8v + k stored at k * C/8 + v: consecutive lanes
-     * (consecutive v) hit consecutive banks */
+                                     const float *mean, const float *rstd, int N, int C, int det, int sumv) {
+    /* [LN_BWD_WARPS][2][C] then (sumv) [LN_BWD_WARPS][C], channel c = 8v + k stored at
+     * k * C/8 + v: consecutive lanes (consecutive v) hit consecutive banks */
     extern __shared__ float sh[];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nparts = gridDim.x, C8 = C / 8;
     float *dw = sh + (size_t)warp * 2 * C, *db = dw + C;
-    for (int c = lane; c < C; c += 32) dw[c] = db[c] = 0.0f;
+    float *ssum = sh + (size_t)LN_BWD_WARPS * 2 * C, *ds = ssum + (size_t)warp * C;
+    for (int c = lane; c < C; c += 32) {
+        dw[c] = db[c] = 0.0f;
+        if (sumv) ds[c] = 0.0f;
+    }
     __syncwarp();
     int r0 = blockIdx.x * DT_CU_LN_ROWS, r1 = min(r0 + DT_CU_LN_ROWS, N);
     for (int row = r0 + warp; row < r1; row += LN_BWD_WARPS) {
@@ -298,6 +331,7 @@ __global__ void layernorm_bwd_wide_kernel(float *dinp, bf16 *dinp16, float *dwei
                 dw[k * C8 + v] += n * g;
                 di[k] += (dn - sdn - n * sdnn) * r;
                 o.v[k] = __float2bfloat16(di[k]);
+                if (sumv) ds[k * C8 + v] += __bfloat162float(o.v[k]); /* the value as stored */
             }
             dp[0] = make_float4(di[0], di[1], di[2], di[3]);
             dp[1] = make_float4(di[4], di[5], di[6], di[7]);
@@ -306,7 +340,7 @@ __global__ void layernorm_bwd_wide_kernel(float *dinp, bf16 *dinp16, float *dwei
     }
     __syncthreads();
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float sw = 0.0f, sb = 0.0f;
+        float sw = 0.0f, sb = 0.0f, ts = 0.0f;
         int at = (c % 8) * C8 + c / 8;
         for (int k = 0; k < LN_BWD_WARPS; k++) { /* warp order */
             sw += sh[(size_t)k * 2 * C + at];
@@ -319,6 +353,10 @@ __global__ void layernorm_bwd_wide_kernel(float *dinp, bf16 *dinp16, float *dwei
             atomicAdd(&dweight[c], sw);
             atomicAdd(&dbias[c], sb);
         }
+        if (!sumv) continue;
+        for (int k = 0; k < LN_BWD_WARPS; k++) ts += ssum[(size_t)k * C + at]; /* warp order */
+        if (sumv == LN_SUM_DET) part[(size_t)(2 * nparts + blockIdx.x) * C + c] = ts;
+        else atomicAdd(&sum[c], ts);
     }
 }
 
@@ -355,26 +393,30 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
     }
 #undef LN_FWD
 }
-void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *part,
-                         const bf16 *dout, const bf16 *inp, const float *weight,
-                         const float *mean, const float *rstd, int N, int C, cudaStream_t s,
-                         cudaStream_t fs) {
+/* The backward launch of both entry points; sum NULL: no column sum. */
+static void ln_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *sum, float *part,
+                   const bf16 *dout, const bf16 *inp, const float *weight, const float *mean,
+                   const float *rstd, int N, int C, cudaStream_t s, cudaStream_t fs) {
     int det = dt_op_variant(DT_OP_LAYERNORM_BWD) == DT_VARIANT_DET, nparts = dt_cu_ln_parts(N);
-    size_t shm = sizeof(float) * 2 * LN_BWD_WARPS * (size_t)C;
     static int attr_set;
-    if (!attr_set) { /* up to C = 3200 (the wide kernel) */
+    if (!attr_set) { /* up to C = 3200 (the wide kernel, two vectors) */
         const void *k[] = {(const void *)layernorm_bwd_wide_kernel, (const void *)layernorm_bwd_kernel<2>,
                            (const void *)layernorm_bwd_kernel<4>, (const void *)layernorm_bwd_kernel<6>,
                            (const void *)layernorm_bwd_kernel<8>, (const void *)layernorm_bwd_kernel<12>,
                            (const void *)layernorm_bwd_kernel<16>};
         for (int i = 0; i < 7; i++)
-            cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+            cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)DT_CU_LN_SMEM_MAX);
         attr_set = 1;
     }
     unsigned nt = 32 * LN_BWD_WARPS;
     int nv = aligned16(weight) ? ln_nv(C) : 0; /* in 8-channel vectors; the kernel counts 4 */
-#define LN_BWD(NV) layernorm_bwd_kernel<2 * NV><<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_kernel"), nt, shm, s>>>(dinp, dinp16, dweight, dbias, part, \
-                                                                        dout, inp, weight, mean, rstd, N, C, det)
+    /* the column sum in the kernel where its shared rows fit, else dt_cu_colsum after it */
+    int fused = sum && dt_cu_ln_colsum_fused(C, nv == 0);
+    int sumv = !fused ? LN_SUM_NONE : dt_op_variant(DT_OP_BIAS_BWD) == DT_VARIANT_DET ? LN_SUM_DET : LN_SUM_FAST;
+    size_t shm = dt_cu_ln_bwd_smem(C, fused);
+    float *sum_part = part + (size_t)2 * nparts * C;
+#define LN_BWD(NV) layernorm_bwd_kernel<2 * NV><<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_kernel"), nt, shm, s>>>(dinp, dinp16, dweight, dbias, sum, part, \
+                                                                        dout, inp, weight, mean, rstd, N, C, det, sumv)
     switch (nv) {
     case 1: LN_BWD(1); break;
     case 2: LN_BWD(2); break;
@@ -383,12 +425,26 @@ void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias
     case 6: LN_BWD(6); break;
     case 8: LN_BWD(8); break;
     default:
-        layernorm_bwd_wide_kernel<<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_wide_kernel"), nt, shm, s>>>(dinp, dinp16, dweight, dbias, part, dout, inp,
-                                                          weight, mean, rstd, N, C, det);
+        layernorm_bwd_wide_kernel<<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_wide_kernel"), nt, shm, s>>>(dinp, dinp16, dweight, dbias, sum, part, dout, inp,
+                                                          weight, mean, rstd, N, C, det, sumv);
     }
 #undef LN_BWD
-    if (det) {
-        dt_cu_fork(s, fs);
-        dt_cu_parts_finish(dweight, dbias, part, nparts, C, fs);
-    }
+    if (det || sumv == LN_SUM_DET) dt_cu_fork(s, fs);
+    if (det) dt_cu_parts_finish(dweight, dbias, part, nparts, C, fs);
+    if (sumv == LN_SUM_DET) dt_cu_parts_finish(sum, NULL, sum_part, nparts, C, fs);
+    if (sum && !fused) dt_cu_colsum(sum, sum_part, dinp16, N, C, s, fs); /* wide, C > 2133 */
+}
+
+void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *part,
+                         const bf16 *dout, const bf16 *inp, const float *weight,
+                         const float *mean, const float *rstd, int N, int C, cudaStream_t s,
+                         cudaStream_t fs) {
+    ln_bwd(dinp, dinp16, dweight, dbias, NULL, part, dout, inp, weight, mean, rstd, N, C, s, fs);
+}
+
+void dt_cu_layernorm_bwd_colsum(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *sum,
+                                float *part, const bf16 *dout, const bf16 *inp, const float *weight,
+                                const float *mean, const float *rstd, int N, int C, cudaStream_t s,
+                                cudaStream_t fs) {
+    ln_bwd(dinp, dinp16, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, s, fs);
 }

@@ -5,12 +5,15 @@
  *     reductions 1e-3..1e-5, fp64 sums 1e-9), in both branches, on the register/shared
  *     paths and the wide fallbacks: layernorm_cuda.cu, reduce_cuda.cu + colsum_cuda.cuh,
  *     gelu_cuda.cu (dt_cu_gelu_bwd_colsum also bit-equal to gelu_bwd + colsum),
+ *     dt_cu_layernorm_bwd_colsum (dinp16 bit-equal to layernorm_bwd's, its sum against fp64),
  *     crossentropy_cuda.cu, adamw_cuda.cu;
  *  2. determinism: every det path on the full 124M shapes replayed 3 times with a side
  *     stream of busy kernels competing for the SMs: bytes must match;
  *  3. timing: CUDA events, median of 20 runs after 3 warm-ups, per kernel and branch at
  *     the 124M shapes, ms and GB/s (bytes the kernel must move), then the sum per step
- *     (25 LayerNorms each way, 4 bias gradients and 2 GELUs per layer, ...). The det
+ *     (25 LayerNorms each way, 4 bias gradients and 2 GELUs per layer, ...; the fused
+ *     layernorm_bwd + colsum row is printed beside, not summed: it replaces 24 layernorm_bwd
+ *     + colsum (768) pairs when hidden dropout is off). The det
  *     partial finishes run on the timed stream (the model overlaps them on a second one).
  * Exits non-zero on any failed check. BENCH_OPS_SKIP_CHECKS=1 times only (and checks
  * nothing: for before/after figures, never as a test). The same source
@@ -72,6 +75,25 @@ static void check_layernorm(int N, int C) {
         CHECK_RELF(down16(ddinp16, (size_t)N * C), dinp, 1e-2, "C %d layernorm bwd dinp16 %s", C, br_name(br));
         CHECK_RELF(down32(dgw, C), gw, 1e-3, "C %d layernorm bwd dweight %s", C, br_name(br));
         CHECK_RELF(down32(dgb, C), gb, 1e-5, "C %d layernorm bwd dbias %s", C, br_name(br));
+#ifdef DT_CU_HAVE_LAYERNORM_BWD_COLSUM
+        { /* fused with the column sums of dinp16 (bias_bwd in the same branch): the same
+           * dinp16 bits, and the sum against fp64 sums of those bf16 values */
+            variant(br ? "bias_bwd=fast" : "bias_bwd=det");
+            float *fdinp = up32(dinp0), *fgw = dev<float>(C), *fgb = dev<float>(C), *fsum = dev<float>(C);
+            float *fpart = dev<float>(dt_cu_ln_part_floats(N, C, 1));
+            bf16 *fd16 = dev<bf16>((size_t)N * C);
+            dt_cu_layernorm_bwd_colsum(fdinp, fd16, fgw, fgb, fsum, fpart, dg, dres, dw, dmean, drstd, N, C, 0, 0);
+            vf a16 = down16(fd16, (size_t)N * C), b16 = down16(ddinp16, (size_t)N * C);
+            CHECKF(!memcmp(a16.data(), b16.data(), sizeof(float) * a16.size()),
+                   "C %d layernorm bwd + colsum %s: dinp16 differs from layernorm bwd's", C, br_name(br));
+            std::vector<double> r(C, 0.0);
+            for (int i = 0; i < N; i++)
+                for (int c = 0; c < C; c++) r[c] += a16[(size_t)i * C + c];
+            CHECK_RELF(down32(fsum, C), vf(r.begin(), r.end()), 1e-5, "C %d layernorm bwd + colsum: sum %s", C,
+                       br_name(br));
+            cudaFree(fdinp); cudaFree(fgw); cudaFree(fgb); cudaFree(fsum); cudaFree(fpart); cudaFree(fd16);
+        }
+#endif
         cudaFree(ddinp); cudaFree(dgw); cudaFree(dgb); cudaFree(part); cudaFree(ddinp16);
     }
     dt_op_clear_overrides();
@@ -286,6 +308,12 @@ static void op_ln_fwd(void) {
 static void op_ln_bwd(void) {
     dt_cu_layernorm_bwd(g.dinp, g.dinp16, g.gw, g.gb, g.part, g.dout16, g.res, g.w, g.mean, g.rstd, NR, CH, 0, g_fs);
 }
+#ifdef DT_CU_HAVE_LAYERNORM_BWD_COLSUM
+static void op_ln_bwd_colsum(void) {
+    dt_cu_layernorm_bwd_colsum(g.dinp, g.dinp16, g.gw, g.gb, g.acc, g.part, g.dout16, g.res, g.w, g.mean, g.rstd, NR,
+                               CH, 0, g_fs);
+}
+#endif
 static int g_cols = 768;
 static void op_colsum(void) { dt_cu_colsum(g.acc, g.part, g.g3, NR, g_cols, 0, g_fs); }
 static void op_gelu_fwd(void) { dt_cu_gelu_fwd(g.d3, g.x3, (size_t)NR * 4 * CH, 0); }
@@ -335,6 +363,10 @@ static void take_ln_bwd(std::vector<unsigned char> *o) {
     grab(o, g.gw, CH); grab(o, g.gb, CH); grab(o, g.dinp16, (size_t)NR * CH); grab(o, g.dinp, (size_t)NR * CH);
 }
 static void take_acc(std::vector<unsigned char> *o) { grab(o, g.acc, g_cols); }
+#ifdef DT_CU_HAVE_LAYERNORM_BWD_COLSUM
+static void reset_ln_sum(void) { reset_ln(); reset_acc(); }
+static void take_ln_sum(std::vector<unsigned char> *o) { take_ln_bwd(o); grab(o, g.acc, CH); }
+#endif
 #ifdef DT_CU_HAVE_GELU_BWD_COLSUM
 static void take_gelu(std::vector<unsigned char> *o) { grab(o, g.acc, 4 * CH); grab(o, g.d3, (size_t)NR * 4 * CH); }
 #endif
@@ -350,6 +382,9 @@ static void test_replays(void) {
     variant("bias_bwd=det");
     CHECKF(replays_equal(reset_none, op_ln_fwd, take_ln_fwd), "layernorm fwd replays differ");
     CHECKF(replays_equal(reset_ln, op_ln_bwd, take_ln_bwd), "layernorm bwd det replays differ");
+#ifdef DT_CU_HAVE_LAYERNORM_BWD_COLSUM
+    CHECKF(replays_equal(reset_ln_sum, op_ln_bwd_colsum, take_ln_sum), "layernorm bwd + colsum det replays differ");
+#endif
     int shapes[4] = {3 * CH, CH, 4 * CH, CH};
     for (int i = 0; i < 3; i++) {
         g_cols = shapes[i];
@@ -410,6 +445,10 @@ static void bench(void) {
         g_red_det = !br;
         row("layernorm_fwd (+residual)", b, op_ln_fwd, NULL, nc * e2 * 4 + NR * 8.0, 24, wh);
         row("layernorm_bwd", b, op_ln_bwd, NULL, nc * (2 * e2 + 8 + e2) + NR * 8.0, 25, wh);
+#ifdef DT_CU_HAVE_LAYERNORM_BWD_COLSUM
+        /* 24 of the 25 (not LN1 of layer 0) replace a layernorm_bwd + colsum (768) pair */
+        row("layernorm_bwd + colsum (fused)", b, op_ln_bwd_colsum, NULL, nc * (2 * e2 + 8 + e2) + NR * 8.0, 24, 0);
+#endif
         int shapes[4] = {3 * CH, CH, 4 * CH, CH};
         const char *sn[4] = {"colsum qkv (2304)", "colsum proj (768)", "colsum fc (3072)", "colsum fcproj (768)"};
         for (int i = 0; i < 4; i++) {
@@ -427,7 +466,7 @@ static void bench(void) {
         gpu_ok(cudaDeviceSynchronize(), "bench");
     }
     dt_op_clear_overrides();
-    printf("sum per step (gelu_bwd and its colsum fc not included): det %.3f ms, fast %.3f ms\n", g_step[0],
+    printf("sum per step (gelu_bwd and its colsum fc, layernorm_bwd + colsum not included): det %.3f ms, fast %.3f ms\n", g_step[0],
            g_step[1]);
 }
 
@@ -438,7 +477,8 @@ static void setup(void) {
     g.x3 = up16(rnd(4 * nc, 4.0f)); g.g3 = up16(rnd(4 * nc)); g.d3 = dev<bf16>(4 * nc);
     g.w = up32(rnd(CH)); g.bias = up32(rnd(CH)); g.mean = dev<float>(NR); g.rstd = dev<float>(NR);
     g.dinp = dev<float>(nc); g.gw = dev<float>(CH); g.gb = dev<float>(CH); g.acc = dev<float>(4 * CH);
-    size_t pc = (size_t)dt_cu_colsum_parts(NR) * 4 * CH, pl = (size_t)dt_cu_ln_parts(NR) * 2 * CH;
+    /* three LayerNorm vectors: dweight, dbias and the fused column sum */
+    size_t pc = (size_t)dt_cu_colsum_parts(NR) * 4 * CH, pl = (size_t)dt_cu_ln_parts(NR) * 3 * CH;
     g.part = dev<float>(pc > pl ? pc : pl);
     /* logits: random bf16 in [-8, 8) made on the device from the Philox words */
     g.logits0 = dev<bf16>((size_t)NR * VP);

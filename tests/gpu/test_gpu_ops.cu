@@ -247,6 +247,83 @@ static void test_layernorm_accuracy(void) {
     cudaFree(dmean); cudaFree(drstd); cudaFree(dg);
 }
 
+/* The LayerNorm backward fused with the column sums of the dinp16 it writes (the next
+ * linear's bias gradient: dt_cu_layernorm_bwd_colsum) on every kernel path: the register
+ * kernel at C 768 (NV4 6, the 124M shape), 1600 (NV4 16) and 64 (half the lanes idle),
+ * the wide kernel with the sum fused (C 768, weights not 16-byte aligned) and past
+ * dt_cu_colsum_fused (C 3072: dt_cu_colsum after the kernel); N not a multiple of the 32
+ * block rows. For each of the four (layernorm_bwd, bias_bwd) branch pairs, from nonzero
+ * dinp and sum (both accumulate):
+ *  - sum against the fp64 column sums of the downloaded dinp16 (the bf16 values as stored)
+ *    plus the start, rel 1e-5 (a sum of the fp32 values before rounding is ~1e-3 off here);
+ *  - sum against dt_cu_colsum over the same dinp16 from the same start, rel 1e-5 (the same
+ *    operands in another order: close, not bitwise);
+ *  - dinp and dinp16 byte-identical to dt_cu_layernorm_bwd's, and dweight/dbias too when
+ *    layernorm_bwd is det; dinp, dweight, dbias against the CPU (1e-3, 1e-3, 1e-5). */
+static void test_layernorm_colsum(void) {
+    const struct { int N, C, misalign; } shapes[] = {{1000, 768, 0}, {300, 1600, 0}, {1000, 64, 0},
+                                                     {1000, 768, 1}, {200, 3072, 0}};
+    for (const auto &sh : shapes) {
+        const int N = sh.N, C = sh.C;
+        const size_t nc = (size_t)N * C;
+        vf x = rnd(nc, 2.0f), w = rnd(C), bias = rnd(C), dout = rnd(nc), dinp0 = rnd(nc), sum0 = rnd(C);
+        vf y(nc), mean(N), rstd(N);
+        dt_layernorm_fwd(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), N, C);
+        vf dinp = dinp0, gw(C, 0.0f), gb(C, 0.0f);
+        dt_layernorm_bwd_det(dinp.data(), gw.data(), gb.data(), dout.data(), x.data(), w.data(), mean.data(),
+                             rstd.data(), N, C);
+        bf16 *dx = up16(x), *dg = up16(dout);
+        float *dmean = up32(mean), *drstd = up32(rstd);
+        float *wbuf = dev<float>(C + 1), *dw = wbuf + sh.misalign; /* misalign: 4-byte aligned only */
+        gpu_ok(cudaMemcpy(dw, w.data(), sizeof(float) * C, cudaMemcpyHostToDevice), "upload");
+        float *part = dev<float>(dt_cu_ln_part_floats(N, C, 1));
+        float *part2 = dev<float>(dt_cu_ln_part_floats(N, C, 0));
+        for (int br = 0; br < 4; br++) {
+            int ln_fast = br & 1, sum_fast = br >> 1;
+            variant(ln_fast ? "layernorm_bwd=fast" : "layernorm_bwd=det");
+            variant(sum_fast ? "bias_bwd=fast" : "bias_bwd=det");
+            char what[96];
+            snprintf(what, sizeof what, "C %d%s, layernorm_bwd %s, bias_bwd %s", C, sh.misalign ? " (unaligned w)" : "",
+                     ln_fast ? "fast" : "det", sum_fast ? "fast" : "det");
+            /* fused */
+            float *fdinp = up32(dinp0), *fgw = dev<float>(C), *fgb = dev<float>(C), *fsum = up32(sum0);
+            bf16 *fd16 = dev<bf16>(nc);
+            dt_cu_layernorm_bwd_colsum(fdinp, fd16, fgw, fgb, fsum, part, dg, dx, dw, dmean, drstd, N, C, 0, 0);
+            /* unfused, the same inputs */
+            float *udinp = up32(dinp0), *ugw = dev<float>(C), *ugb = dev<float>(C), *csum = up32(sum0);
+            bf16 *ud16 = dev<bf16>(nc);
+            dt_cu_layernorm_bwd(udinp, ud16, ugw, ugb, part2, dg, dx, dw, dmean, drstd, N, C, 0, 0);
+            dt_cu_colsum(csum, part2, fd16, N, C, 0, 0); /* after the LN: part2 is free again */
+            vf got16 = down16(fd16, nc), gsum = down32(fsum, C);
+            std::vector<double> ref(C);
+            for (int c = 0; c < C; c++) ref[c] = sum0[c];
+            for (int r = 0; r < N; r++)
+                for (int c = 0; c < C; c++) ref[c] += got16[(size_t)r * C + c];
+            vf reff(ref.begin(), ref.end());
+            CHECK_RELF(gsum, reff, 1e-5, "%s: sum vs fp64", what);
+            CHECK_RELF(gsum, down32(csum, C), 1e-5, "%s: sum vs dt_cu_colsum", what);
+            vf fd = down32(fdinp, nc), ud = down32(udinp, nc), u16 = down16(ud16, nc);
+            CHECKF(!memcmp(fd.data(), ud.data(), sizeof(float) * nc), "%s: dinp differs from the unfused call's", what);
+            CHECKF(!memcmp(got16.data(), u16.data(), sizeof(float) * nc), "%s: dinp16 differs from the unfused call's",
+                   what);
+            vf fw = down32(fgw, C), fb = down32(fgb, C), uw = down32(ugw, C), ub = down32(ugb, C);
+            if (!ln_fast) {
+                CHECKF(!memcmp(fw.data(), uw.data(), sizeof(float) * C), "%s: dweight differs from the unfused call's",
+                       what);
+                CHECKF(!memcmp(fb.data(), ub.data(), sizeof(float) * C), "%s: dbias differs from the unfused call's",
+                       what);
+            }
+            CHECK_RELF(fd, dinp, 1e-3, "%s: dinp", what);
+            CHECK_RELF(fw, gw, 1e-3, "%s: dweight", what);
+            CHECK_RELF(fb, gb, 1e-5, "%s: dbias", what);
+            cudaFree(fdinp); cudaFree(fgw); cudaFree(fgb); cudaFree(fsum); cudaFree(fd16);
+            cudaFree(udinp); cudaFree(ugw); cudaFree(ugb); cudaFree(csum); cudaFree(ud16);
+        }
+        dt_op_clear_overrides();
+        cudaFree(dx); cudaFree(dg); cudaFree(dmean); cudaFree(drstd); cudaFree(wbuf); cudaFree(part); cudaFree(part2);
+    }
+}
+
 static void test_reduce_accuracy(void) {
     const int rows = 5000, cols = 2304;
     vf x = rnd((size_t)rows * cols), ref(cols, 0.0f);
@@ -494,7 +571,8 @@ static void model_grads(dt_gpt_cuda *g, const int *in, const int *tg, vf *grads,
 
 /* nh 4: head size 32, GEMM attention; nh 2: head size 64, flash attention. epi: the GEMM
  * epilogue fusions asked for (DT_GEMM_EPILOGUES; NULL: the default, GELU), which env.json
- * must show on. */
+ * must show on. Without bgrad the attproj/fcproj bias gradients come from the LayerNorm
+ * backwards' fused column sums (checked against the CPU model's like every gradient). */
 static void test_model_nh(int nh, const char *epi) {
     dt_gpt_config cfg = {128, 512, 0, 2, nh, 128};
     fprintf(stderr, "  model with %d heads (%s attention), GEMM epilogues %s\n", nh, nh == 2 ? "flash" : "GEMM",
@@ -533,6 +611,11 @@ static void test_model_nh(int nh, const char *epi) {
     snprintf(want, sizeof want, "\"gemm_epilogues\":{\"gelu\":%s,\"bias_grad\":%s", gelu ? "true" : "false",
              bgrad ? "true" : "false");
     CHECKF(strstr(dt_gpt_cuda_describe(g), want) != NULL, "fusions: want %s in %s", want, dt_gpt_cuda_describe(g));
+    /* the attproj and fcproj bias gradients from the LayerNorm backwards (no hidden dropout
+     * here), unless the weight-gradient GEMMs make them */
+    snprintf(want, sizeof want, "\"layernorm_bias_colsum\":\"%s\"",
+             bgrad ? "off (bias gradients from the GEMM epilogue)" : "attproj, fcproj");
+    CHECKF(strstr(dt_gpt_cuda_describe(g), want) != NULL, "want %s in %s", want, dt_gpt_cuda_describe(g));
     CHECKF(strstr(dt_gpt_cuda_describe(g), nh == 2 ? "\"attention\":\"flash\"" : "\"attention\":\"gemm\"") != NULL,
            "attention path: %s", dt_gpt_cuda_describe(g));
     vf grads(h->num_params);
@@ -572,6 +655,7 @@ int main(void) {
     RUN(test_gemm_epilogues);
     RUN(test_encoder_accuracy);
     RUN(test_layernorm_accuracy);
+    RUN(test_layernorm_colsum);
     RUN(test_reduce_accuracy);
     RUN(test_attention_accuracy);
     RUN(test_flash_accuracy);

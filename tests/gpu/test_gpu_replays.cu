@@ -176,24 +176,34 @@ static void ln_fwd_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
                         F(s, "w"), F(s, "bias"), (int)c->p[0], (int)c->p[1], &d,
                         DT_RNG_DROPOUT_HIDDEN, 3, 0);
 }
+/* p: N C flags. LN_SUM: the fused column sums of dinp16 into "sum" (its det partials
+ * finished on the second stream); LN_UNALIGNED: the weights 4-byte aligned only (the wide
+ * kernel). */
+enum { LN_SUM = 1, LN_UNALIGNED = 2 };
 static void ln_bwd_setup(dt_kset *s, gcase *c) {
-    long long N = c->p[0], C = c->p[1];
+    long long N = c->p[0], C = c->p[1], fl = c->p[2];
     dt_kv_fill(add(s, "dout", DT_KH_BF16, DT_KH_IN, {N, C}), 15, -1, 1);
     dt_kv_fill(add(s, "inp", DT_KH_BF16, DT_KH_IN, {N, C}), 16, -2, 2);
-    dt_kv_fill(add(s, "w", DT_KH_F32, DT_KH_IN, {C}), 17, 0.5, 1.5);
+    dt_kv_fill(add(s, "w", DT_KH_F32, DT_KH_IN, {C}, {}, fl & LN_UNALIGNED ? 1 : 0), 17, 0.5, 1.5);
     dt_kv_fill(add(s, "mean", DT_KH_F32, DT_KH_IN, {N}), 18, -0.1, 0.1);
     dt_kv_fill(add(s, "rstd", DT_KH_F32, DT_KH_IN, {N}), 19, 0.5, 2);
     dt_kv_fill(add(s, "dinp", DT_KH_F32, DT_KH_IN, {N, C}), 20, -1, 1);
     add(s, "dinp16", DT_KH_BF16, DT_KH_OUT, {N, C});
     dt_kv_fill(add(s, "dw", DT_KH_F32, DT_KH_IN, {C}), 21, -1, 1);
     dt_kv_fill(add(s, "db", DT_KH_F32, DT_KH_IN, {C}), 22, -1, 1);
-    add(s, "part", DT_KH_F32, DT_KH_SCRATCH, {2 * dt_cu_ln_parts((int)N) * C});
+    if (fl & LN_SUM) dt_kv_fill(add(s, "sum", DT_KH_F32, DT_KH_IN, {C}), 39, -1, 1);
+    add(s, "part", DT_KH_F32, DT_KH_SCRATCH, {(int64_t)dt_cu_ln_part_floats((int)N, (int)C, fl & LN_SUM)});
 }
 static void ln_bwd_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     CASE(ctx);
-    dt_cu_layernorm_bwd(F(s, "dinp"), H(s, "dinp16"), F(s, "dw"), F(s, "db"), F(s, "part"),
-                        H(s, "dout"), H(s, "inp"), F(s, "w"), F(s, "mean"), F(s, "rstd"),
-                        (int)c->p[0], (int)c->p[1], 0, g_fin);
+    if (c->p[2] & LN_SUM)
+        dt_cu_layernorm_bwd_colsum(F(s, "dinp"), H(s, "dinp16"), F(s, "dw"), F(s, "db"), F(s, "sum"), F(s, "part"),
+                                   H(s, "dout"), H(s, "inp"), F(s, "w"), F(s, "mean"), F(s, "rstd"),
+                                   (int)c->p[0], (int)c->p[1], 0, g_fin);
+    else
+        dt_cu_layernorm_bwd(F(s, "dinp"), H(s, "dinp16"), F(s, "dw"), F(s, "db"), F(s, "part"),
+                            H(s, "dout"), H(s, "inp"), F(s, "w"), F(s, "mean"), F(s, "rstd"),
+                            (int)c->p[0], (int)c->p[1], 0, g_fin);
 }
 
 /* ---- bias gradient (column sums), p: rows cols ----------------------------------------- */
@@ -471,6 +481,12 @@ static gcase cases[] = {
     OP("layernorm_bwd", "N=16384 C=768", ln_bwd_setup, ln_bwd_run, FAST_RACES, 16384, 768),
     OP("layernorm_bwd", "N=65536 C=64 (many rows, few columns)", ln_bwd_setup, ln_bwd_run, FAST_RACES,
        65536, 64),
+    OP("layernorm_bwd", "N=16384 C=768, fused column sums of dinp16", ln_bwd_setup, ln_bwd_run, FAST_RACES,
+       16384, 768, LN_SUM),
+    OP("layernorm_bwd", "N=16384 C=768, fused column sums, unaligned weights (wide kernel)", ln_bwd_setup,
+       ln_bwd_run, FAST_RACES, 16384, 768, LN_SUM | LN_UNALIGNED),
+    OP("layernorm_bwd", "N=16384 C=3072, column sums after the wide kernel (dt_cu_colsum)", ln_bwd_setup,
+       ln_bwd_run, FAST_RACES, 16384, 3072, LN_SUM),
     OP("bias_bwd", "colsum 4096 x 3072", colsum_setup, colsum_run, FAST_RACES, 4096, 3072),
     OP("bias_bwd", "colsum 16384 x 768", colsum_setup, colsum_run, FAST_RACES, 16384, 768),
     OP("attention (GEMM)", "fwd+bwd B=4 T=1024 C=768 NH=12", att_setup, att_run, FAST_MAY, 4, 1024, 768,

@@ -1,5 +1,6 @@
 /* The CUDA kernels' host-side plans (src/ops/cuda_plan.c, cuda_plan.h): partial counts and
- * grids depend on sizes only; the token buckets are a stable sort; the AdamW chunks cover
+ * grids depend on sizes only; the LayerNorm backward's shared memory and scratch fit (with
+ * the fused column sum too); the token buckets are a stable sort; the AdamW chunks cover
  * every parameter exactly once without crossing a tensor; the det GEMM policy never picks an
  * in-place split-K candidate (the policy gemm_cuda.cu applies). Runs on the CPU (CI). */
 #include "ops/cuda_plan.h"
@@ -20,6 +21,27 @@ static void test_parts_and_grid(void) {
     CHECK(dt_cu_reduce_blocks((size_t)1 << 30) == DT_CU_RED_MAX_BLOCKS);
     CHECK(dt_cu_ce_vectors_per_thread(50304, 256) == 25);
     CHECK(dt_cu_ce_vectors_per_thread(2048, 256) == 1);
+}
+
+/* The LayerNorm backward's shared memory and partial scratch, with and without the fused
+ * column sum: three vectors per warp fit DT_CU_LN_SMEM_MAX up to C = 2133 (the register
+ * kernel's C <= 2048 always; the wide kernel falls back to dt_cu_colsum above), and the
+ * third partial region holds the fallback's dt_cu_colsum partials. */
+static void test_ln_plan(void) {
+    CHECK(dt_cu_ln_bwd_smem(768, 0) == 2 * 8 * 768 * sizeof(float));
+    CHECK(dt_cu_ln_bwd_smem(768, 1) == 73728);       /* 2 blocks of 256 threads fit an SM */
+    CHECK(dt_cu_ln_bwd_smem(2048, 1) == 196608 && dt_cu_ln_bwd_smem(2048, 1) <= DT_CU_LN_SMEM_MAX);
+    CHECK(dt_cu_ln_bwd_smem(3200, 0) == DT_CU_LN_SMEM_MAX); /* the wide kernel's widest row */
+    CHECK(dt_cu_ln_colsum_fused(2048, 0) && dt_cu_ln_colsum_fused(768, 1));
+    CHECK(dt_cu_ln_colsum_fused(2128, 1) && !dt_cu_ln_colsum_fused(2136, 1));
+    CHECK(!dt_cu_ln_colsum_fused(3072, 1));
+    CHECK(dt_cu_ln_part_floats(16384, 768, 0) == (size_t)2 * 512 * 768);
+    CHECK(dt_cu_ln_part_floats(16384, 768, 1) == (size_t)3 * 512 * 768);
+    CHECK(dt_cu_ln_part_floats(33, 64, 1) == (size_t)3 * 2 * 64);
+    int rows[] = {1, 31, 32, 33, 64, 65, 1000, 16384};
+    for (int i = 0; i < 8; i++) /* the fallback's partials fit the third region */
+        CHECK(dt_cu_ln_part_floats(rows[i], 3072, 1) - dt_cu_ln_part_floats(rows[i], 3072, 0) >=
+              (size_t)dt_cu_colsum_parts(rows[i]) * 3072);
 }
 
 static void test_buckets(void) {
@@ -128,6 +150,7 @@ static void test_launch_log(void) {
 
 int main(void) {
     RUN(test_parts_and_grid);
+    RUN(test_ln_plan);
     RUN(test_buckets);
     RUN(test_adamw_chunks);
     RUN(test_gemm_policy);
