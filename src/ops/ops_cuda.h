@@ -176,9 +176,10 @@ dt_status dt_cu_attention_bwd(dt_cu_blas *h, bf16 *dqkv, const bf16 *dout, const
  * Fused bias gradient (the qkv linear's, which would otherwise be dt_cu_colsum of dqkv):
  * when dbias (fp32, 3C) is not NULL, dbias += the column sums of dqkv as stored (bf16
  * values, fp32 sums). The kernels write one partial per 64-row block and column into part
- * (dt_cu_flash_bias_parts(B, T) * 3C floats, contents on entry irrelevant; row b T/64 + j
- * for rows 64 j.. of batch b): rows g and g + 8 of a warp's 16, an xor butterfly over g,
- * then the block's 4 warps in order; dt_cu_parts_finish adds the partials in its fixed
+ * (dt_cu_flash_bias_parts(B, T) * 3C floats, required with dbias, contents on entry
+ * irrelevant; row b T/64 + j for rows 64 j.. of batch b): rows g and g + 8 of a warp's 16,
+ * an xor butterfly over g, then the block's 4 warps in order; dt_cu_parts_finish adds the
+ * partials in its fixed
  * order on fs (forked from s with dt_cu_fork when fs != s; `part` must then stay untouched
  * until fs is joined). Deterministic in both branches of DT_OP_BIAS_BWD (one fixed order,
  * no atomics). dbias NULL: part unused, no sums; dqkv has the same bits either way. */
