@@ -179,10 +179,10 @@ dt_status dt_cu_attention_bwd(dt_cu_blas *h, bf16 *dqkv, const bf16 *dout, const
  * (dt_cu_flash_bias_parts(B, T) * 3C floats, required with dbias, contents on entry
  * irrelevant; row b T/64 + j for rows 64 j.. of batch b): rows g and g + 8 of a warp's 16,
  * an xor butterfly over g, then the block's 4 warps in order; dt_cu_parts_finish adds the
- * partials in its fixed
- * order on fs (forked from s with dt_cu_fork when fs != s; `part` must then stay untouched
- * until fs is joined). Deterministic in both branches of DT_OP_BIAS_BWD (one fixed order,
- * no atomics). dbias NULL: part unused, no sums; dqkv has the same bits either way. */
+ * partials in its fixed order on fs (forked from s with dt_cu_fork when fs != s; `part`
+ * must then stay untouched until fs is joined). Deterministic in both branches of
+ * DT_OP_BIAS_BWD (one fixed order, no atomics). dbias NULL: part unused, no sums; dqkv has
+ * the same bits either way. */
 int dt_cu_flash_supported(int C, int NH, int T, const dt_dropout *drop);
 void dt_cu_flash_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH, cudaStream_t s);
 size_t dt_cu_flash_bwd_scratch(int B, int T, int C, int NH);
