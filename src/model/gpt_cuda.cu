@@ -56,7 +56,7 @@ struct dt_gpt_cuda {
     /* backward scratch */
     float *dres, *part;
     size_t part_site;  /* floats per partial site; sites used so far in this backward */
-    int nsite, maxsite;
+    int nsite, maxsite, site_over; /* site_over: more sites were asked for than exist */
     /* this backward: the LayerNorm backwards add the attproj/fcproj bias gradients (the
      * column sums of dres16, fused; hidden dropout off and no BGRAD epilogue), and the bias
      * gradient the latest one added into, which the next linear_bwd must not add again */
@@ -253,6 +253,8 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
         size_t pc = (size_t)dt_cu_colsum_parts((int)BT) * 4 * C, pl = dt_cu_ln_part_floats((int)BT, C, 1);
         m->part_site = pc > pl ? pc : pl;
         if (m->part_site < DT_CU_BGRAD_PART_FLOATS(4 * C)) m->part_site = DT_CU_BGRAD_PART_FLOATS(4 * C);
+        size_t pa = (size_t)dt_cu_flash_bias_parts(B, T) * 3 * C; /* the flash backward's qkv bias sums */
+        if (m->part_site < pa) m->part_site = pa;
         m->part_site = (m->part_site + 63) / 64 * 64; /* 256-byte aligned regions */
         m->maxsite = 6 * L + 1;
         DMALLOC(m->part, m->part_site * (size_t)m->maxsite, "scratch");
@@ -352,8 +354,11 @@ dt_status dt_gpt_cuda_sync(dt_gpt_cuda *m) {
 
 size_t dt_gpt_cuda_bytes(const dt_gpt_cuda *m) { return m->bytes; }
 
-/* The partial region of the next det reduction site of this backward. */
+/* The partial region of the next det reduction site of this backward. Past the last one
+ * the last region is handed out again (two finishes could then race on it) and the
+ * backward fails at its end: maxsite must cover every site a layer can use. */
 static float *next_part(dt_gpt_cuda *m) {
+    if (m->nsite >= m->maxsite) m->site_over = 1;
     int k = m->nsite < m->maxsite ? m->nsite++ : m->maxsite - 1;
     return m->part + (size_t)k * m->part_site;
 }
@@ -795,7 +800,10 @@ static dt_status t_gelu_bwd(dt_gpt_cuda *m, bf16 *dinp, float *db, const bf16 *i
     return DT_OK;
 }
 
-static dt_status t_attention_bwd(dt_gpt_cuda *m, int l, const dt_dropout *ad) {
+/* Attention backward of layer l into m->dqkv. db (flash only, else NULL): the qkv bias
+ * gradient, += the column sums of dqkv fused into the flash kernels (finished on m->fin);
+ * the qkv linear's backward then gets no db. It is this event's input and output. */
+static dt_status t_attention_bwd(dt_gpt_cuda *m, int l, const dt_dropout *ad, float *db) {
     int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads, BT = B * T;
     size_t sc = (size_t)BT * C;
     const bf16 *qkv = m->qkv + l * sc * 3, *atty = m->atty + l * sc;
@@ -803,16 +811,19 @@ static dt_status t_attention_bwd(dt_gpt_cuda *m, int l, const dt_dropout *ad) {
     const bf16 *att = m->flash ? NULL : m->att + (size_t)l * B * NH * T * T;
     OP_BEGIN(DT_PHASE_BWD, "attention_bwd", DT_OP_ATTENTION_BWD,
              (IN("dy", m->dc1, BF, BTC), IN("qkv", qkv, BF, BT, 3 * C), IN("y", atty, BF, BTC),
-              IN("lse", lse, F32, lse ? (int64_t)B * NH * T : 0, 1), IN("att", att, BF, att ? (int64_t)B * NH * T : 0, T)));
-    if (h_) dt_trace_kernel_info(h_, "%s %s B=%d T=%d C=%d NH=%d", m->flash ? "flash" : "gemm",
-                                 variant_name(DT_OP_ATTENTION_BWD), B, T, C, NH);
+              IN("lse", lse, F32, lse ? (int64_t)B * NH * T : 0, 1), IN("att", att, BF, att ? (int64_t)B * NH * T : 0, T),
+              IN("db", db, F32, 1, db ? 3 * C : 0)));
+    if (h_) dt_trace_kernel_info(h_, "%s %s B=%d T=%d C=%d NH=%d%s", m->flash ? "flash" : "gemm",
+                                 variant_name(DT_OP_ATTENTION_BWD), B, T, C, NH,
+                                 db ? "; db: column sums of dqkv fused, 64-row block partials added in order" : "");
     if (m->flash)
-        dt_cu_flash_bwd(m->dqkv, m->att_scratch, m->dc1, qkv, atty, lse, B, T, C, NH, m->s);
+        dt_cu_flash_bwd(m->dqkv, db, db ? next_part(m) : NULL, m->att_scratch, m->dc1, qkv, atty, lse, B, T, C, NH,
+                        m->s, m->fin);
     else
         TRY(dt_cu_attention_bwd(m->blas, m->dqkv, m->dc1, qkv, att, m->att_scratch, B, T, C, NH, ad,
                                 (uint32_t)l, m->s));
     TRY(inject(m, "attention_bwd", m->dqkv, sc * 3, 2));
-    OP_END(OUT("dqkv", m->dqkv, BF, BT, 3 * C));
+    OP_END((OUT("dqkv", m->dqkv, BF, BT, 3 * C), OUT("db", db, F32, 1, db ? 3 * C : 0)));
     return DT_OK;
 }
 
@@ -839,6 +850,7 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     size_t sc = (size_t)BT * C;
     dt_dropout hd = hidden_drop(m), ad = attn_drop(m);
     m->nsite = 0;
+    m->site_over = 0;
     /* with hidden dropout the linears read a masked copy of dres16 (through_dropout); with
      * BGRAD the weight-gradient GEMMs make every bias gradient */
     m->ln_colsum = !dt_dropout_on(&hd) && !m->fuse_bgrad;
@@ -900,11 +912,14 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
         TRY(linear_bwd(m, m->dc1, G(DT_P_ATTPROJW) + lC * C, G(DT_P_ATTPROJB) + lC, dproj,
                        m->atty + l * sc, P16(DT_P_ATTPROJW) + lC * C, BT, C, C, NULL));
         rend(m, DT_R_MATMUL_BWD);
+        /* the qkv bias gradient: fused into the flash backward (it sums the dqkv it stores;
+         * no colsum or GEMM epilogue re-reads dqkv), else the qkv linear's */
+        float *qkvb = G(DT_P_QKVB) + lC * 3;
         rbegin(m, DT_R_ATTN_BWD);
-        TRY(t_attention_bwd(m, l, &ad));
+        TRY(t_attention_bwd(m, l, &ad, m->flash ? qkvb : NULL));
         rend(m, DT_R_ATTN_BWD);
         rbegin(m, DT_R_MATMUL_BWD);
-        TRY(linear_bwd(m, m->dc1, G(DT_P_QKVW) + lC * 3 * C, G(DT_P_QKVB) + lC * 3, m->dqkv,
+        TRY(linear_bwd(m, m->dc1, G(DT_P_QKVW) + lC * 3 * C, m->flash ? NULL : qkvb, m->dqkv,
                        m->ln1 + l * sc, P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C, NULL));
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_LN_BWD);
@@ -920,6 +935,9 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     rend(m, DT_R_EMBED_BWD);
     dt_trace_scope_pop();
 #undef NEXT_DB
+    if (m->site_over)
+        return dt_fail(DT_ESTATE, "dt_gpt_cuda_backward: more det reduction sites than the %d "
+                       "partial regions made at create (raise maxsite in dt_gpt_cuda_create)", m->maxsite);
     if (m->db_summed) /* a fused bias gradient no linear_bwd claimed: the wiring above is wrong */
         return dt_fail(DT_ESTATE, "dt_gpt_cuda_backward: a LayerNorm backward summed a bias gradient "
                        "that no linear backward used");

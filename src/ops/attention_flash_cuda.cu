@@ -29,6 +29,9 @@
  * blocks (8 warps sharing each K tile) and sums dS K over key blocks 0..qb in order: one
  * owner per dQ element, a fixed order, one product a tile instead of recomputing three.
  * Both walk heads in groups (bwd_order) so that a group's tiles are reused through L2.
+ * Both also sum the columns of the bf16 rows they store (the qkv bias gradient, fused so
+ * that dqkv is not read back): one partial per (64-row block, column), from registers
+ * after the main loop, added by dt_cu_parts_finish in a fixed order.
  * Every reduction inside a kernel has a fixed order (k-steps in order inside mma; quad
  * sums by xor butterflies, which give the same bits on every lane). */
 #include "ops/ops_cuda.h"
@@ -119,6 +122,43 @@ static __device__ __forceinline__ void store_acc(bf16 *dst, size_t ld, const flo
         for (int h = 0; h < 2; h++)
             *reinterpret_cast<__nv_bfloat162 *>(dst + (size_t)(g + 8 * h) * ld + n * 8 + 2 * t) =
                 __floats2bfloat162_rn(acc[n][2 * h] * f, acc[n][2 * h + 1] * f);
+}
+
+/* store_acc, and the column sums of the bf16 values it stored over the warp's 16 rows (the
+ * values of the written tensor, read back exactly): cs[n][j] for column 8n + 2t + j. Why
+ * the order is fixed: a lane adds its rows g and g + 8, then an xor butterfly over g (lanes
+ * 4, 8, 16 apart) adds pairs, pairs of pairs, halves; both partners of a step add the same
+ * two operands, so every lane of a t ends with the same bits:
+ * ((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 + v7)), v_g = x[g] + x[g + 8]. */
+static __device__ __forceinline__ void store_acc_colsum(bf16 *dst, size_t ld, const float acc[8][4], float f,
+                                                        int lane, float cs[8][2]) {
+    int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        __nv_bfloat162 lo = __floats2bfloat162_rn(acc[n][0] * f, acc[n][1] * f);
+        __nv_bfloat162 hi = __floats2bfloat162_rn(acc[n][2] * f, acc[n][3] * f);
+        *reinterpret_cast<__nv_bfloat162 *>(dst + (size_t)g * ld + n * 8 + 2 * t) = lo;
+        *reinterpret_cast<__nv_bfloat162 *>(dst + (size_t)(g + 8) * ld + n * 8 + 2 * t) = hi;
+        float2 a = __bfloat1622float2(lo), b = __bfloat1622float2(hi);
+        cs[n][0] = __fadd_rn(a.x, b.x);
+        cs[n][1] = __fadd_rn(a.y, b.y);
+    }
+#pragma unroll
+    for (int m = 4; m < 32; m <<= 1)
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int j = 0; j < 2; j++) cs[n][j] = __fadd_rn(cs[n][j], __shfl_xor_sync(0xffffffffu, cs[n][j], m));
+}
+
+/* Lanes 0..3 (g = 0) put a warp's column sums (store_acc_colsum) at red[8n + 2t + j]. */
+static __device__ __forceinline__ void put_colsum(float *red, const float cs[8][2], int lane) {
+    if (lane >= 4) return;
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        red[n * 8 + 2 * lane] = cs[n][0];
+        red[n * 8 + 2 * lane + 1] = cs[n][1];
+    }
 }
 
 /* ---- forward ----------------------------------------------------------------------------- *
@@ -503,9 +543,14 @@ static __device__ __forceinline__ void kv_tile(float dk[8][4], float dv[8][4], u
  * kb.. in order; dK, dV in registers (one owner, a fixed order). Each tile's dS goes to
  * the scratch dS (bf16; the tiles of a head in lower-triangular order, qb(qb+1)/2 + kb)
  * laid out as the A fragments of the dQ pass, [query group m][key group w][lane] x 8 bf16,
- * so that both sides move 16 bytes a lane and the dQ pass needs no shuffles. */
-__global__ void __launch_bounds__(NT, 2) flash_bwd_kv_kernel(bf16 *dqkv, bf16 *dS, const bf16 *qkv, const bf16 *dout,
-                                                             const float *LD, int T, int NH, float scale, int grp) {
+ * so that both sides move 16 bytes a lane and the dQ pass needs no shuffles.
+ * part (NULL: none): the column sums of the dK and dV rows it stores (64 rows x 64
+ * channels each, the bf16 values) go to row b nqb + kb of part (B T / 64 rows of 3C
+ * floats), columns C + 64 h.. and 2C + 64 h..: warp sums (store_acc_colsum), then the 4
+ * warps added in warp order by one thread per column. Once per block, after the loop. */
+__global__ void __launch_bounds__(NT, 2) flash_bwd_kv_kernel(bf16 *dqkv, bf16 *dS, float *part, const bf16 *qkv,
+                                                             const bf16 *dout, const float *LD, int T, int NH,
+                                                             float scale, int grp) {
     extern __shared__ __align__(128) unsigned char smem[];
     bf16 *Ks = (bf16 *)smem, *Vs = Ks + TILE, *Qs = Vs + TILE, *dOs = Qs + BST * TILE;
     float *LDs = (float *)(dOs + BST * TILE);
@@ -566,8 +611,22 @@ __global__ void __launch_bounds__(NT, 2) flash_bwd_kv_kernel(bf16 *dqkv, bf16 *d
     }
     cp_wait0();
     bf16 *dst = dqkv + ((size_t)b * T + kb * FB + warp * 16) * C3 + h * FD;
-    store_acc(dst + C, C3, dk, scale, lane);
-    store_acc(dst + 2 * C, C3, dv, 1.0f, lane);
+    if (!part) {
+        store_acc(dst + C, C3, dk, scale, lane);
+        store_acc(dst + 2 * C, C3, dv, 1.0f, lane);
+        return;
+    }
+    float ck[8][2], cv[8][2];
+    store_acc_colsum(dst + C, C3, dk, scale, lane, ck);
+    store_acc_colsum(dst + 2 * C, C3, dv, 1.0f, lane, cv);
+    float *red = reinterpret_cast<float *>(Ks); /* [warp][128]: dK columns, then dV's */
+    __syncthreads(); /* every warp is done with Ks (read at the first tile only) */
+    put_colsum(red + warp * 128, ck, lane);
+    put_colsum(red + warp * 128 + 64, cv, lane);
+    __syncthreads();
+    int i = threadIdx.x; /* NT = 128 threads: one per column */
+    float s = __fadd_rn(__fadd_rn(__fadd_rn(red[i], red[128 + i]), red[256 + i]), red[384 + i]);
+    part[((size_t)b * nqb + kb) * C3 + (i < 64 ? C : 2 * C) + h * FD + (i & 63)] = s;
 }
 
 #define DQ_NT 256                                        /* 8 warps: two query blocks */
@@ -577,9 +636,11 @@ __global__ void __launch_bounds__(NT, 2) flash_bwd_kv_kernel(bf16 *dqkv, bf16 *d
  * warps 0-3 the first, 4-7 the second, sharing each K tile (half the K traffic through
  * L2). dQ = scale * sum over key blocks 0..qb in order of dS[qb, kb] K[kb] (one product a
  * tile, no exponentials) in registers: one owner per dQ element, a fixed order, no
- * atomics. The dS tiles arrive as ready-made A fragments. */
-__global__ void __launch_bounds__(DQ_NT) flash_bwd_dq_kernel(bf16 *dqkv, const bf16 *dS, const bf16 *qkv, int T, int NH,
-                                                             float scale, int grp) {
+ * atomics. The dS tiles arrive as ready-made A fragments.
+ * part (NULL: none): as kernel A, the column sums of each of its query blocks' dQ rows
+ * (warp sums, then warps 0-3 or 4-7 in order) to row b nqb + qb, columns 64 h... */
+__global__ void __launch_bounds__(DQ_NT) flash_bwd_dq_kernel(bf16 *dqkv, float *part, const bf16 *dS, const bf16 *qkv,
+                                                             int T, int NH, float scale, int grp) {
     extern __shared__ __align__(128) unsigned char smem[];
     bf16 *Ks = (bf16 *)smem, *Ss = Ks + BST * TILE; /* stage st, block half: Ss + (2 st + half) DS_TILE */
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, half = warp >> 2, w = warp & 3;
@@ -638,7 +699,22 @@ __global__ void __launch_bounds__(DQ_NT) flash_bwd_dq_kernel(bf16 *dqkv, const b
         st = st == BST - 1 ? 0 : st + 1;
     }
     cp_wait0();
-    if (qb < nqb) store_acc(dqkv + ((size_t)b * T + qb * FB + w * 16) * C3 + h * FD, C3, acc, scale, lane);
+    if (!part) {
+        if (qb < nqb) store_acc(dqkv + ((size_t)b * T + qb * FB + w * 16) * C3 + h * FD, C3, acc, scale, lane);
+        return;
+    }
+    float cq[8][2];
+    if (qb < nqb) /* warp-uniform: the butterfly's shuffles see all 32 lanes */
+        store_acc_colsum(dqkv + ((size_t)b * T + qb * FB + w * 16) * C3 + h * FD, C3, acc, scale, lane, cq);
+    float *red = reinterpret_cast<float *>(Ks); /* [warp][64] */
+    __syncthreads(); /* every warp is done with the K tiles */
+    if (qb < nqb) put_colsum(red + warp * 64, cq, lane);
+    __syncthreads();
+    int hh = threadIdx.x >> 6, c = threadIdx.x & 63, q = q0 + hh; /* threads 0..127: (block half, column) */
+    if (threadIdx.x < 128 && q < nqb) {
+        const float *r = red + hh * 256 + c;
+        part[((size_t)b * nqb + q) * C3 + h * FD + c] = __fadd_rn(__fadd_rn(__fadd_rn(r[0], r[64]), r[128]), r[192]);
+    }
 }
 
 static int attrs_set;
@@ -681,10 +757,15 @@ size_t dt_cu_flash_bwd_scratch(int B, int T, int C, int NH) {
     return ld_bytes(B, T, NH) + (size_t)B * NH * (nqb * (nqb + 1) / 2) * DS_TILE * sizeof(bf16);
 }
 
+int dt_cu_flash_bias_parts(int B, int T) { return B * (T / FB); }
+
 /* Both branches of DT_OP_ATTENTION_BWD run this (they coincide): it is the faster one
- * (bench_attention), and it has no atomics. */
-void dt_cu_flash_bwd(bf16 *dqkv, void *scratch, const bf16 *dout, const bf16 *qkv, const bf16 *out,
-                     const float *lse, int B, int T, int C, int NH, cudaStream_t s) {
+ * (bench_attention), and it has no atomics. The bias sums take the fixed-order finish in
+ * both branches of DT_OP_BIAS_BWD too: the kernels have one path, so the whole op is
+ * deterministic in either mode (the finish runs on fs, off the critical path). */
+void dt_cu_flash_bwd(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
+                     const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
+                     cudaStream_t fs) {
     set_attrs();
     float scale = 1.0f / sqrtf((float)FD);
     float *LD = (float *)scratch;
@@ -693,7 +774,11 @@ void dt_cu_flash_bwd(bf16 *dqkv, void *scratch, const bf16 *dout, const bf16 *qk
     while (grp < 16 && BH % (2 * grp) == 0) grp *= 2; /* heads per group in bwd_order: 16 or what divides */
     flash_dot_kernel<<<dt_cu_noted((unsigned)(BH * T / 64), 256, 0, "flash_dot_kernel"), 256, 0, s>>>(LD, dout, out, lse, B, T, NH);
     dim3 g((unsigned)(BH * (T / FB))), gq((unsigned)(BH * ((T / FB + 1) / 2))); /* query block pairs */
-    flash_bwd_kv_kernel<<<dt_cu_noted(g, NT, BWDA_SMEM, "flash_bwd_kv_kernel"), NT, BWDA_SMEM, s>>>(dqkv, dS, qkv, dout, LD, T, NH, scale, grp);
-    flash_bwd_dq_kernel<<<dt_cu_noted(gq, DQ_NT, BWDQ_SMEM, "flash_bwd_dq_kernel"), DQ_NT, BWDQ_SMEM, s>>>(dqkv, dS, qkv, T, NH, scale, grp);
-    (void)C;
+    float *bp = dbias ? part : NULL;
+    flash_bwd_kv_kernel<<<dt_cu_noted(g, NT, BWDA_SMEM, "flash_bwd_kv_kernel"), NT, BWDA_SMEM, s>>>(dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);
+    flash_bwd_dq_kernel<<<dt_cu_noted(gq, DQ_NT, BWDQ_SMEM, "flash_bwd_dq_kernel"), DQ_NT, BWDQ_SMEM, s>>>(dqkv, bp, dS, qkv, T, NH, scale, grp);
+    if (dbias) { /* every (64-row block, column) partial was written once: by kernel A (K, V) or the dQ pass */
+        dt_cu_fork(s, fs);
+        dt_cu_parts_finish(dbias, NULL, part, dt_cu_flash_bias_parts(B, T), 3 * C, fs);
+    }
 }

@@ -187,12 +187,25 @@ dt_status dt_cu_attention_bwd(dt_cu_blas *h, bf16 *dqkv, const bf16 *dout, const
  * Backward: both branches of DT_OP_ATTENTION_BWD run the same kernels (they coincide): each
  * tile's dS (bf16) goes to the scratch and a dQ pass sums dS K over key blocks in order
  * (one owner per element, no atomics). scratch: dt_cu_flash_bwd_scratch bytes (about 214 MB
- * at B 16, NH 12, T 1024), contents on entry irrelevant. dqkv (B,T,3C) overwritten. */
+ * at B 16, NH 12, T 1024), contents on entry irrelevant. dqkv (B,T,3C) overwritten.
+ * Fused bias gradient (the qkv linear's, which would otherwise be dt_cu_colsum of dqkv):
+ * when dbias (fp32, 3C) is not NULL, dbias += the column sums of dqkv as stored (bf16
+ * values, fp32 sums). The kernels write one partial per 64-row block and column into part
+ * (dt_cu_flash_bias_parts(B, T) * 3C floats, required with dbias, contents on entry
+ * irrelevant; row b T/64 + j for rows 64 j.. of batch b): rows g and g + 8 of a warp's 16,
+ * an xor butterfly over g, then the block's 4 warps in order; dt_cu_parts_finish adds the
+ * partials in its fixed order on fs (forked from s with dt_cu_fork when fs != s; `part`
+ * must then stay untouched until fs is joined). Deterministic in both branches of
+ * DT_OP_BIAS_BWD (one fixed order, no atomics). dbias NULL: part unused, no sums; dqkv has
+ * the same bits either way. */
 int dt_cu_flash_supported(int C, int NH, int T, const dt_dropout *drop);
 void dt_cu_flash_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH, cudaStream_t s);
 size_t dt_cu_flash_bwd_scratch(int B, int T, int C, int NH);
-void dt_cu_flash_bwd(bf16 *dqkv, void *scratch, const bf16 *dout, const bf16 *qkv, const bf16 *out,
-                     const float *lse, int B, int T, int C, int NH, cudaStream_t s);
+/* Rows of bias partials of dt_cu_flash_bwd: B T / 64 (each 3C floats). */
+int dt_cu_flash_bias_parts(int B, int T);
+void dt_cu_flash_bwd(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
+                     const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
+                     cudaStream_t fs);
 
 /* ---- cross-entropy (crossentropy_cuda.cu), DT_OP_CROSSENTROPY ------------------------ */
 /* One block per row: per-thread online (max, sum) over its vocabulary vectors in column

@@ -9,14 +9,22 @@
  *     lse is poisoned too and must come back finite. The forward's 64-row tiling (taken
  *     when T % 128 != 0) must give the bits of its 128-row tiling: batch 0's first T - 64
  *     rows run alone, out and lse byte-identical to the full run's;
- *  2. determinism: flash forward + det backward replayed 3 times, out, lse and dqkv
- *     byte-identical, the backward's scratch poisoned with a different byte before each
- *     replay (so a read of a dS tile the call did not write shows); the fast branch runs
- *     the same kernels (no atomics left to race): its dqkv must equal det's byte for byte;
+ *     The fused qkv bias gradient of the flash backward (the column sums of the dqkv it
+ *     stores, added onto zeros) against dt_cu_colsum of that dqkv: per column within
+ *     2e-5 of sum |x| (both fp32 sums of the same 16384 bf16 values in different fixed
+ *     orders, chains of at most ~50 adds: 50 x 2^-24 = 3e-6);
+ *  2. determinism: flash forward + det backward replayed 3 times, out, lse, dqkv and the
+ *     bias sums byte-identical, the backward's scratch and bias partials poisoned with a
+ *     different byte before each replay (so a read of a dS tile or partial the call did
+ *     not write shows); the fast branch (attention_bwd and bias_bwd fast) runs the same
+ *     kernels and the same ordered finish (no atomics left to race): its dqkv and bias
+ *     sums must equal det's byte for byte;
  *  3. timing: CUDA events, median of 20 runs after 3 warm-ups, per phase; TFLOP/s counts
  *     the causal half of the products: forward 2 products (4 B NH T^2 D / 2 flops),
  *     backward 5 products (2.5x forward: S, dP, dV, dK, dQ; the det dQ pass reads dS
- *     from the scratch instead of recomputing it).
+ *     from the scratch instead of recomputing it). The flash backward is timed with the
+ *     fused bias sums (the model's call; its finish in line) and without (dbias NULL), next
+ *     to the det dt_cu_colsum of dqkv that the fusion replaces in the model.
  * Exits non-zero on any failed check; prints a table last. */
 #include "ops/ops_cuda.h"
 
@@ -80,7 +88,8 @@ static std::vector<unsigned char> bytes(const void *d, size_t n) {
 struct ctx {
     dt_cu_blas *blas;
     bf16 *qkv, *dout, *out, *att, *scr, *dqkv;
-    float *lse;
+    float *lse, *dbias, *bpart; /* the fused bias sums (3C) and their partials */
+    float *cacc, *cpart;        /* dt_cu_colsum of dqkv: the sums and partials */
     void *bscr; /* dt_cu_flash_bwd_scratch */
     size_t nbscr;
     dt_dropout nodrop;
@@ -92,7 +101,19 @@ static void gemm_bwd(ctx *c) {
     dt_cu_attention_bwd(c->blas, c->dqkv, c->dout, c->qkv, c->att, c->scr, B, T, C, NH, &c->nodrop, 0, 0);
 }
 static void flash_fwd(ctx *c) { dt_cu_flash_fwd(c->out, c->lse, c->qkv, B, T, C, NH, 0); }
-static void flash_bwd(ctx *c) { dt_cu_flash_bwd(c->dqkv, c->bscr, c->dout, c->qkv, c->out, c->lse, B, T, C, NH, 0); }
+static void flash_bwd(ctx *c) {
+    dt_cu_flash_bwd(c->dqkv, c->dbias, c->bpart, c->bscr, c->dout, c->qkv, c->out, c->lse, B, T, C, NH, 0, 0);
+}
+static void flash_bwd_nobias(ctx *c) {
+    dt_cu_flash_bwd(c->dqkv, NULL, NULL, c->bscr, c->dout, c->qkv, c->out, c->lse, B, T, C, NH, 0, 0);
+}
+static void qkv_colsum(ctx *c) { dt_cu_colsum(c->cacc, c->cpart, c->dqkv, BT, 3 * C, 0, 0); }
+static std::vector<float> down32(const float *d, size_t n) {
+    std::vector<float> v(n);
+    ok(cudaDeviceSynchronize(), "sync");
+    ok(cudaMemcpy(v.data(), d, sizeof(float) * n, cudaMemcpyDeviceToHost), "download");
+    return v;
+}
 
 /* Median ms of fn over 20 runs (3 warm-ups). */
 static float timeit(void (*fn)(ctx *), ctx *c) {
@@ -135,6 +156,11 @@ int main(void) {
     c.lse = dev<float>((size_t)B * NH * T);
     c.nbscr = dt_cu_flash_bwd_scratch(B, T, C, NH);
     c.bscr = dev<unsigned char>(c.nbscr);
+    const size_t nbp = (size_t)dt_cu_flash_bias_parts(B, T) * 3 * C;
+    c.dbias = dev<float>(3 * C);
+    c.bpart = dev<float>(nbp);
+    c.cacc = dev<float>(3 * C);
+    c.cpart = dev<float>((size_t)dt_cu_colsum_parts(BT) * 3 * C);
 
     /* 1. reference: the GEMM formulation */
     dt_op_override("attention_bwd=det");
@@ -144,6 +170,7 @@ int main(void) {
     const char *pn[3] = {"dQ", "dK", "dV"};
     for (int br = 0; br < 2; br++) {
         dt_op_override(br ? "attention_bwd=fast" : "attention_bwd=det");
+        dt_op_override(br ? "bias_bwd=fast" : "bias_bwd=det");
         ok(cudaMemset(c.out, 0xff, sizeof(bf16) * BT * C), "poison");
         ok(cudaMemset(c.dqkv, 0xff, sizeof(bf16) * BT * 3 * C), "poison");
         ok(cudaMemset(c.lse, 0xff, sizeof(float) * B * NH * T), "poison");
@@ -157,9 +184,26 @@ int main(void) {
             for (float x : l) bad += !(x > -1e30f && x < 1e30f);
             CHECKF(bad == 0, "flash fwd: %zu lse values not written or not finite", bad);
         }
+        ok(cudaMemset(c.dbias, 0, sizeof(float) * 3 * C), "zero dbias");
+        ok(cudaMemset(c.bpart, 0xff, sizeof(float) * nbp), "poison");
         flash_bwd(&c);
         ok(cudaGetLastError(), "flash bwd launch");
         std::vector<float> fd = down(c.dqkv, (size_t)BT * 3 * C);
+        {   /* the fused bias sums against dt_cu_colsum of the same dqkv */
+            ok(cudaMemset(c.cacc, 0, sizeof(float) * 3 * C), "zero colsum");
+            qkv_colsum(&c);
+            std::vector<float> fb = down32(c.dbias, 3 * C), cb = down32(c.cacc, 3 * C);
+            double worst = 0;
+            for (int col = 0; col < 3 * C; col++) {
+                double sa = 0;
+                for (size_t row = 0; row < (size_t)BT; row++) sa += fabs((double)fd[row * 3 * C + col]);
+                double r = fabs((double)fb[col] - cb[col]) / (sa > 0 ? sa : 1e-300);
+                if (!(r <= worst)) worst = r == r ? r : 1e30;
+            }
+            CHECKF(worst <= 2e-5, "flash bwd %s fused bias vs dt_cu_colsum: worst %.3g of sum |x| (tol 2e-5)",
+                   br ? "fast" : "det", worst);
+            printf("check flash bwd %-4s fused bias vs colsum  worst %.3g of sum |x| (tol 2e-5)\n", br ? "fast" : "det", worst);
+        }
         if (!br) {
             double e = relerr(fout, rout, 1, 0);
             CHECKF(e < 1e-2, "flash fwd vs gemm: rel err %.3g", e);
@@ -195,26 +239,35 @@ int main(void) {
     int same = 1;
     std::vector<unsigned char> first;
     dt_op_override("attention_bwd=det");
+    dt_op_override("bias_bwd=det");
+    const size_t nfb = sizeof(bf16) * BT * 3 * C + sizeof(float) * 3 * C; /* dqkv, then the bias sums */
     for (int r = 0; r < 3; r++) {
         ok(cudaMemset(c.bscr, (int)(0x5a * r), c.nbscr), "poison scratch");
+        ok(cudaMemset(c.bpart, (int)(0x5a * r), sizeof(float) * nbp), "poison bias partials");
+        ok(cudaMemset(c.dbias, 0, sizeof(float) * 3 * C), "zero dbias");
         flash_fwd(&c);
         flash_bwd(&c);
         std::vector<unsigned char> cur = bytes(c.out, sizeof(bf16) * BT * C), l = bytes(c.lse, sizeof(float) * B * NH * T),
-                                   d = bytes(c.dqkv, sizeof(bf16) * BT * 3 * C);
+                                   d = bytes(c.dqkv, sizeof(bf16) * BT * 3 * C), db = bytes(c.dbias, sizeof(float) * 3 * C);
         cur.insert(cur.end(), l.begin(), l.end());
         cur.insert(cur.end(), d.begin(), d.end());
+        cur.insert(cur.end(), db.begin(), db.end());
         if (!r) first = cur;
         else if (cur != first) same = 0;
     }
     CHECKF(same, "flash det: replays differ");
-    printf("replay flash fwd + bwd det x3: %s\n", same ? "byte-identical" : "DIFFER");
+    printf("replay flash fwd + bwd det x3 (out, lse, dqkv, bias sums): %s\n", same ? "byte-identical" : "DIFFER");
     dt_op_override("attention_bwd=fast");
+    dt_op_override("bias_bwd=fast");
     ok(cudaMemset(c.bscr, 0xff, c.nbscr), "poison scratch");
+    ok(cudaMemset(c.bpart, 0xff, sizeof(float) * nbp), "poison bias partials");
+    ok(cudaMemset(c.dbias, 0, sizeof(float) * 3 * C), "zero dbias");
     flash_bwd(&c);
-    std::vector<unsigned char> fastb = bytes(c.dqkv, sizeof(bf16) * BT * 3 * C);
-    same = !memcmp(fastb.data(), first.data() + first.size() - fastb.size(), fastb.size());
-    CHECKF(same, "flash bwd fast: dqkv differs from det's (the branches run the same kernels)");
-    printf("flash bwd fast vs det: %s\n", same ? "byte-identical" : "DIFFER");
+    std::vector<unsigned char> fastb = bytes(c.dqkv, sizeof(bf16) * BT * 3 * C), fastd = bytes(c.dbias, sizeof(float) * 3 * C);
+    fastb.insert(fastb.end(), fastd.begin(), fastd.end());
+    same = fastb.size() == nfb && !memcmp(fastb.data(), first.data() + first.size() - nfb, nfb);
+    CHECKF(same, "flash bwd fast: dqkv or the bias sums differ from det's (the branches run the same kernels)");
+    printf("flash bwd fast vs det (dqkv, bias sums): %s\n", same ? "byte-identical" : "DIFFER");
 
     /* 3. timing */
     double fl = 4.0 * B * NH * (double)T * T * 64 / 2;
@@ -224,11 +277,15 @@ int main(void) {
         {"flash fwd", flash_fwd, "attention_bwd=det", fl},
         {"flash bwd det", flash_bwd, "attention_bwd=det", 2.5 * fl},
         {"flash bwd fast", flash_bwd, "attention_bwd=fast", 2.5 * fl},
+        {"flash bwd det, no bias sums", flash_bwd_nobias, "attention_bwd=det", 2.5 * fl},
+        {"qkv bias colsum det (what the fusion replaces)", qkv_colsum, "bias_bwd=det", 0},
     };
-    float ms[5];
+    const int nrows = (int)(sizeof rows / sizeof rows[0]);
+    float ms[sizeof rows / sizeof rows[0]];
     gemm_fwd(&c); /* the GEMM backward reads att */
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < nrows; i++) {
         dt_op_override(rows[i].var);
+        dt_op_override(strstr(rows[i].var, "fast") ? "bias_bwd=fast" : "bias_bwd=det");
         if (i == 2) flash_fwd(&c);
         ms[i] = timeit(rows[i].fn, &c);
         ok(cudaGetLastError(), rows[i].name);
@@ -236,8 +293,14 @@ int main(void) {
     dt_op_clear_overrides();
     printf("\nattention, B %d NH %d T %d D 64 bf16, one layer (median of 20)\n", B, NH, T);
     printf("| phase | ms | TFLOP/s |\n|---|---|---|\n");
-    for (int i = 0; i < 5; i++) printf("| %s | %.3f | %.1f |\n", rows[i].name, ms[i], rows[i].flops / (ms[i] * 1e-3) / 1e12);
+    for (int i = 0; i < nrows; i++) {
+        if (rows[i].flops > 0) printf("| %s | %.4f | %.1f |\n", rows[i].name, ms[i], rows[i].flops / (ms[i] * 1e-3) / 1e12);
+        else printf("| %s | %.4f | |\n", rows[i].name, ms[i]);
+    }
     printf("| gemm fwd+bwd | %.3f | |\n| flash fwd+bwd det | %.3f | |\n| flash fwd+bwd fast | %.3f | |\n",
            ms[0] + ms[1], ms[2] + ms[3], ms[2] + ms[4]);
+    printf("| fused bias sums: flash bwd det with - without | %+.4f | |\n"
+           "| model's qkv backward, det: (flash bwd no sums + colsum) - flash bwd with sums | %+.4f | |\n",
+           ms[3] - ms[5], ms[5] + ms[6] - ms[3]);
     return dt_test_report();
 }

@@ -378,17 +378,74 @@ static void test_attention_accuracy(void) {
     }
 }
 
-/* Flash attention against the CPU on two shapes: 4 key blocks, and 16 (the GPT-2 T, every
- * lower-triangular dS tile index of the det dQ pass up to 135). Backward from the GPU's own
- * forward output (rounded as the model stores it), both branches, each of dQ, dK, dV within
+/* The fused qkv bias sums of dt_cu_flash_bwd in their stated order (attention_flash_cuda.cu,
+ * ops_cuda.h), in fp32 on the host from the bf16 dqkv x (BT x C3) the kernels stored: per
+ * 64-row block p and column, warp w's rows 64p + 16w.. as ((v0 + v1) + (v2 + v3)) + ((v4 +
+ * v5) + (v6 + v7)), v_g = x[16w + g] + x[16w + g + 8], then the 4 warps in order; then
+ * dt_cu_parts_finish: lane ty of 8 adds partials ty, ty + 8, ... in order from 0, the 8
+ * lane sums are added in order from 0, and the total is added onto acc0. */
+static vf flash_bias_emulated(const vf &x, const vf &acc0, int BT, int C3) {
+    int np = BT / 64;
+    vf part((size_t)np * C3), out(C3);
+    for (int p = 0; p < np; p++)
+        for (int c = 0; c < C3; c++) {
+            float blk = 0.0f;
+            for (int w = 0; w < 4; w++) {
+                const float *r = &x[((size_t)p * 64 + w * 16) * C3 + c];
+                float v[8];
+                for (int g = 0; g < 8; g++) v[g] = r[(size_t)g * C3] + r[(size_t)(g + 8) * C3];
+                float ws = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+                blk = w == 0 ? ws : blk + ws;
+            }
+            part[(size_t)p * C3 + c] = blk;
+        }
+    for (int c = 0; c < C3; c++) {
+        float t = 0.0f;
+        for (int ty = 0; ty < 8; ty++) {
+            float s = 0.0f;
+            for (int k = ty; k < np; k += 8) s += part[(size_t)k * C3 + c];
+            t += s;
+        }
+        out[c] = acc0[c] + t;
+    }
+    return out;
+}
+
+/* Columns c where |got[c] - ref[c]| > tol (abs[c]) (NaN counts); *worst: the largest
+ * |got - ref| / abs over all columns. */
+static size_t count_off(const vf &got, const std::vector<double> &ref, const std::vector<double> &abs_, double tol,
+                        double *worst) {
+    size_t bad = 0;
+    *worst = 0;
+    for (size_t c = 0; c < got.size(); c++) {
+        double r = fabs((double)got[c] - ref[c]) / (abs_[c] > 0 ? abs_[c] : 1e-300);
+        if (!(r <= tol)) bad++;
+        if (!(r <= *worst)) *worst = r == r ? r : 1e30;
+    }
+    return bad;
+}
+
+/* Flash attention against the CPU on three shapes: 4 key blocks, 16 (the GPT-2 T, every
+ * lower-triangular dS tile index of the det dQ pass up to 135), and 3 (T % 128 != 0: the
+ * dQ pass's last block pair has one query block). Backward from the GPU's own forward
+ * output (rounded as the model stores it), both branches, each of dQ, dK, dV within
  * tolerance. The det backward is run twice with the scratch poisoned differently (NaN
  * bytes, zeros): byte-identical dqkv means every scratch value it reads was written by the
  * same call (a dS tile index off by one would read the poison); a guard after dqkv must
- * keep its bytes (a CTA past the last head would write there). */
+ * keep its bytes (a CTA past the last head would write there).
+ * The fused qkv bias gradient (dbias += column sums of the dqkv just stored, from a
+ * nonzero start) in each run: bit for bit the stated order (flash_bias_emulated, on the
+ * downloaded dqkv: so the sums are of the rounded bf16 values, every partial written once);
+ * within 1e-5 of the fp64 column sums, relative to |start| + sum |x| (fp32 chains of at
+ * most ~20 adds here: 20 x 2^-24 = 1.2e-6; one 64-row block left out would be ~1e-2); within
+ * 2e-5 of dt_cu_colsum on the same dqkv (its own order, same bound); the same bits in
+ * the fast branches (attention_bwd and bias_bwd fast) and with the partials poisoned with
+ * zeros instead of NaN; no write past the partials; and dqkv with the same bits when no
+ * sums are asked for (dbias NULL). */
 static void test_flash_accuracy(void) {
-    const int shapes[][4] = {{2, 256, 128, 2}, {1, 1024, 128, 2}}; /* B T C NH */
+    const int shapes[][4] = {{2, 256, 128, 2}, {1, 1024, 128, 2}, {2, 192, 128, 2}}; /* B T C NH */
     for (const auto &sh : shapes) {
-        const int B = sh[0], T = sh[1], C = sh[2], NH = sh[3], BT = B * T;
+        const int B = sh[0], T = sh[1], C = sh[2], NH = sh[3], BT = B * T, C3 = 3 * C;
         CHECK(dt_cu_flash_supported(C, NH, T, NULL));
         vf qkv = rnd((size_t)BT * 3 * C, 2.0f), dout = rnd((size_t)BT * C);
         vf out((size_t)BT * C), att((size_t)B * NH * T * T), dqkv((size_t)BT * 3 * C);
@@ -401,42 +458,94 @@ static void test_flash_accuracy(void) {
         vf gout = down16(dout16, (size_t)BT * C);
         CHECK_RELF(gout, out, 1e-2, "flash attention fwd T=%d", T);
         dt_attention_bwd_det(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH, NULL, 0);
+        const int np = dt_cu_flash_bias_parts(B, T);
+        CHECKF(np == BT / 64, "dt_cu_flash_bias_parts(%d, %d) = %d, want %d", B, T, np, BT / 64);
+        size_t npf = (size_t)np * C3;
+        float *part = dev<float>(2 * npf), *cpart = dev<float>((size_t)dt_cu_colsum_parts(BT) * C3);
+        vf b0 = rnd(C3); /* the bias gradient before: the sums are added onto it */
         std::vector<bf16> det_bytes;
-        for (int br = 0; br < 3; br++) { /* det (scratch NaN), fast, det (scratch zeros) */
+        vf det_bias;
+        for (int br = 0; br < 4; br++) { /* det (scratch NaN), fast, det (scratch zeros), det without sums */
+            const char *bn = br == 1 ? "fast" : "det";
             variant(br == 1 ? "attention_bwd=fast" : "attention_bwd=det");
+            variant(br == 1 ? "bias_bwd=fast" : "bias_bwd=det");
             size_t nq = (size_t)BT * 3 * C;
             bf16 *dq = dev<bf16>(2 * nq);
             cudaMemset(dq + nq, 0x5a, sizeof(bf16) * nq);
             cudaMemset(scr, br == 2 ? 0x00 : 0xff, nscr);
-            dt_cu_flash_bwd(dq, scr, dg, dq_in, dout16, lse, B, T, C, NH, 0);
+            cudaMemset(part, br == 2 ? 0x00 : 0xff, sizeof(float) * npf);
+            cudaMemset(part + npf, 0x5a, sizeof(float) * npf);
+            float *db = br == 3 ? NULL : up32(b0);
+            dt_cu_flash_bwd(dq, db, br == 3 ? NULL : part, scr, dg, dq_in, dout16, lse, B, T, C, NH, 0, 0);
             std::vector<bf16> raw(2 * nq);
+            gpu_ok(cudaDeviceSynchronize(), "flash bwd");
             cudaMemcpy(raw.data(), dq, sizeof(bf16) * raw.size(), cudaMemcpyDeviceToHost);
-            cudaFree(dq);
             size_t touched = 0;
             for (size_t i = nq; i < 2 * nq; i++) touched += reinterpret_cast<const uint16_t *>(raw.data())[i] != 0x5a5a;
             CHECKF(touched == 0, "flash bwd T=%d: %zu guard values after dqkv overwritten", T, touched);
             raw.resize(nq);
-            if (br == 2) {
-                CHECKF(!memcmp(raw.data(), det_bytes.data(), sizeof(bf16) * raw.size()),
-                       "flash bwd det T=%d: dqkv depends on the scratch's prior contents", T);
+            vf got(raw.size());
+            for (size_t i = 0; i < raw.size(); i++) got[i] = __bfloat162float(raw[i]);
+            if (db) {
+                vf gb = down32(db, C3), guard = down32(part + npf, npf);
+                size_t gt = 0;
+                for (float x : guard) gt += memcmp(&x, "\x5a\x5a\x5a\x5a", 4) != 0;
+                CHECKF(gt == 0, "flash bwd T=%d: %zu guard values after the bias partials overwritten", T, gt);
+                vf em = flash_bias_emulated(got, b0, BT, C3);
+                size_t bad = 0;
+                int first = -1;
+                for (int c = 0; c < C3; c++)
+                    if (memcmp(&gb[c], &em[c], sizeof(float))) { bad++; if (first < 0) first = c; }
+                CHECKF(bad == 0, "flash bwd %s T=%d: %zu of %d bias sums differ from the stated order (column %d: %a, want %a)",
+                       bn, T, bad, C3, first, first < 0 ? 0.0 : (double)gb[first], first < 0 ? 0.0 : (double)em[first]);
+                std::vector<double> ref(C3), mag(C3);
+                for (int c = 0; c < C3; c++) {
+                    double sum = 0, sa = 0;
+                    for (int r = 0; r < BT; r++) {
+                        sum += got[(size_t)r * C3 + c];
+                        sa += fabs((double)got[(size_t)r * C3 + c]);
+                    }
+                    ref[c] = (double)b0[c] + sum;
+                    mag[c] = fabs((double)b0[c]) + sa;
+                }
+                double worst = 0;
+                bad = count_off(gb, ref, mag, 1e-5, &worst);
+                CHECKF(bad == 0, "flash bwd %s T=%d: %zu bias sums off the fp64 sums (worst %.3g, tol 1e-5)", bn, T, bad, worst);
+                fprintf(stderr, "  flash bwd %s T=%d fused bias vs fp64: worst %.3g (tol 1e-5 of |start| + sum |x|)\n", bn, T, worst);
+                float *acc = up32(b0);
+                dt_cu_colsum(acc, cpart, dq, BT, C3, 0, 0);
+                vf gc = down32(acc, C3);
+                std::vector<double> cs(gc.begin(), gc.end());
+                bad = count_off(gb, cs, mag, 2e-5, &worst);
+                CHECKF(bad == 0, "flash bwd %s T=%d: %zu fused bias sums off dt_cu_colsum's (worst %.3g, tol 2e-5)", bn, T, bad, worst);
+                fprintf(stderr, "  flash bwd %s T=%d fused bias vs dt_cu_colsum: worst %.3g (tol 2e-5)\n", bn, T, worst);
+                cudaFree(acc);
+                cudaFree(db);
+                if (br == 0) det_bias = gb;
+                else
+                    CHECKF(!memcmp(gb.data(), det_bias.data(), sizeof(float) * C3),
+                           "flash bwd %s T=%d: bias sums differ from the first det run's (scratch %s)", bn, T,
+                           br == 2 ? "zeros" : "NaN");
+            }
+            cudaFree(dq);
+            if (br >= 2) {
+                CHECKF(!memcmp(raw.data(), det_bytes.data(), sizeof(bf16) * raw.size()), "flash bwd det T=%d: %s", T,
+                       br == 2 ? "dqkv depends on the scratch's prior contents" : "dqkv differs without the bias sums");
                 continue;
             }
             if (br == 0) det_bytes = raw;
-            vf got(raw.size());
-            for (size_t i = 0; i < raw.size(); i++) got[i] = __bfloat162float(raw[i]);
-            for (int part = 0; part < 3; part++) {
+            for (int pt = 0; pt < 3; pt++) {
                 vf a, r;
                 for (int t = 0; t < BT; t++)
                     for (int c = 0; c < C; c++) {
-                        a.push_back(got[(size_t)t * 3 * C + part * C + c]);
-                        r.push_back(dqkv[(size_t)t * 3 * C + part * C + c]);
+                        a.push_back(got[(size_t)t * 3 * C + pt * C + c]);
+                        r.push_back(dqkv[(size_t)t * 3 * C + pt * C + c]);
                     }
-                CHECK_RELF(a, r, 3e-2, "flash bwd %s %s T=%d", part == 0 ? "dQ" : part == 1 ? "dK" : "dV",
-                           br ? "fast" : "det", T);
+                CHECK_RELF(a, r, 3e-2, "flash bwd %s %s T=%d", pt == 0 ? "dQ" : pt == 1 ? "dK" : "dV", bn, T);
             }
         }
         dt_op_clear_overrides();
-        cudaFree(dq_in); cudaFree(dout16); cudaFree(dg); cudaFree(lse); cudaFree(scr);
+        cudaFree(dq_in); cudaFree(dout16); cudaFree(dg); cudaFree(lse); cudaFree(scr); cudaFree(part); cudaFree(cpart);
     }
 }
 

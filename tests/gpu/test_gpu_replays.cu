@@ -245,6 +245,8 @@ static void att_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     CHECK_OK(dt_cu_attention_bwd(g_blas, H(s, "dqkv"), H(s, "dout"), H(s, "qkv"), H(s, "att"),
                                  H(s, "scratch"), B, T, C, NH, &d, 3, 0));
 }
+/* The flash backward with its fused qkv bias gradient: dbias (3C, an in/out accumulator)
+ * += the column sums of dqkv, block partials in scratch, finished on the second stream. */
 static void flash_setup(dt_kset *s, gcase *c) {
     long long B = c->p[0], T = c->p[1], C = c->p[2], NH = c->p[3];
     CHECK(dt_cu_flash_supported((int)C, (int)NH, (int)T, NULL));
@@ -252,13 +254,15 @@ static void flash_setup(dt_kset *s, gcase *c) {
     add(s, "lse", DT_KH_F32, DT_KH_OUT, {B, NH, T});
     add(s, "scratch", DT_KH_F32, DT_KH_SCRATCH,
         {(int64_t)(dt_cu_flash_bwd_scratch((int)B, (int)T, (int)C, (int)NH) / sizeof(float))});
+    dt_kv_fill(add(s, "dbias", DT_KH_F32, DT_KH_IN, {3 * C}), 29, -1, 1);
+    add(s, "bias_part", DT_KH_F32, DT_KH_SCRATCH, {(int64_t)dt_cu_flash_bias_parts((int)B, (int)T) * 3 * C});
 }
 static void flash_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     CASE(ctx);
     int B = (int)c->p[0], T = (int)c->p[1], C = (int)c->p[2], NH = (int)c->p[3];
     dt_cu_flash_fwd(H(s, "out"), F(s, "lse"), H(s, "qkv"), B, T, C, NH, 0);
-    dt_cu_flash_bwd(H(s, "dqkv"), F(s, "scratch"), H(s, "dout"), H(s, "qkv"), H(s, "out"),
-                    F(s, "lse"), B, T, C, NH, 0);
+    dt_cu_flash_bwd(H(s, "dqkv"), F(s, "dbias"), F(s, "bias_part"), F(s, "scratch"), H(s, "dout"), H(s, "qkv"),
+                    H(s, "out"), F(s, "lse"), B, T, C, NH, 0, g_fin);
 }
 
 /* ---- fused cross-entropy forward + backward and the mean loss, p: N V Vp ---------------- */
