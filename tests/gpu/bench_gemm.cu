@@ -23,7 +23,6 @@ extern "C" {
 #include <vector>
 
 static const int BT = 16384, C = 768, L = 12, VP = 50304;
-enum { REPS = 20, WARM = 3 };
 
 static bf16 *g_x, *g_y, *g_w, *g_bias, *g_aux;
 static float *g_dw, *g_db, *g_part;
@@ -57,35 +56,13 @@ static dt_cu_gemm_args args_of(const shape *s) {
     return a;
 }
 
-/* ms of a sequence of launches (median of REPS, after WARM), on stream 0. */
-template <typename F> static double time_seq(F f) {
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    std::vector<float> t;
-    for (int r = 0; r < WARM + REPS; r++) {
-        cudaEventRecord(e0, 0);
-        f();
-        cudaEventRecord(e1, 0);
-        cudaEventSynchronize(e1);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, e0, e1);
-        if (r >= WARM) t.push_back(ms);
-    }
-    gpu_ok(cudaGetLastError(), "sequence");
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-}
-
 /* Median ms of the call, or -1 (message printed) when its plan cannot be made or run. */
 static double time_call(const dt_cu_gemm_args *a, char *plan, size_t cap) {
     if (dt_cu_gemm(g_h, a, 0) != DT_OK) { /* makes the plan (outside the timing) */
         snprintf(plan, cap, "no plan: %s", dt_errmsg());
         return -1.0;
     }
-    double ms = time_seq([&] { (void)dt_cu_gemm(g_h, a, 0); });
+    double ms = gpu_median_ms([&] { (void)dt_cu_gemm(g_h, a, 0); });
     dt_cu_gemm_describe_last(g_h, plan, cap);
     return ms;
 }
@@ -171,9 +148,9 @@ static void bench_fusions(void) {
     fcg.epi = DT_CU_EPI_GELU;
     dt_cu_gemm_args a = args_of(&fc), ag = args_of(&fcg);
     bf16 *gl = g_y + n; /* the GELU output, after g_y's first part */
-    double t0 = time_seq([&] { ok &= dt_cu_gemm(g_h, &a, 0) == DT_OK; });
-    double tg = time_seq([&] { dt_cu_gelu_fwd(gl, g_y, n, 0); });
-    double t1 = time_seq([&] { ok &= dt_cu_gemm(g_h, &ag, 0) == DT_OK; });
+    double t0 = gpu_median_ms([&] { ok &= dt_cu_gemm(g_h, &a, 0) == DT_OK; });
+    double tg = gpu_median_ms([&] { dt_cu_gelu_fwd(gl, g_y, n, 0); });
+    double t1 = gpu_median_ms([&] { ok &= dt_cu_gemm(g_h, &ag, 0) == DT_OK; });
     printf("fc forward: GEMM+bias %.4f ms + gelu_fwd %.4f ms = %.4f ms; GELU_AUX_BIAS epilogue %.4f ms "
            "(%+.4f ms a layer)\n", t0, tg, t0 + tg, t1, t1 - t0 - tg);
     /* fcproj input gradient and the GELU backward; the fc bias gradient from the GELU
@@ -187,12 +164,12 @@ static void bench_fusions(void) {
     x1.C = dfch;
     w0.A = dfch;
     w1.A = dfch;
-    t0 = time_seq([&] { ok &= dt_cu_gemm(g_h, &x0, 0) == DT_OK; });
-    double tb = time_seq([&] { dt_cu_gelu_bwd(dfch, g_aux, g_y, n, 0); });
-    double tbc = time_seq([&] { dt_cu_gelu_bwd_colsum(dfch, g_db, g_part, g_aux, g_y, BT, 4 * C, 0, 0); });
-    t1 = time_seq([&] { ok &= dt_cu_gemm(g_h, &x1, 0) == DT_OK; });
-    double tw0 = time_seq([&] { ok &= dt_cu_gemm(g_h, &w0, 0) == DT_OK; });
-    double tw1 = time_seq([&] { ok &= dt_cu_gemm(g_h, &w1, 0) == DT_OK; });
+    t0 = gpu_median_ms([&] { ok &= dt_cu_gemm(g_h, &x0, 0) == DT_OK; });
+    double tb = gpu_median_ms([&] { dt_cu_gelu_bwd(dfch, g_aux, g_y, n, 0); });
+    double tbc = gpu_median_ms([&] { dt_cu_gelu_bwd_colsum(dfch, g_db, g_part, g_aux, g_y, BT, 4 * C, 0, 0); });
+    t1 = gpu_median_ms([&] { ok &= dt_cu_gemm(g_h, &x1, 0) == DT_OK; });
+    double tw0 = gpu_median_ms([&] { ok &= dt_cu_gemm(g_h, &w0, 0) == DT_OK; });
+    double tw1 = gpu_median_ms([&] { ok &= dt_cu_gemm(g_h, &w1, 0) == DT_OK; });
     printf("fcproj dx: GEMM %.4f ms + gelu_bwd %.4f ms (with the fc bias colsum %.4f ms); dGELU epilogue %.4f ms "
            "(%+.4f ms a layer against GEMM + gelu_bwd)\n", t0, tb, tbc, t1, t1 - t0 - tb);
     printf("fc dW: %.4f ms, with the bias-gradient epilogue %.4f ms (%+.4f ms; the colsum in gelu_bwd costs "
@@ -204,9 +181,9 @@ static void bench_fusions(void) {
         shape p = {nm[i], 0, 1, 0, oc[i], ic[i], BT, 1, 0, 0}, q = p;
         q.epi = DT_CU_EPI_BGRAD;
         dt_cu_gemm_args g0 = args_of(&p), g1 = args_of(&q);
-        t0 = time_seq([&] { ok &= dt_cu_gemm(g_h, &g0, 0) == DT_OK; });
-        double tc = time_seq([&] { dt_cu_colsum(g_db, g_part, g_x, BT, oc[i], 0, 0); });
-        t1 = time_seq([&] { ok &= dt_cu_gemm(g_h, &g1, 0) == DT_OK; });
+        t0 = gpu_median_ms([&] { ok &= dt_cu_gemm(g_h, &g0, 0) == DT_OK; });
+        double tc = gpu_median_ms([&] { dt_cu_colsum(g_db, g_part, g_x, BT, oc[i], 0, 0); });
+        t1 = gpu_median_ms([&] { ok &= dt_cu_gemm(g_h, &g1, 0) == DT_OK; });
         printf("%s dW %.4f ms + colsum %.4f ms = %.4f ms; with the bias-gradient epilogue %.4f ms (%+.4f ms)\n",
                nm[i], t0, tc, t0 + tc, t1, t1 - t0 - tc);
     }

@@ -403,31 +403,11 @@ static void test_replays(void) {
 
 /* ---- 3. timing --------------------------------------------------------------------------- */
 
-static float time_op(op_fn op, void (*reset)(void)) {
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    std::vector<float> ms;
-    for (int r = 0; r < 23; r++) {
-        if (reset) reset();
-        cudaEventRecord(e0, 0);
-        op();
-        cudaEventRecord(e1, 0);
-        cudaEventSynchronize(e1);
-        float t = 0;
-        cudaEventElapsedTime(&t, e0, e1);
-        if (r >= 3) ms.push_back(t);
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    std::sort(ms.begin(), ms.end());
-    return (ms[9] + ms[10]) / 2;
-}
 static double g_step[2];
 /* Times op in the current branch, prints ms and GB/s, adds count x ms to the step sum. */
 static void row(const char *name, const char *br, op_fn op, void (*reset)(void), double bytes, double count,
                 int which) {
-    float t = time_op(op, reset);
+    float t = (float)gpu_median_ms(op, reset);
     printf("%-28s %-5s %9.4f ms %8.0f GB/s   x%-4g = %7.3f ms/step\n", name, br, t, bytes / (t * 1e-3) / 1e9,
            count, count * t);
     if (which & 1) g_step[0] += count * t;

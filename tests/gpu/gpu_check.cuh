@@ -1,6 +1,7 @@
-/* Helpers shared by the GPU accuracy tests (test_gpu_ops.cu, bench_ops.cu): device buffers
- * from host vectors and back, bf16-rounded random inputs (the CPU reference reads the same
- * values), and the relative-L2 check against a CPU result. Header-only: each test binary
+/* Helpers shared by the GPU tests and benchmarks (test_gpu_ops.cu, bench_ops.cu,
+ * bench_gemm.cu): device buffers from host vectors and back, bf16-rounded random inputs
+ * (the CPU reference reads the same values), the relative-L2 check against a CPU result,
+ * and the event-timed median of a call. Header-only: each test binary
  * includes it once. A CUDA error here ends the test with exit status 2. */
 #ifndef DT_TESTS_GPU_CHECK_CUH
 #define DT_TESTS_GPU_CHECK_CUH
@@ -16,6 +17,7 @@ extern "C" {
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <algorithm>
 #include <vector>
 
 typedef std::vector<float> vf;
@@ -92,6 +94,30 @@ static double relerr(const vf &a, const vf &ref) {
 /* Forces a branch ("name=det|fast"); a bad spec ends the test. */
 static void variant(const char *spec) {
     if (dt_op_override(spec) != DT_OK) { fprintf(stderr, "override %s: %s\n", spec, dt_errmsg()); exit(2); }
+}
+
+/* Median ms of f() on stream 0 (CUDA events) over 20 calls after 3 warm-up calls; reset(),
+ * when given, runs before each call outside the timed span. The median of an even count is
+ * the mean of the middle two. */
+template <typename F> static double gpu_median_ms(F f, void (*reset)(void) = NULL) {
+    cudaEvent_t e0, e1;
+    gpu_ok(cudaEventCreate(&e0), "cudaEventCreate");
+    gpu_ok(cudaEventCreate(&e1), "cudaEventCreate");
+    std::vector<float> ms;
+    for (int r = 0; r < 23; r++) {
+        if (reset) reset();
+        cudaEventRecord(e0, 0);
+        f();
+        cudaEventRecord(e1, 0);
+        gpu_ok(cudaEventSynchronize(e1), "timed call");
+        float t = 0;
+        cudaEventElapsedTime(&t, e0, e1);
+        if (r >= 3) ms.push_back(t);
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    std::sort(ms.begin(), ms.end());
+    return (ms[9] + ms[10]) / 2.0;
 }
 
 #endif
