@@ -151,6 +151,38 @@ static __device__ __forceinline__ void ln_ld4(const bf16 *p, float f[4]) {
     f[0] = lo.x; f[1] = lo.y; f[2] = hi.x; f[3] = hi.y;
 }
 
+/* The end of both backward kernels, after the barrier: per channel c, the block's sums of
+ * the warps' shared rows in warp order. The dweight/dbias rows ([LN_BWD_WARPS][2][C]) store
+ * channel c = vec * u + k at k * C / vec + u; the sum rows ([LN_BWD_WARPS][C], sumv) store it
+ * the same way when sum_interleaved, at c otherwise. det writes the block partials (dweight,
+ * dbias, then the sum at partial rows blockIdx.x, nparts + blockIdx.x, 2 nparts +
+ * blockIdx.x; LN_SUM_DET), fast adds them with atomics. */
+static __device__ __forceinline__ void ln_bwd_block_finish(const float *sh, const float *ssum, int vec,
+                                                           int sum_interleaved, float *dweight, float *dbias,
+                                                           float *sum, float *part, int C, int det, int sumv) {
+    int nparts = gridDim.x, Cv = C / vec;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float tw = 0.0f, tb = 0.0f, ts = 0.0f;
+        int at = (c % vec) * Cv + c / vec;
+        for (int k = 0; k < LN_BWD_WARPS; k++) { /* warp order */
+            tw += sh[(size_t)k * 2 * C + at];
+            tb += sh[(size_t)k * 2 * C + C + at];
+        }
+        if (det) {
+            part[(size_t)blockIdx.x * C + c] = tw;
+            part[(size_t)(nparts + blockIdx.x) * C + c] = tb;
+        } else {
+            atomicAdd(&dweight[c], tw);
+            atomicAdd(&dbias[c], tb);
+        }
+        if (!sumv) continue;
+        int sat = sum_interleaved ? at : c;
+        for (int k = 0; k < LN_BWD_WARPS; k++) ts += ssum[(size_t)k * C + sat]; /* warp order */
+        if (sumv == LN_SUM_DET) part[(size_t)(2 * nparts + blockIdx.x) * C + c] = ts;
+        else atomicAdd(&sum[c], ts);
+    }
+}
+
 /* Backward. Block k owns rows [k*R, (k+1)*R) (R = DT_CU_LN_ROWS); warp w takes rows
  * w, w+8, ... of them in order, one row at a time in registers (lane: channels 4u .. 4u+3
  * for u = lane + 32 i, so every load and store of the warp is one contiguous run, the fp32
@@ -173,7 +205,7 @@ layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, fl
      * (consecutive u) hit consecutive banks; then (sumv) [LN_BWD_WARPS][C] in channel order,
      * read and written as float4 at u (conflict-free 16-byte accesses) */
     extern __shared__ float sh[];
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nparts = gridDim.x, C4 = C / 4;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, C4 = C / 4;
     float dw[NV4][4], db[NV4][4];
 #pragma unroll
     for (int i = 0; i < NV4; i++)
@@ -263,25 +295,7 @@ layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, fl
         }
     }
     __syncthreads();
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float tw = 0.0f, tb = 0.0f, ts = 0.0f;
-        int at = (c % 4) * C4 + c / 4;
-        for (int k = 0; k < LN_BWD_WARPS; k++) { /* warp order */
-            tw += sh[(size_t)k * 2 * C + at];
-            tb += sh[(size_t)k * 2 * C + C + at];
-        }
-        if (det) {
-            part[(size_t)blockIdx.x * C + c] = tw;
-            part[(size_t)(nparts + blockIdx.x) * C + c] = tb;
-        } else {
-            atomicAdd(&dweight[c], tw);
-            atomicAdd(&dbias[c], tb);
-        }
-        if (!sumv) continue;
-        for (int k = 0; k < LN_BWD_WARPS; k++) ts += ssum[(size_t)k * C + c]; /* warp order */
-        if (sumv == LN_SUM_DET) part[(size_t)(2 * nparts + blockIdx.x) * C + c] = ts;
-        else atomicAdd(&sum[c], ts);
-    }
+    ln_bwd_block_finish(sh, ssum, 4, 0, dweight, dbias, sum, part, C, det, sumv);
 }
 
 /* The same backward for C > 8 * 32 * LN_MAX_NV or weights not 16-byte aligned: the warps
@@ -293,7 +307,7 @@ __global__ void layernorm_bwd_wide_kernel(float *dinp, bf16 *dinp16, float *dwei
     /* [LN_BWD_WARPS][2][C] then (sumv) [LN_BWD_WARPS][C], channel c = 8v + k stored at
      * k * C/8 + v: consecutive lanes (consecutive v) hit consecutive banks */
     extern __shared__ float sh[];
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nparts = gridDim.x, C8 = C / 8;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, C8 = C / 8;
     float *dw = sh + (size_t)warp * 2 * C, *db = dw + C;
     float *ssum = sh + (size_t)LN_BWD_WARPS * 2 * C, *ds = ssum + (size_t)warp * C;
     for (int c = lane; c < C; c += 32) {
@@ -339,25 +353,7 @@ __global__ void layernorm_bwd_wide_kernel(float *dinp, bf16 *dinp16, float *dwei
         }
     }
     __syncthreads();
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float sw = 0.0f, sb = 0.0f, ts = 0.0f;
-        int at = (c % 8) * C8 + c / 8;
-        for (int k = 0; k < LN_BWD_WARPS; k++) { /* warp order */
-            sw += sh[(size_t)k * 2 * C + at];
-            sb += sh[(size_t)k * 2 * C + C + at];
-        }
-        if (det) {
-            part[(size_t)blockIdx.x * C + c] = sw;
-            part[(size_t)(nparts + blockIdx.x) * C + c] = sb;
-        } else {
-            atomicAdd(&dweight[c], sw);
-            atomicAdd(&dbias[c], sb);
-        }
-        if (!sumv) continue;
-        for (int k = 0; k < LN_BWD_WARPS; k++) ts += ssum[(size_t)k * C + at]; /* warp order */
-        if (sumv == LN_SUM_DET) part[(size_t)(2 * nparts + blockIdx.x) * C + c] = ts;
-        else atomicAdd(&sum[c], ts);
-    }
+    ln_bwd_block_finish(sh, ssum, 8, 1, dweight, dbias, sum, part, C, det, sumv);
 }
 
 /* Register vectors per lane for C channels: the smallest instantiated NV >= C / 256, or 0
