@@ -204,7 +204,7 @@ static __device__ __forceinline__ void wg_tile(float o[32], float m[2], float l[
  * owns head bh = i % (B NH) and query rows 64 j0 .. 64 (j0 + M) - 1, the heavy (late)
  * query blocks of every head first; warpgroup wg owns query block j0 + wg. */
 template <int M>
-__global__ void __launch_bounds__(128 * M, M == 1 ? 4 : 2)
+__global__ void __launch_bounds__(128 * M, M == 1 ? 3 : 2)
     flash_fwd_wgmma_kernel(bf16 *out, float *lse, const bf16 *qkv, int T, int NH, float sl2) {
     extern __shared__ __align__(1024) unsigned char wsm_raw[];
     const uint32_t raw = smem_u32(wsm_raw), pad = (1024u - (raw & 1023u)) & 1023u;
@@ -241,7 +241,9 @@ __global__ void __launch_bounds__(128 * M, M == 1 ? 4 : 2)
             wg_cp_tile<128 * M>(d + WTILE, base + 2 * C + (size_t)(kt + 2) * WB * C3, C3);
         }
         cp_commit(); /* possibly empty: one group per tile keeps the wait count fixed */
-        if (kt <= jq) wg_tile(o, m, l, dq, sKV + (uint32_t)(st * 2 * WTILE), kt == jq, row, t, sl2);
+        const uint32_t sK = sKV + (uint32_t)(st * 2 * WTILE);
+        if (kt < jq) wg_tile(o, m, l, dq, sK, 0, row, t, sl2); /* diag constant: the mask only on */
+        else if (kt == jq) wg_tile(o, m, l, dq, sK, 1, row, t, sl2); /* the diagonal tile */
         st = st == WSTAGES - 1 ? 0 : st + 1;
     }
     cp_wait0();
