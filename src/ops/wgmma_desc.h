@@ -12,7 +12,7 @@
  *   bits 62..63  swizzle mode: 0 none, 1 128-byte, 2 64-byte, 3 32-byte
  *   other bits   0
  * What LBO and SBO mean depends on the major-ness (PTX ISA, canonical layouts, in units of
- * T = 128 bits = 8 bf16, written as CuTe shapes : strides):
+ * T = 128 bits = 8 bf16, written as (shape) : (stride) pairs):
  *   K-major, 128B swizzle:  ((8,m),(T,2k)) : ((8T,SBO),(1,T))
  *     rows of 128 bytes (64 bf16 along K); SBO = the step from 8 rows (M or N) to the next
  *     8; LBO is not used (the ISA says "assumed 1": we encode 1).
@@ -20,7 +20,7 @@
  *     rows of 128 bytes (64 bf16 along M or N) one K index apart; SBO = the step from 8 K
  *     rows to the next 8; LBO = the step from 64 M/N elements to the next 64 (not used
  *     when the operand is 64 wide, as in m64n64: encoded anyway).
- * The 128B swizzle (CuTe Swizzle<3,4,3>) moves the 16-byte chunk of byte address a: bits
+ * The 128B swizzle moves the 16-byte chunk of byte address a: bits
  * 4..6 are xor-ed with bits 7..9, so in a 1024-byte aligned atom of 8 rows x 128 bytes,
  * chunk c of row r sits at r * 128 + ((c ^ (r % 8)) * 16). The hardware applies it to the
  * address it computes, which is why a K step inside the 128-byte row is a plain +32 bytes

@@ -3,7 +3,7 @@
  * checked here on the CPU (CI has no GPU) against bit patterns written out by hand from the
  * PTX ISA's descriptor format (start address >> 4 in bits 0..13, LBO >> 4 in 16..29,
  * SBO >> 4 in 32..45, base offset 49..51 = 0, swizzle mode in 62..63 with 1 = 128-byte)
- * and against the swizzle's definition (CuTe Swizzle<3,4,3>: byte-address bits 4..6 xor
+ * and against the swizzle's definition (byte-address bits 4..6 xor
  * bits 7..9), so a wrong shift or mask fails here before it reaches a GPU. */
 #include "ops/wgmma_desc.h"
 
@@ -47,7 +47,7 @@ static void test_desc_fields(void) {
     }
 }
 
-/* Swizzle<3,4,3> on the unswizzled byte offset o = 128 r + 16 c. */
+/* The 128-byte swizzle (bits 4..6 ^= bits 7..9) on the unswizzled byte offset o = 128 r + 16 c. */
 static uint32_t swizzle343(uint32_t o) { return o ^ (((o >> 7) & 7u) << 4); }
 
 static void test_sw128(void) {
