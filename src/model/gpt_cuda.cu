@@ -70,7 +70,7 @@ struct dt_gpt_cuda {
     int *h_in, *h_tg, *h_count, *h_order, *h_segtok, *h_segstart;
     float loss_scale;
     size_t bytes;
-    char desc[16384];
+    char desc[20480];
     /* range timing */
     int prof, nev;
     cudaEvent_t ev[MAX_EVENTS];
@@ -1087,19 +1087,20 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
     cudaGetDeviceProperties(&p, dev);
     cudaDriverGetVersion(&drv);
     cudaRuntimeGetVersion(&rt);
-    char algos[12000];
+    char algos[16000], table[256];
     dt_cu_blas_describe(m->blas, algos, sizeof algos);
+    dt_cu_blas_table_describe(m->blas, table, sizeof table);
     snprintf(m->desc, sizeof m->desc,
              "{\"device\":\"cuda\",\"attention\":\"%s\",\"gemm_epilogues\":{\"gelu\":%s,\"bias_grad\":%s,"
              "\"asked\":\"%s\"},\"gemm_k_chunks\":\"%s\",\"layernorm_bias_colsum\":\"%s\",\"gpu\":\"%s\","
              "\"sm\":\"%d.%d\",\"sms\":%d,\"driver\":%d,"
              "\"runtime\":%d,\"cublaslt\":%zu,\"nvcc_flags\":\"%s\",\"gemm_workspace\":%u,"
-             "\"gemm_algos\":%s}",
+             "\"gemm_table\":%s,\"gemm_algos\":%s}",
              m->flash ? "flash" : "gemm", m->fuse_gelu ? "true" : "false", m->fuse_bgrad ? "true" : "false",
              m->fusion_note, m->ksplit_off ? "off (DT_GEMM_SPLITK=off)" : "dt_cu_gemm_splits",
              m->fuse_bgrad ? "off (bias gradients from the GEMM epilogue)"
              : m->hidden_dropout > 0.0f ? "off while training (hidden dropout)" : "attproj, fcproj", p.name, p.major,
              p.minor, p.multiProcessorCount, drv, rt, cublasLtGetVersion(), DT_NVCC_FLAGS, DT_CU_GEMM_WORKSPACE,
-             algos);
+             table, algos);
     return m->desc;
 }

@@ -2,8 +2,10 @@
  * workspace for the K chunks of our own split-K, and a cache of plans (descriptors + pinned
  * algorithm + chunk count) keyed by shape, types, epilogue and branch.
  *
- * Why det is deterministic: for a fixed shape the algorithm is chosen once, from the
- * heuristic list alone (no timing), restricted by CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK
+ * Why det is deterministic: for a fixed shape the algorithm is chosen once, without timing:
+ * the static plan table's entry (gemm_table.c: a configuration measured offline and
+ * recorded in source, det-eligible, validated by cublasLtMatmulAlgoCheck), else the
+ * heuristic list, restricted by CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK
  * to algorithms without split-K or with a workspace split-K reduction (partials stored,
  * then added in a separate fixed step; never the in-place scheme), and reused for every
  * call; with a fixed workspace and algorithm cuBLASLt computes each output element in a
@@ -32,12 +34,16 @@ static const char *epi_names[DT_CU_EPI_COUNT] = {"", "gelu_aux", "dgelu", "bgrad
 typedef struct plan {
     int ta, tb, M, N, K, lda, ldb, ldc, c_f32, batch, has_bias, det, epi;
     int force_cand, force_splits; /* the force in effect when the plan was made */
+    int table_on, forced_cfg;     /* ... the table switch, and whether force_cfg applied */
+    dt_cu_gemm_cfg force_cfg;
     long long sA, sB, sC;
     int splits;                   /* our K chunks (1: none) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
-    int algo_id, tile, stages, split_k, scheme;
+    dt_cu_gemm_cfg cfg;           /* the algorithm's configuration, read back from it */
+    const char *source;           /* "heuristic", "table", "forced" */
+    char note[160];               /* why a table entry was not taken (empty: none) */
 } plan;
 
 /* The cuBLASLt epilogue's name in env.json: none, bias, gelu_aux(_bias), dgelu, bgrad. */
@@ -55,6 +61,10 @@ struct dt_cu_blas {
     int nplans;
     int last;  /* plan of the latest dt_cu_gemm call (-1: none yet) */
     int force_cand, force_splits;
+    int forced_cfg;            /* force_cfg in effect (benchmarks) */
+    dt_cu_gemm_cfg force_cfg;
+    int table_on;              /* DT_GEMM_TABLE (dt_cu_blas_use_table) */
+    int cc;                    /* the device's compute capability, major * 10 + minor */
 };
 
 static dt_status lt_check(cublasStatus_t st, const char *what) {
@@ -69,9 +79,20 @@ static dt_status lt_check(cublasStatus_t st, const char *what) {
 
 dt_status dt_cu_blas_create(dt_cu_blas **out) {
     *out = NULL;
+    int table_on = 1;
+    dt_status st = dt_cu_gemm_table_env(getenv("DT_GEMM_TABLE"), &table_on);
+    if (st != DT_OK) return st;
     dt_runtime_mark(DT_LIB_CUDA | DT_LIB_CUBLAS);
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+        return dt_fail(DT_EUNSUPPORTED, "cannot read the compute capability of CUDA device %d: is a GPU visible?",
+                       dev);
     dt_cu_blas *h = (dt_cu_blas *)calloc(1, sizeof *h);
     if (!h) return dt_fail(DT_ENOMEM, "out of memory for the cuBLASLt handle");
+    h->table_on = table_on;
+    h->cc = major * 10 + minor;
     if (cublasLtCreate(&h->lt) != CUBLAS_STATUS_SUCCESS) {
         free(h);
         return dt_fail(DT_EUNSUPPORTED, "cublasLtCreate failed: is a CUDA GPU visible?");
@@ -110,6 +131,20 @@ void dt_cu_blas_force(dt_cu_blas *h, int cand, int splits) {
     h->force_splits = splits;
 }
 
+void dt_cu_blas_force_cfg(dt_cu_blas *h, const dt_cu_gemm_cfg *cfg) {
+    h->forced_cfg = cfg != NULL;
+    if (cfg) h->force_cfg = *cfg;
+    else memset(&h->force_cfg, 0, sizeof h->force_cfg);
+}
+
+void dt_cu_blas_use_table(dt_cu_blas *h, int on) { h->table_on = on != 0; }
+
+void dt_cu_blas_forget(dt_cu_blas *h) {
+    for (int i = 0; i < h->nplans; i++) plan_free(&h->plans[i]);
+    h->nplans = 0;
+    h->last = -1;
+}
+
 /* "NT 768x768x16384 b1 f32+bgrad" */
 static void shape_name(const plan *p, char *buf, size_t cap) {
     snprintf(buf, cap, "%s%s %dx%dx%d b%d %s%s%s%s", p->ta ? "T" : "N", p->tb ? "T" : "N", p->M, p->N,
@@ -122,15 +157,29 @@ void dt_cu_blas_describe(const dt_cu_blas *h, char *buf, size_t cap) {
     n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "[");
     for (int i = 0; i < h->nplans; i++) {
         const plan *p = &h->plans[i];
+        const dt_cu_gemm_cfg *c = &p->cfg;
         char shape[96];
         shape_name(p, shape, sizeof shape);
         n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0,
-                              "%s{\"shape\":\"%s\",\"epilogue\":\"%s\",\"det\":%d,\"algo\":%d,"
-                              "\"tile\":%d,\"stages\":%d,\"split_k\":%d,\"scheme\":%d,\"k_chunks\":%d}",
-                              i ? "," : "", shape, epi_name(p),
-                              p->det, p->algo_id, p->tile, p->stages, p->split_k, p->scheme, p->splits);
+                              "%s{\"shape\":\"%s\",\"epilogue\":\"%s\",\"det\":%d,\"source\":\"%s\",\"algo\":%d,"
+                              "\"tile\":%d,\"stages\":%d,\"split_k\":%d,\"scheme\":%d,\"swizzle\":%d,\"custom\":%d,"
+                              "\"inner\":%d,\"cluster\":%d,\"k_chunks\":%d%s%s%s}",
+                              i ? "," : "", shape, epi_name(p), p->det, p->source, c->algo_id, c->tile, c->stages,
+                              c->split_k, c->scheme, c->swizzle, c->custom, c->inner, c->cluster, p->splits,
+                              p->note[0] ? ",\"table_note\":\"" : "", p->note, p->note[0] ? "\"" : "");
     }
     snprintf(buf + n, n < cap ? cap - n : 0, "]");
+}
+
+void dt_cu_blas_table_describe(const dt_cu_blas *h, char *buf, size_t cap) {
+    int used = 0, fell = 0;
+    for (int i = 0; i < h->nplans; i++) {
+        used += !strcmp(h->plans[i].source, "table");
+        fell += h->plans[i].note[0] != 0;
+    }
+    snprintf(buf, cap, "{\"on\":%s,\"entries\":%d,\"tuned_cublaslt\":%d,\"sm\":%d,\"plans_from_table\":%d,"
+             "\"entries_rejected\":%d}", h->table_on ? "true" : "false", dt_cu_gemm_table_size(), DT_CU_GEMM_TABLE_LT,
+             h->cc, used, fell);
 }
 
 void dt_cu_gemm_describe_last(const dt_cu_blas *h, char *buf, size_t cap) {
@@ -139,10 +188,11 @@ void dt_cu_gemm_describe_last(const dt_cu_blas *h, char *buf, size_t cap) {
         return;
     }
     const plan *p = &h->plans[h->last];
-    char shape[96];
+    char shape[96], cfg[160];
     shape_name(p, shape, sizeof shape);
-    snprintf(buf, cap, "cublasLt %s %s algo=%d tile=%d stages=%d split_k=%d scheme=%d k_chunks=%d",
-             p->det ? "det" : "fast", shape, p->algo_id, p->tile, p->stages, p->split_k, p->scheme, p->splits);
+    dt_cu_gemm_cfg_str(&p->cfg, cfg, sizeof cfg);
+    snprintf(buf, cap, "cublasLt %s %s src=%s %s k_chunks=%d%s%s", p->det ? "det" : "fast", shape, p->source, cfg,
+             p->splits, p->note[0] ? " table_note=" : "", p->note);
 }
 
 
@@ -151,6 +201,8 @@ static int same(const plan *p, const dt_cu_blas *h, const dt_cu_gemm_args *a, in
            p->lda == a->lda && p->ldb == a->ldb && p->ldc == a->ldc && p->c_f32 == a->c_f32 &&
            p->batch == (a->batch < 1 ? 1 : a->batch) && p->has_bias == (a->bias != NULL) && p->det == det &&
            p->epi == a->epi && p->force_cand == h->force_cand && p->force_splits == h->force_splits &&
+           p->table_on == h->table_on && p->forced_cfg == h->forced_cfg &&
+           (!h->forced_cfg || !memcmp(&p->force_cfg, &h->force_cfg, sizeof p->force_cfg)) &&
            (a->batch <= 1 || (p->sA == a->sA && p->sB == a->sB && p->sC == a->sC));
 }
 
@@ -189,6 +241,118 @@ static dt_status set_pointers(plan *p, const dt_cu_gemm_args *a) {
         LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &a->aux,
                                               sizeof a->aux));
     return DT_OK;
+}
+
+/* The policy's algorithm for the plan's descriptors: the heuristic's list (det: restricted to
+ * det reduction schemes), then dt_cu_gemm_pick, or the forced candidate. */
+static dt_status heuristic_algo(dt_cu_blas *h, plan *p, const dt_cu_gemm_args *a, int det, const char *epi,
+                                int S) {
+    cublasLtMatmulPreference_t pref;
+    LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t wsb = DT_CU_GEMM_WORKSPACE;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
+    if (det) {
+        uint32_t mask = DT_CU_SCHEMES_DET; /* no split-K, or a workspace reduction */
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask,
+                                             sizeof mask);
+    }
+    cublasLtMatmulHeuristicResult_t res[FORCE_CANDS];
+    int want = h->force_cand >= 0 ? FORCE_CANDS : POLICY_CANDS, nres = 0;
+    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(h->lt, p->desc, p->la, p->lb, p->lc, p->lc,
+                                                       pref, want, res, &nres);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (hs != CUBLAS_STATUS_SUCCESS || nres == 0)
+        return dt_fail(DT_EUNSUPPORTED, "cuBLASLt has no algorithm for %s%s %dx%dx%d batch %d (%s out, "
+                       "epilogue %s, %d K chunks)", a->ta ? "T" : "N", a->tb ? "T" : "N", a->M, a->N, a->K,
+                       p->batch, a->c_f32 ? "fp32" : "bf16", epi, S);
+    dt_cu_gemm_cand cand[FORCE_CANDS];
+    for (int i = 0; i < nres; i++) {
+        uint32_t splitk = 1, scheme = 0;
+        int id = 0;
+        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, NULL);
+        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+                                             sizeof splitk, NULL);
+        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                             &scheme, sizeof scheme, NULL);
+        cand[i].algo_id = id;
+        cand[i].split_k = (int)splitk;
+        cand[i].reduction_scheme = (int)scheme;
+        cand[i].workspace = res[i].workspaceSize;
+        cand[i].ok = res[i].state == CUBLAS_STATUS_SUCCESS;
+    }
+    int pick;
+    if (h->force_cand >= 0) {
+        pick = h->force_cand < nres && cand[h->force_cand].ok && cand[h->force_cand].workspace <= DT_CU_GEMM_WORKSPACE
+                   ? h->force_cand : -1;
+        if (pick < 0)
+            return dt_fail(DT_EUNSUPPORTED, "heuristic candidate %d of %d is not usable", h->force_cand, nres);
+    } else {
+        pick = dt_cu_gemm_pick(cand, nres, det, DT_CU_GEMM_WORKSPACE);
+        if (pick < 0)
+            return dt_fail(DT_EDETERMINISM, "no cuBLASLt algorithm without split-K reduction for %s%s "
+                           "%dx%dx%d batch %d", a->ta ? "T" : "N", a->tb ? "T" : "N", a->M, a->N, a->K,
+                           p->batch);
+    }
+    p->algo = res[pick].algo;
+    return DT_OK;
+}
+
+/* Reads an algorithm's configuration back (every settable attribute). */
+static void cfg_of(const cublasLtMatmulAlgo_t *algo, dt_cu_gemm_cfg *c) {
+    int32_t id = 0, splitk = 1;
+    uint32_t tile = 0, stages = 0, scheme = 0, swizzle = 0, custom = 0;
+    uint16_t inner = 0, cluster = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, NULL);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, NULL);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, NULL);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, NULL);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme, NULL);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle, sizeof swizzle, NULL);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof custom, NULL);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &inner, sizeof inner, NULL);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster, NULL);
+    c->algo_id = id;
+    c->tile = (int)tile;
+    c->stages = (int)stages;
+    c->split_k = (int)splitk;
+    c->scheme = (int)scheme;
+    c->swizzle = (int)swizzle;
+    c->custom = (int)custom;
+    c->inner = (int)inner;
+    c->cluster = (int)cluster;
+}
+
+/* Builds the algorithm of configuration c for the plan's types (cublasLtMatmulAlgoInit, then
+ * every attribute) and checks it against the plan's descriptors: CUBLAS_STATUS_SUCCESS and
+ * the workspace it needs, or the first failing status. */
+static cublasStatus_t algo_of(dt_cu_blas *h, const plan *p, const dt_cu_gemm_cfg *c, cublasLtMatmulAlgo_t *algo,
+                              size_t *ws) {
+    cudaDataType ct = p->c_f32 ? CUDA_R_32F : CUDA_R_16BF;
+    cublasStatus_t st = cublasLtMatmulAlgoInit(h->lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF, ct,
+                                               ct, c->algo_id, algo);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    int32_t splitk = c->split_k;
+    uint32_t tile = (uint32_t)c->tile, stages = (uint32_t)c->stages, scheme = (uint32_t)c->scheme,
+             swizzle = (uint32_t)c->swizzle, custom = (uint32_t)c->custom;
+    uint16_t inner = (uint16_t)c->inner, cluster = (uint16_t)c->cluster;
+    struct { cublasLtMatmulAlgoConfigAttributes_t attr; const void *v; size_t n; } set[] = {
+        {CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile},
+        {CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages},
+        {CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk},
+        {CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme},
+        {CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle, sizeof swizzle},
+        {CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof custom},
+        {CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &inner, sizeof inner},
+        {CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster},
+    };
+    for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
+        if ((st = cublasLtMatmulAlgoConfigSetAttribute(algo, set[i].attr, set[i].v, set[i].n)) != CUBLAS_STATUS_SUCCESS)
+            return st;
+    cublasLtMatmulHeuristicResult_t r;
+    memset(&r, 0, sizeof r);
+    st = cublasLtMatmulAlgoCheck(h->lt, p->desc, p->la, p->lb, p->lc, p->lc, algo, &r);
+    *ws = r.workspaceSize;
+    return st;
 }
 
 /* Builds the plan for a row-major call. Row-major C (M,N) is column-major C^T (N,M) =
@@ -259,61 +423,38 @@ static dt_status make_plan(dt_cu_blas *h, plan *p, const dt_cu_gemm_args *a, int
                      a->lda, nb, sA)) != DT_OK) return st;
     if ((st = layout(&p->lc, a->c_f32 ? CUDA_R_32F : CUDA_R_16BF, m, n, ldc, nb, sC)) != DT_OK)
         return st;
-    cublasLtMatmulPreference_t pref;
-    LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t wsb = DT_CU_GEMM_WORKSPACE;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
-    if (det) {
-        uint32_t mask = DT_CU_SCHEMES_DET; /* no split-K, or a workspace reduction */
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask,
-                                             sizeof mask);
+    p->source = "heuristic";
+    p->note[0] = 0;
+    p->table_on = h->table_on;
+    p->forced_cfg = h->forced_cfg;
+    p->force_cfg = h->force_cfg;
+    if (h->forced_cfg) {
+        char cs[160];
+        dt_cu_gemm_cfg_str(&h->force_cfg, cs, sizeof cs);
+        if (det && !dt_cu_gemm_cfg_det(&h->force_cfg))
+            return dt_fail(DT_EDETERMINISM, "forced GEMM configuration %s splits K without a workspace reduction: "
+                           "not allowed in det", cs);
+        size_t ws = 0;
+        cublasStatus_t c = algo_of(h, p, &h->force_cfg, &p->algo, &ws);
+        if (c != CUBLAS_STATUS_SUCCESS || ws > DT_CU_GEMM_WORKSPACE)
+            return dt_fail(DT_EUNSUPPORTED, "forced GEMM configuration %s does not fit %s%s %dx%dx%d (%s): "
+                           "cublasLtMatmulAlgoCheck status %d, workspace %zu of %u bytes", cs, a->ta ? "T" : "N",
+                           a->tb ? "T" : "N", a->M, a->N, a->K, epi, (int)c, ws, DT_CU_GEMM_WORKSPACE);
+        p->source = "forced";
+    } else if (h->force_cand < 0 && h->table_on) {
+        dt_cu_gemm_key key = {h->cc, a->ta, a->tb, a->M, a->N, a->K, a->lda, a->ldb, a->ldc, a->c_f32, p->batch, S, epi};
+        const dt_cu_gemm_entry *e = dt_cu_gemm_table_find(&key);
+        if (e) {
+            size_t ws = 0;
+            cublasStatus_t c = algo_of(h, p, &e->cfg, &p->algo, &ws);
+            if (c == CUBLAS_STATUS_SUCCESS && ws <= DT_CU_GEMM_WORKSPACE) p->source = "table";
+            else /* another library or device: the entry does not apply, the heuristic does */
+                snprintf(p->note, sizeof p->note, "entry for cuBLASLt %d rejected (AlgoCheck status %d, "
+                         "workspace %zu): heuristic", DT_CU_GEMM_TABLE_LT, (int)c, ws);
+        }
     }
-    cublasLtMatmulHeuristicResult_t res[FORCE_CANDS];
-    int want = h->force_cand >= 0 ? FORCE_CANDS : POLICY_CANDS, nres = 0;
-    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(h->lt, p->desc, p->la, p->lb, p->lc, p->lc,
-                                                       pref, want, res, &nres);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (hs != CUBLAS_STATUS_SUCCESS || nres == 0)
-        return dt_fail(DT_EUNSUPPORTED, "cuBLASLt has no algorithm for %s%s %dx%dx%d batch %d (%s out, "
-                       "epilogue %s, %d K chunks)", a->ta ? "T" : "N", a->tb ? "T" : "N", a->M, a->N, a->K,
-                       p->batch, a->c_f32 ? "fp32" : "bf16", epi, S);
-    dt_cu_gemm_cand cand[FORCE_CANDS];
-    for (int i = 0; i < nres; i++) {
-        uint32_t splitk = 1, scheme = 0;
-        int id = 0;
-        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, NULL);
-        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
-                                             sizeof splitk, NULL);
-        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
-                                             &scheme, sizeof scheme, NULL);
-        cand[i].algo_id = id;
-        cand[i].split_k = (int)splitk;
-        cand[i].reduction_scheme = (int)scheme;
-        cand[i].workspace = res[i].workspaceSize;
-        cand[i].ok = res[i].state == CUBLAS_STATUS_SUCCESS;
-    }
-    int pick;
-    if (h->force_cand >= 0) {
-        pick = h->force_cand < nres && cand[h->force_cand].ok && cand[h->force_cand].workspace <= DT_CU_GEMM_WORKSPACE
-                   ? h->force_cand : -1;
-        if (pick < 0)
-            return dt_fail(DT_EUNSUPPORTED, "heuristic candidate %d of %d is not usable", h->force_cand, nres);
-    } else {
-        pick = dt_cu_gemm_pick(cand, nres, det, DT_CU_GEMM_WORKSPACE);
-        if (pick < 0)
-            return dt_fail(DT_EDETERMINISM, "no cuBLASLt algorithm without split-K reduction for %s%s "
-                           "%dx%dx%d batch %d", a->ta ? "T" : "N", a->tb ? "T" : "N", a->M, a->N, a->K,
-                           p->batch);
-    }
-    p->algo = res[pick].algo;
-    p->algo_id = cand[pick].algo_id;
-    p->split_k = cand[pick].split_k;
-    p->scheme = cand[pick].reduction_scheme;
-    uint32_t tile = 0, stages = 0;
-    cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, NULL);
-    cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, NULL);
-    p->tile = (int)tile;
-    p->stages = (int)stages;
+    if (!strcmp(p->source, "heuristic") && (st = heuristic_algo(h, p, a, det, epi, S)) != DT_OK) return st;
+    cfg_of(&p->algo, &p->cfg);
     if (S > 1) { /* the chunk partials' workspace, grown (never while a GEMM may read it) */
         size_t need = sizeof(float) * (size_t)S * a->M * a->N;
         if (need > h->split_bytes) {
@@ -355,6 +496,33 @@ static dt_status find_plan(dt_cu_blas *h, const dt_cu_gemm_args *a, plan **out) 
 dt_status dt_cu_gemm_prepare(dt_cu_blas *h, const dt_cu_gemm_args *a) {
     plan *p;
     return find_plan(h, a, &p);
+}
+
+dt_status dt_cu_gemm_lt_of(dt_cu_blas *h, const dt_cu_gemm_args *a, dt_cu_gemm_lt *out) {
+    plan *p;
+    dt_status st = find_plan(h, a, &p);
+    if (st != DT_OK) return st;
+    out->lt = h->lt;
+    out->desc = p->desc;
+    out->a = p->la;
+    out->b = p->lb;
+    out->c = p->lc;
+    out->ctype = p->c_f32 ? CUDA_R_32F : CUDA_R_16BF;
+    out->cfg = p->cfg;
+    out->source = p->source;
+    out->epilogue = epi_name(p);
+    out->k_chunks = p->splits;
+    return DT_OK;
+}
+
+dt_status dt_cu_gemm_check_cfg(dt_cu_blas *h, const dt_cu_gemm_args *a, const dt_cu_gemm_cfg *cfg, size_t *ws) {
+    plan *p;
+    dt_status st = find_plan(h, a, &p);
+    if (st != DT_OK) return st;
+    cublasLtMatmulAlgo_t algo;
+    cublasStatus_t c = algo_of(h, p, cfg, &algo, ws);
+    if (c != CUBLAS_STATUS_SUCCESS) return dt_fail(DT_EUNSUPPORTED, "cublasLtMatmulAlgoCheck status %d", (int)c);
+    return DT_OK;
 }
 
 /* C (M rows of N, row stride ldc) = beta C + (part_0 + part_1 + ... + part_{S-1}), the

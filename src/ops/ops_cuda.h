@@ -18,12 +18,16 @@
 extern "C" {
 #include "ops/cuda_plan.h"
 #include "ops/dropout.h"
+#include "ops/gemm_table.h"
 #include "ops/op.h"
 }
 
 /* ---- GEMM (gemm_cuda.cu), DT_OP_GEMM ------------------------------------------------- */
 /* One cuBLASLt handle with a fixed workspace and a cache of plans keyed by shape, types,
- * epilogue and branch. det: the algorithm is the first heuristic result without in-place
+ * epilogue and branch. Both branches first look the call up in the static plan table
+ * (gemm_table.h: configurations chosen offline, det-eligible, checked with
+ * cublasLtMatmulAlgoCheck; DT_GEMM_TABLE=off skips it). Otherwise det: the algorithm is the
+ * first heuristic result without in-place
  * split-K reduction (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK; dt_cu_gemm_pick), chosen
  * once per shape without timing and pinned (split-K allowed only with a workspace reduction
  * scheme); fast: the first heuristic result of any scheme. Both branches cut K into
@@ -32,10 +36,16 @@ extern "C" {
  * in chunk order by one thread per output element (deterministic by construction). */
 typedef struct dt_cu_blas dt_cu_blas;
 #define DT_CU_GEMM_WORKSPACE (32u << 20)
+/* Reads DT_GEMM_TABLE (a bad value is DT_EINVAL) and the device's compute capability. */
 dt_status dt_cu_blas_create(dt_cu_blas **out);
 void dt_cu_blas_free(dt_cu_blas *h);
-/* Appends the chosen algorithms as a JSON array to buf (for env.json). */
+/* Appends the chosen algorithms as a JSON array to buf (for env.json): per plan its source
+ * ("table", "heuristic", "forced"), its full configuration, and a table_note when a table
+ * entry was rejected by cublasLtMatmulAlgoCheck and the heuristic chose instead. */
 void dt_cu_blas_describe(const dt_cu_blas *h, char *buf, size_t cap);
+/* The table's state as a JSON object: on/off, entries, the cuBLASLt version they were
+ * measured with, this device's sm, plans taken from it, entries rejected. */
+void dt_cu_blas_table_describe(const dt_cu_blas *h, char *buf, size_t cap);
 /* One line on the plan of the latest dt_cu_gemm call: variant, shape, epilogue, algorithm,
  * tile, stages, split-K, reduction scheme and K chunks (kernel-level trace events). */
 void dt_cu_gemm_describe_last(const dt_cu_blas *h, char *buf, size_t cap);
@@ -43,6 +53,15 @@ void dt_cu_gemm_describe_last(const dt_cu_blas *h, char *buf, size_t cap);
  * candidate `cand` (of up to 16; -1: the policy above) and cut K into `splits` chunks (0:
  * the rule; 1: none). Plans made under a force are cached apart from the others. */
 void dt_cu_blas_force(dt_cu_blas *h, int cand, int splits);
+/* Benchmarks only (tests/gpu/tune_gemm.cu, bench_gemm.cu): plans made after this call take
+ * configuration cfg (NULL: back to the table and the policy), validated with
+ * cublasLtMatmulAlgoCheck (a configuration that does not fit is an error; in det, one that is
+ * not dt_cu_gemm_cfg_det too); dt_cu_blas_use_table switches the table (DT_GEMM_TABLE's
+ * value at create); dt_cu_blas_forget drops every cached plan (no GEMM of h may be in flight
+ * on the host side: call it between calls). Each setting is part of the plan key. */
+void dt_cu_blas_force_cfg(dt_cu_blas *h, const dt_cu_gemm_cfg *cfg);
+void dt_cu_blas_use_table(dt_cu_blas *h, int on);
+void dt_cu_blas_forget(dt_cu_blas *h);
 
 /* Epilogues (dt_cu_gemm_args.epi): what happens to acc = alpha op(A) op(B) + beta C (fp32)
  * before C is stored. The pointers they use must keep one alignment per plan (cuBLASLt picks
@@ -87,6 +106,23 @@ dt_status dt_cu_gemm_fin(dt_cu_blas *h, const dt_cu_gemm_args *a, cudaStream_t s
 /* Makes (or finds) the plan of a call without running it: DT_OK, or the status of a shape,
  * type or epilogue that cuBLASLt has no algorithm for (the model probes its fusions). */
 dt_status dt_cu_gemm_prepare(dt_cu_blas *h, const dt_cu_gemm_args *a);
+/* Benchmarks only: the cuBLASLt objects of a call's plan (made if needed), for enumerating
+ * algorithms against the very descriptors dt_cu_gemm runs with. Owned by h: valid until
+ * dt_cu_blas_forget or dt_cu_blas_free. */
+typedef struct dt_cu_gemm_lt {
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, c; /* cuBLASLt's operands: a is our B, b our A (column-major) */
+    cudaDataType ctype;             /* C and D */
+    dt_cu_gemm_cfg cfg;             /* the plan's configuration */
+    const char *source;             /* "table", "heuristic", "forced" */
+    const char *epilogue;           /* its name in env.json and in gemm_table.h's key */
+    int k_chunks;                   /* our K chunks (gemm_table.h's key) */
+} dt_cu_gemm_lt;
+dt_status dt_cu_gemm_lt_of(dt_cu_blas *h, const dt_cu_gemm_args *a, dt_cu_gemm_lt *out);
+/* Benchmarks only: whether configuration cfg fits the call's plan (cublasLtMatmulAlgoCheck
+ * against its descriptors): DT_OK and the workspace it needs, or DT_EUNSUPPORTED. */
+dt_status dt_cu_gemm_check_cfg(dt_cu_blas *h, const dt_cu_gemm_args *a, const dt_cu_gemm_cfg *cfg, size_t *ws);
 
 /* ---- embedding (encoder_cuda.cu), DT_OP_ENCODER_BWD ---------------------------------- */
 /* out (B,T,C) bf16 = wte[inp] + wpe[t], wte/wpe fp32; with hidden dropout on the sum. */

@@ -5,7 +5,8 @@
  * candidate of the det list (forced), and for the weight gradients of K cut into 1, 2, 4
  * and 8 chunks (gemm_cuda.cu's own split-K) with and without the bias-gradient epilogue;
  * then the epilogue fusions against the separate kernels they replace, and the per-step
- * sums. CUDA events, median of 20 runs after 3 warm-ups, one stream, no contention; a fresh
+ * sums; the det pick with the plan table (gemm_table.c) and without it (the heuristic's).
+ * CUDA events, median of 20 runs after 3 warm-ups, one stream, no contention; a fresh
  * cuBLASLt handle (plan cache) per shape.
  * Checks: the forced and policy plans of every shape run (no cuBLASLt error), and the
  * policy picks of the det list are det-eligible (no in-place split-K); the figures
@@ -88,7 +89,7 @@ static double policy(const shape *s, int det, int splits, int print, int epi = -
     return ms;
 }
 
-static double g_step_before, g_step_after;
+static double g_step_before, g_step_after, g_step_notable;
 
 /* A fresh handle: forced candidates fill the plan cache quickly. */
 static void fresh_handle(void) {
@@ -102,6 +103,13 @@ static void bench_shape(const shape *s, int cands) {
     printf("%s: %s%s %dx%dx%d %s%s, %d per step\n", s->name, s->ta ? "T" : "N", s->tb ? "T" : "N", s->M, s->N,
            s->K, s->c_f32 ? "f32 +=" : "bf16", s->bias ? " +bias" : "", s->per_step);
     double det = policy(s, 1, 0, 1), fast = policy(s, 0, 0, 1);
+    /* the same without the plan table (gemm_table.c): the heuristic's det pick */
+    dt_cu_blas_use_table(g_h, 0);
+    printf("  table off:\n");
+    double notable = policy(s, 1, 0, 1);
+    dt_cu_blas_use_table(g_h, 1);
+    if (notable > 0) g_step_notable += notable * s->per_step;
+    printf("  det with the table / without: %.3f\n", det / notable);
     /* before this change: K whole in every GEMM */
     double whole = s->c_f32 ? policy(s, 1, 1, 0) : det;
     if (s->c_f32) {
@@ -236,7 +244,7 @@ int main(void) {
         fflush(stdout);
     }
     printf("per step (the model's default epilogues), det policy: %.3f ms with the K chunks of dt_cu_gemm_splits, "
-           "%.3f ms with K whole\n", g_step_after, g_step_before);
+           "%.3f ms with K whole, %.3f ms without the plan table\n", g_step_after, g_step_before, g_step_notable);
     bench_fusions();
     dt_cu_blas_free(g_h);
     cudaError_t e = cudaDeviceSynchronize();

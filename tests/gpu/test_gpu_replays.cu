@@ -18,7 +18,7 @@
  * padded (GEMM leading dimensions), batched (strided GEMM batches) and broadcast (the
  * GEMM bias, stride 0 over rows).
  * Accuracy against the CPU is tests/gpu/test_gpu_ops.cu's job, not this file's.
- * Sources covered: gemm_cuda.cu, encoder_cuda.cu, layernorm_cuda.cu, reduce_cuda.cu,
+ * Sources covered: gemm_cuda.cu (and every entry of gemm_table.c), encoder_cuda.cu, layernorm_cuda.cu, reduce_cuda.cu,
  * attention_cuda.cu, attention_flash_cuda.cu, crossentropy_cuda.cu, gelu_cuda.cu,
  * adamw_cuda.cu, cuda_common.cuh, gpt_cuda.cu. */
 #include "kernels/harness.h"
@@ -80,8 +80,10 @@ static dt_dropout drop_of(long long permille) {
  * Epilogue flags: G_GELU the GELU_AUX_BIAS forward (writes aux), G_DGELU the dGELU input
  * gradient (reads aux), G_BGRAD the bias gradient of a weight-gradient GEMM (dbias +=, its
  * per-chunk partials finished on the second stream). fp32 outputs take gemm_cuda.cu's own
- * K chunks by dt_cu_gemm_splits (768x768 and 256x256 with K = 16384: 2 and 8 chunks). */
-enum { G_F32 = 1, G_ACC = 2, G_BIAS = 4, G_PAD = 8, G_GELU = 16, G_DGELU = 32, G_BGRAD = 64 };
+ * K chunks by dt_cu_gemm_splits (768x768 and 256x256 with K = 16384: 2 and 8 chunks).
+ * G_TABLE: the call's plan must come from the GEMM plan table (gemm_table.c); one such case
+ * per entry of this device's compute capability (test_plan_table). */
+enum { G_F32 = 1, G_ACC = 2, G_BIAS = 4, G_PAD = 8, G_GELU = 16, G_DGELU = 32, G_BGRAD = 64, G_TABLE = 128 };
 static void gemm_setup(dt_kset *s, gcase *c) {
     long long M = c->p[0], N = c->p[1], K = c->p[2], ta = c->p[3], tb = c->p[4], fl = c->p[5];
     long long nb = c->p[6] < 1 ? 1 : c->p[6], pad = fl & G_PAD ? 8 : 0;
@@ -116,6 +118,11 @@ static void gemm_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
                          fl & (G_GELU | G_DGELU) ? dt_kset_get(s, "aux")->base : NULL,
                          fl & G_BGRAD ? F(s, "dbias") : NULL, fl & G_BGRAD ? F(s, "dbias_part") : NULL};
     CHECK_OK(dt_cu_gemm_fin(g_blas, &a, 0, g_fin));
+    if (fl & G_TABLE) { /* the case must replay the table's configuration, not the heuristic's */
+        char d[512];
+        dt_cu_gemm_describe_last(g_blas, d, sizeof d);
+        CHECKF(strstr(d, " src=table ") != NULL, "%s [%s]: the plan is not the table's: %s", c->op, c->config, d);
+    }
 }
 
 /* ---- embedding, p: B T C Vp ntok dropout‰ ----------------------------------------------- */
@@ -591,6 +598,40 @@ static void test_table(void) {
             g_det_ok, n, g_controls_ok, g_controls);
 }
 
+/* Every entry of the GEMM plan table for this device, replayed as a GEMM case at its key's
+ * shape, epilogue and K chunks (the model's leading dimensions, fp32 outputs accumulated as
+ * the weight gradients are): the pinned configurations the model runs are the ones checked
+ * here under contention. */
+static void test_plan_table(void) {
+    const char *only = getenv("DT_GPU_CASES");
+    if (only && !strstr("gemm (table)", only)) return;
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
+    int cc = prop.major * 10 + prop.minor, n = 0;
+    static char names[64][160];
+    for (int i = 0; i < dt_cu_gemm_table_size() && n < 64; i++) {
+        const dt_cu_gemm_key *k = &dt_cu_gemm_table_at(i)->key;
+        if (k->cc != cc) continue;
+        const char *e = k->epilogue;
+        int fl = G_TABLE | (k->c_f32 ? G_F32 | G_ACC : 0) | (!strcmp(e, "bias") ? G_BIAS : 0) |
+                 (!strcmp(e, "gelu_aux_bias") ? G_BIAS | G_GELU : 0) | (!strcmp(e, "gelu_aux") ? G_GELU : 0) |
+                 (!strcmp(e, "dgelu") ? G_DGELU : 0) | (!strcmp(e, "bgrad") ? G_BGRAD : 0);
+        /* gemm_setup's views have the natural leading dimensions and batch 1 */
+        int natural = k->lda == (k->ta ? k->M : k->K) && k->ldb == (k->tb ? k->K : k->N) && k->ldc == k->N &&
+                      k->batch == 1;
+        CHECKF(natural, "table entry %d (%dx%dx%d %s): leading dimensions %d %d %d or batch %d not replayable here",
+               i, k->M, k->N, k->K, e, k->lda, k->ldb, k->ldc, k->batch);
+        if (!natural) continue;
+        snprintf(names[n], sizeof names[n], "entry %d: %s%s %dx%dx%d %s, %s, %d K chunks", i, k->ta ? "T" : "N",
+                 k->tb ? "T" : "N", k->M, k->N, k->K, k->c_f32 ? "fp32 +=" : "bf16", e, k->k_chunks);
+        gcase c = {"gemm (table)", names[n], {k->M, k->N, k->K, k->ta, k->tb, fl, 1}, gemm_setup, gemm_run, FAST_MAY,
+                   0, NULL, NULL};
+        run_case(&c);
+        n++;
+    }
+    fprintf(stderr, "plan table: %d entries for sm_%d replayed\n", n, cc);
+}
+
 int main(void) {
     dt_status st = dt_kh_cuda_init();
     if (st != DT_OK) {
@@ -599,6 +640,7 @@ int main(void) {
     }
     cudaStreamCreateWithFlags(&g_fin, cudaStreamNonBlocking);
     RUN(test_table);
+    RUN(test_plan_table);
     cudaError_t e = cudaDeviceSynchronize();
     CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));
     cudaStreamDestroy(g_fin);
