@@ -91,6 +91,39 @@ static double policy(const shape *s, int det, int splits, int print, int epi = -
 
 static double g_step_before, g_step_after, g_step_notable;
 
+/* The det pick with the plan table (gemm_table.c) against the heuristic's pick, timed in 6
+ * rounds that alternate which goes first (median of 20 each), the median of the rounds of
+ * each; prints both and returns the heuristic's (det when the shape has no entry). */
+static double table_vs_heuristic(const shape *s, double det) {
+    variant("gemm=det");
+    dt_cu_blas_force(g_h, -1, 0);
+    dt_cu_gemm_args a = args_of(s);
+    char plan[2][256];
+    if (time_call(&a, plan[1], sizeof plan[1]) < 0 || !strstr(plan[1], " src=table ")) {
+        printf("  no table entry\n");
+        dt_op_clear_overrides();
+        return det;
+    }
+    std::vector<double> t[2];
+    for (int r = 0; r < 6; r++)
+        for (int j = 0; j < 2; j++) {
+            int tab = (r + j) % 2 == 0;
+            dt_cu_blas_use_table(g_h, tab);
+            double ms = time_call(&a, plan[tab], sizeof plan[tab]);
+            if (ms > 0) t[tab].push_back(ms);
+        }
+    dt_cu_blas_use_table(g_h, 1);
+    dt_op_clear_overrides();
+    CHECKF(t[0].size() == 6 && t[1].size() == 6, "%s: table or heuristic plan failed", s->name);
+    if (t[0].size() != 6 || t[1].size() != 6) return det;
+    std::sort(t[0].begin(), t[0].end());
+    std::sort(t[1].begin(), t[1].end());
+    double on = (t[1][2] + t[1][3]) / 2, off = (t[0][2] + t[0][3]) / 2;
+    printf("  table     %8.4f ms %6.1f TFLOP/s  %s\n  heuristic %8.4f ms %6.1f TFLOP/s  %s\n  table / heuristic: %.3f "
+           "(6 alternating rounds)\n", on, tflops(s, on), plan[1], off, tflops(s, off), plan[0], on / off);
+    return off;
+}
+
 /* A fresh handle: forced candidates fill the plan cache quickly. */
 static void fresh_handle(void) {
     if (g_h) dt_cu_blas_free(g_h);
@@ -103,13 +136,8 @@ static void bench_shape(const shape *s, int cands) {
     printf("%s: %s%s %dx%dx%d %s%s, %d per step\n", s->name, s->ta ? "T" : "N", s->tb ? "T" : "N", s->M, s->N,
            s->K, s->c_f32 ? "f32 +=" : "bf16", s->bias ? " +bias" : "", s->per_step);
     double det = policy(s, 1, 0, 1), fast = policy(s, 0, 0, 1);
-    /* the same without the plan table (gemm_table.c): the heuristic's det pick */
-    dt_cu_blas_use_table(g_h, 0);
-    printf("  table off:\n");
-    double notable = policy(s, 1, 0, 1);
-    dt_cu_blas_use_table(g_h, 1);
+    double notable = table_vs_heuristic(s, det);
     if (notable > 0) g_step_notable += notable * s->per_step;
-    printf("  det with the table / without: %.3f\n", det / notable);
     /* before this change: K whole in every GEMM */
     double whole = s->c_f32 ? policy(s, 1, 1, 0) : det;
     if (s->c_f32) {

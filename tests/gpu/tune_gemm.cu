@@ -7,7 +7,8 @@
  * Per shape, det branch, the table off (so the baseline is the heuristic's det pick):
  *  1. candidates: the heuristic's det list with a large requested count; for every
  *     algorithm id of cublasLtMatmulAlgoGetIds whose epilogue mask holds the shape's
- *     epilogue, the heuristic limited to that id (CUBLASLT_SEARCH_LIMITED_BY_ALGO_ID);
+ *     epilogue, the heuristic limited to that id (CUBLASLT_SEARCH_LIMITED_BY_ALGO_ID) and
+ *     each tile id of its capabilities (first stages id) that cublasLtMatmulAlgoCheck accepts;
  *  2. screening: every candidate timed (mean of 4 back-to-back calls after a warm-up,
  *     dropped after one call when it is 1.5x slower than the best so far);
  *  3. neighbourhood of the 3 best: each other tile and stages id of the algorithm's
@@ -163,7 +164,7 @@ static uint32_t lt_epilogue(const dt_cu_gemm_lt *L) {
 /* Heuristic results for the plan's descriptors (det reduction schemes, the fixed workspace),
  * limited to algorithm `limit` (initialised) when not NULL. */
 static int heuristic(const dt_cu_gemm_lt *L, const cublasLtMatmulAlgo_t *limit, int want,
-                     std::vector<dt_cu_gemm_cfg> &out) {
+                     std::vector<dt_cu_gemm_cfg> &out, int *status = NULL) {
     cublasLtMatmulPreference_t pref;
     if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return 0;
     uint64_t wsb = DT_CU_GEMM_WORKSPACE;
@@ -178,6 +179,7 @@ static int heuristic(const dt_cu_gemm_lt *L, const cublasLtMatmulAlgo_t *limit, 
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(L->lt, L->desc, L->a, L->b, L->c, L->c, pref, want,
                                                        res.data(), &n);
     cublasLtMatmulPreferenceDestroy(pref);
+    if (status) *status = (int)st;
     if (st != CUBLAS_STATUS_SUCCESS) return 0;
     int k = 0;
     for (int i = 0; i < n; i++)
@@ -297,8 +299,9 @@ static bool by_final(const cand &x, const cand &y) {
     return x.final_ms < y.final_ms;
 }
 
-/* The neighbours of a configuration along each attribute, validated by AlgoCheck. */
-static void neighbours(const dt_cu_gemm_args *a, const dt_cu_gemm_lt *L, const dt_cu_gemm_cfg &b, std::vector<cand> &v) {
+/* The neighbours of a configuration along each attribute, validated by AlgoCheck. b is a
+ * copy: v grows here. */
+static void neighbours(const dt_cu_gemm_args *a, const dt_cu_gemm_lt *L, const dt_cu_gemm_cfg b, std::vector<cand> &v) {
     cublasLtMatmulAlgo_t algo;
     if (cublasLtMatmulAlgoInit(L->lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF, L->ctype, L->ctype,
                                b.algo_id, &algo) != CUBLAS_STATUS_SUCCESS)
@@ -345,12 +348,15 @@ static void neighbours(const dt_cu_gemm_args *a, const dt_cu_gemm_lt *L, const d
            custom);
 }
 
-/* Interleaved timing of the finalists: rounds of 10 back-to-back calls each, median. */
+/* Interleaved timing of the finalists: rounds of 10 back-to-back calls each, the order
+ * rotated by one every round (a fixed order put the last one after the longest load and
+ * read it up to 20% slow on the head GEMMs: run of 2026-11-30), median of the rounds. */
 static void finals(const dt_cu_gemm_args *a, std::vector<cand> &f) {
     const int rounds = 7;
     std::vector<std::vector<double>> t(f.size());
     for (int r = 0; r < rounds; r++)
-        for (size_t i = 0; i < f.size(); i++) {
+        for (size_t j = 0; j < f.size(); j++) {
+            size_t i = (j + (size_t)r) % f.size(); /* each round starts elsewhere: clocks sag in a long round */
             double ms = time_cfg(a, f[i].from && !strcmp(f[i].from, "heuristic pick") ? NULL : &f[i].cfg, 2, 10, 0);
             if (ms > 0) t[i].push_back(ms);
         }
@@ -394,12 +400,26 @@ static void tune_shape(const shape *s, double deadline) {
         if ((mask & epi) != epi) continue;
         epi_ok++;
         got.clear();
-        int k = heuristic(&L, &algo, 32, got);
+        int hst = 0, k = heuristic(&L, &algo, 32, got, &hst);
         limited += k;
         for (const dt_cu_gemm_cfg &c : got) add_cand(v, c, "limited to its id");
-        if (il + 16 < sizeof idlist) il += (size_t)snprintf(idlist + il, sizeof idlist - il, " %d:%d", ids[i], k);
+        /* the heuristic limited to an id returned nothing on cuBLASLt 130100: each tile of
+         * the id's capabilities with its first stages id, as many as AlgoCheck accepts (64 at most) */
+        std::vector<uint32_t> tiles = cap_ids(&algo, CUBLASLT_ALGO_CAP_TILE_IDS),
+                              stages = cap_ids(&algo, CUBLASLT_ALGO_CAP_STAGES_IDS);
+        int valid = 0;
+        for (size_t t = 0; t < tiles.size() && valid < 64; t++) {
+            dt_cu_gemm_cfg c = {ids[i], (int)tiles[t], stages.empty() ? 0 : (int)stages[0], 1, 0, 0, 0, 0, 0};
+            size_t ws = 0;
+            if (dt_cu_gemm_check_cfg(g_h, &a, &c, &ws) == DT_OK && ws <= DT_CU_GEMM_WORKSPACE) {
+                add_cand(v, c, "tile of its id");
+                valid++;
+            }
+        }
+        if (il + 24 < sizeof idlist)
+            il += (size_t)snprintf(idlist + il, sizeof idlist - il, " %d:%d/%d(st %d)", ids[i], k, valid, hst);
     }
-    printf("  candidates: heuristic list %d, %d algorithm ids (%d with the epilogue; id:configs%s), %zu distinct "
+    printf("  candidates: heuristic list %d, %d algorithm ids (%d with the epilogue; id:limited/tiles(status)%s), %zu distinct "
            "det-eligible\n", nh, nids, epi_ok, idlist, v.size());
     double best = -1;
     screen(&a, v, 0, &best, deadline - 0.25 * (deadline - t0));
@@ -415,6 +435,11 @@ static void tune_shape(const shape *s, double deadline) {
         std::sort(v.begin(), v.end(), by_screen);
         if (same_cfg(&top, &v[0].cfg) || now() > deadline - 0.15 * (deadline - t0)) break;
     }
+    printf("  screened, best 10:");
+    for (size_t i = 0; i < v.size() && i < 10 && v[i].screen > 0; i++)
+        printf(" %.4f(a%d t%d s%d k%d c%d w%d o%d)", v[i].screen, v[i].cfg.algo_id, v[i].cfg.tile, v[i].cfg.stages,
+               v[i].cfg.split_k, v[i].cfg.cluster, v[i].cfg.swizzle, v[i].cfg.custom);
+    printf("\n");
     /* finals: the 6 best and the heuristic pick */
     std::vector<cand> f;
     for (size_t i = 0; i < v.size() && f.size() < 6; i++)
@@ -500,8 +525,9 @@ static void dgelu_bgrad(double sep_ms) {
     cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, m, n, m);
     dt_cu_gemm_lt L = {lt, d, la, lb, lc, CUDA_R_16BF, {0, 0, 0, 0, 0, 0, 0, 0, 0}, "own", "dgelu_bgrad", 1};
     std::vector<dt_cu_gemm_cfg> got;
-    int nh = heuristic(&L, NULL, 64, got);
-    printf("DGELU_BGRAD (fp32 bias: set status %d): %d det-eligible heuristic configurations\n", (int)bst, nh);
+    int hst = 0, nh = heuristic(&L, NULL, 64, got, &hst);
+    printf("DGELU_BGRAD (fp32 bias: set status %d): %d det-eligible heuristic configurations (heuristic status %d)\n",
+           (int)bst, nh, hst);
     float alpha = 1, beta = 0;
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
