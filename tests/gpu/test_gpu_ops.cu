@@ -7,7 +7,7 @@
  * Bit-exact replays of every op and of the whole model, both branches, under side-stream
  * contention, and the negative controls of the atomic fast paths are in
  * tests/gpu/test_gpu_replays.cu (through the kernel harness's CUDA backend).
- * Sources covered: gemm_cuda.cu, encoder_cuda.cu, layernorm_cuda.cu, reduce_cuda.cu,
+ * Sources covered: gemm_cuda.cu (every entry of gemm_table.c at its shape), encoder_cuda.cu, layernorm_cuda.cu, reduce_cuda.cu,
  * attention_cuda.cu, attention_flash_cuda.cu, crossentropy_cuda.cu, gelu_cuda.cu, adamw_cuda.cu, cuda_common.cuh,
  * gpt_cuda.cu. */
 #include "ops/ops_cuda.h"
@@ -35,6 +35,87 @@ static vf rnd(size_t n, float scale = 1.0f) { return rnd_bf16(7, 250, &g_draw, n
 static dt_cu_blas *g_blas;
 
 /* ---- 1. accuracy ---------------------------------------------------------------------- */
+
+__global__ static void fill_bf16(bf16 *x, size_t n, uint32_t seed, float scale) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = __float2bfloat16((dt_rng_uniform(seed, 251, 0, 0, i) * 2.0f - 1.0f) * scale);
+}
+static double gelu_d(double x, int erf_form);
+static double dgelu_d(double x, int erf_form);
+static bf16 *dev_rnd(size_t n, uint32_t seed, float scale) {
+    bf16 *d = dev<bf16>(n);
+    fill_bf16<<<dt_cu_div(n, 256), 256>>>(d, n, seed, scale);
+    return d;
+}
+/* count values, `stride` elements apart from p, downloaded (as floats). */
+static vf gather16(const bf16 *p, size_t stride, int count) {
+    std::vector<bf16> h((size_t)count);
+    gpu_ok(cudaMemcpy2D(h.data(), sizeof(bf16), p, stride * sizeof(bf16), sizeof(bf16), (size_t)count,
+                        cudaMemcpyDeviceToHost), "gather");
+    vf v((size_t)count);
+    for (int i = 0; i < count; i++) v[i] = __bfloat162float(h[i]);
+    return v;
+}
+
+/* Every entry of the GEMM plan table (gemm_table.c) for this device, at its full shape with
+ * its epilogue: the plan must be the table's (cublasLtMatmulAlgoCheck accepted the entry),
+ * and 24 x 24 sampled outputs must match fp64 sums of the same bf16 inputs with the
+ * epilogue applied in double (bias; GELU and dGELU in the tanh form), rel. L2 below 1e-2
+ * for bf16 outputs and 1e-4 for fp32 outputs (K up to 50304 products in fp32). */
+static void test_gemm_table_accuracy(void) {
+    cudaDeviceProp prop;
+    gpu_ok(cudaGetDeviceProperties(&prop, 0), "device");
+    int cc = prop.major * 10 + prop.minor, tested = 0;
+    for (int t = 0; t < dt_cu_gemm_table_size(); t++) {
+        const dt_cu_gemm_key *k = &dt_cu_gemm_table_at(t)->key;
+        if (k->cc != cc) continue;
+        const char *e = k->epilogue;
+        int bias = !strcmp(e, "bias") || !strcmp(e, "gelu_aux_bias"), gelu = !strncmp(e, "gelu_aux", 8),
+            dgelu = !strcmp(e, "dgelu"), M = k->M, N = k->N, K = k->K;
+        if (!strcmp(e, "bgrad")) continue; /* its bias gradient needs partial scratch: replays cover it */
+        size_t na = (size_t)(k->ta ? K : M) * k->lda, nb = (size_t)(k->tb ? N : K) * k->ldb, nc = (size_t)M * k->ldc;
+        bf16 *dA = dev_rnd(na, 100 + t, 1.0f), *dB = dev_rnd(nb, 200 + t, 1.0f), *db = dev_rnd(N, 300 + t, 1.0f);
+        bf16 *daux = gelu || dgelu ? dev_rnd(nc, 400 + t, 4.0f) : NULL;
+        void *dC = k->c_f32 ? (void *)dev<float>(nc) : (void *)dev<bf16>(nc);
+        dt_cu_gemm_args a = {k->ta, k->tb, M, N, K, dA, k->lda, 0, dB, k->ldb, 0, dC, k->ldc, 0, k->c_f32, 1.0f,
+                             k->c_f32 ? 1.0f : 0.0f, 1, bias ? db : NULL,
+                             gelu ? DT_CU_EPI_GELU : dgelu ? DT_CU_EPI_DGELU : DT_CU_EPI_DEFAULT, daux, NULL, NULL};
+        CHECK_OK(dt_cu_gemm(g_blas, &a, 0));
+        char plan[512];
+        dt_cu_gemm_describe_last(g_blas, plan, sizeof plan);
+        CHECKF(strstr(plan, " src=table ") != NULL, "table entry %d: the plan is not the table's: %s", t, plan);
+        vf got, want, gaux, waux;
+        vf brow = gather16(db, 1, N);
+        std::vector<vf> bcols;
+        for (int sj = 0; sj < 24; sj++) {
+            int j = (int)(((size_t)sj * 104729u + 31u) % (size_t)N);
+            bcols.push_back(k->tb ? gather16(dB + (size_t)j * k->ldb, 1, K) : gather16(dB + j, (size_t)k->ldb, K));
+        }
+        for (int si = 0; si < 24; si++) {
+            int i = (int)(((size_t)si * 7919u + 13u) % (size_t)M);
+            vf arow = k->ta ? gather16(dA + i, (size_t)k->lda, K) : gather16(dA + (size_t)i * k->lda, 1, K);
+            vf crow = k->c_f32 ? down32((float *)dC + (size_t)i * k->ldc, N) : down16((bf16 *)dC + (size_t)i * k->ldc, N);
+            vf xrow = daux ? down16(daux + (size_t)i * k->ldc, N) : vf();
+            for (int sj = 0; sj < 24; sj++) {
+                int j = (int)(((size_t)sj * 104729u + 31u) % (size_t)N);
+                const vf &bcol = bcols[(size_t)sj];
+                double acc = 0;
+                for (int q = 0; q < K; q++) acc += (double)arow[q] * bcol[q];
+                if (bias) acc += brow[j];
+                if (gelu) { waux.push_back((float)acc); gaux.push_back(xrow[j]); acc = gelu_d(acc, 0); }
+                if (dgelu) acc *= dgelu_d(xrow[j], 0);
+                want.push_back((float)acc);
+                got.push_back(crow[j]);
+            }
+        }
+        CHECK_RELF(got, want, k->c_f32 ? 1e-4 : 1e-2, "table %d: %s%s %dx%dx%d %s", t, k->ta ? "T" : "N",
+                   k->tb ? "T" : "N", M, N, K, e);
+        if (gelu) CHECK_RELF(gaux, waux, 1e-2, "table %d: aux (pre-activation)", t);
+        cudaFree(dA); cudaFree(dB); cudaFree(db); cudaFree(dC); cudaFree(daux);
+        tested++;
+    }
+    fprintf(stderr, "  plan table: %d entries for sm_%d checked\n", tested, cc);
+}
 
 static void test_gemm_accuracy(void) {
     const int M = 300, N = 200, K = 136;
@@ -752,6 +833,9 @@ static void test_model(void) {
     test_model_nh(4, "off");   /* the separate GELU and column-sum kernels */
 }
 
+/* DT_GPU_OPS=substring runs only the tests whose function name holds it (debugging). */
+#define RUN_SEL(t) do { const char *o_ = getenv("DT_GPU_OPS"); if (!o_ || strstr(#t, o_)) RUN(t); } while (0)
+
 int main(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
@@ -759,19 +843,20 @@ int main(void) {
         return 1;
     }
     CHECK_OK(dt_cu_blas_create(&g_blas));
-    RUN(test_gemm_accuracy);
-    RUN(test_gelu_epilogue_form);
-    RUN(test_gemm_epilogues);
-    RUN(test_encoder_accuracy);
-    RUN(test_layernorm_accuracy);
-    RUN(test_layernorm_colsum);
-    RUN(test_reduce_accuracy);
-    RUN(test_attention_accuracy);
-    RUN(test_flash_accuracy);
-    RUN(test_flash_fwd_tilings);
-    RUN(test_crossentropy_accuracy);
-    RUN(test_elementwise);
-    RUN(test_model);
+    RUN_SEL(test_gemm_accuracy);
+    RUN_SEL(test_gemm_table_accuracy);
+    RUN_SEL(test_gelu_epilogue_form);
+    RUN_SEL(test_gemm_epilogues);
+    RUN_SEL(test_encoder_accuracy);
+    RUN_SEL(test_layernorm_accuracy);
+    RUN_SEL(test_layernorm_colsum);
+    RUN_SEL(test_reduce_accuracy);
+    RUN_SEL(test_attention_accuracy);
+    RUN_SEL(test_flash_accuracy);
+    RUN_SEL(test_flash_fwd_tilings);
+    RUN_SEL(test_crossentropy_accuracy);
+    RUN_SEL(test_elementwise);
+    RUN_SEL(test_model);
     cudaError_t e = cudaDeviceSynchronize();
     CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));
     return dt_test_report();
