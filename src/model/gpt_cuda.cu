@@ -441,7 +441,7 @@ static void launch_info(dt_trace_op *h) {
 /* Kernel-level detail of the GEMM just queued (algorithm, tile, split-K). */
 static void gemm_info(dt_gpt_cuda *m, dt_trace_op *h, const char *what) {
     if (!h || !dt_trace_on(DT_TRACE_KERNEL)) return;
-    char buf[256];
+    char buf[400];
     dt_cu_gemm_describe_last(m->blas, buf, sizeof buf);
     dt_trace_kernel_info(h, "%s: %s", what, buf);
 }
