@@ -1,8 +1,8 @@
-/* Experimental flash-attention forward on Hopper's warpgroup MMA (wgmma.mma_async, sm_90a):
- * dt_cu_flash_fwd_wgmma (ops_cuda.h). Same shapes and results as dt_cu_flash_fwd
- * (attention_flash_cuda.cu: head size 64, T % 64 == 0, causal, no dropout; out (B,T,C) bf16,
- * lse (B NH, T) fp32 natural log), not called by the model: tests/gpu/test_gpu_wgmma.cu
- * compares it with dt_cu_flash_fwd and times both. This file alone is compiled for sm_90a
+/* Flash-attention forward on Hopper's warpgroup MMA (wgmma.mma_async, sm_90a):
+ * dt_cu_flash_fwd_wgmma (ops_cuda.h), the model's forward on sm_90. Same shapes and bits as
+ * dt_cu_flash_fwd (attention_flash_cuda.cu: head size 64, T % 64 == 0, causal, no dropout;
+ * out (B,T,C) bf16, lse (B NH, T) fp32 natural log): tests/gpu/test_gpu_wgmma.cu compares
+ * the bytes and times both. This file alone is compiled for sm_90a
  * (Makefile: WGMMA_OBJ); the plain sm_90 target has no wgmma.
  *
  * A block owns M 64-row query blocks (M = 2 when T % 128 == 0, else 1), one consumer

@@ -206,12 +206,12 @@ int dt_cu_flash_bias_parts(int B, int T);
 void dt_cu_flash_bwd(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
                      const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
                      cudaStream_t fs);
-/* Experimental (attention_wgmma_cuda.cu, sm_90a only; not called by the model): the flash
- * forward on warpgroup MMA (wgmma), same contract as dt_cu_flash_fwd (dt_cu_flash_supported
+/* The flash forward on warpgroup MMA (attention_wgmma_cuda.cu, built for sm_90a only; the
+ * model's forward on sm_90 GPUs): same contract as dt_cu_flash_fwd (dt_cu_flash_supported
  * shapes; out (B,T,C) bf16, lse (B,NH,T) fp32 natural log, causal; one owner per output
- * row walking key tiles in order: deterministic). Its bits may differ from dt_cu_flash_fwd's
- * (another accumulation order inside the products); tests/gpu/test_gpu_wgmma.cu compares
- * the two within tolerances. On a GPU other than sm_90 the launch fails (no kernel image),
+ * row walking key tiles in order: deterministic) and the same bits as dt_cu_flash_fwd (the
+ * same products in the same k order and the same softmax code; tests/gpu/test_gpu_wgmma.cu
+ * compares the bytes). On a GPU other than sm_90 the launch fails (no kernel image),
  * reported by the next cudaGetLastError. */
 void dt_cu_flash_fwd_wgmma(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH, cudaStream_t s);
 

@@ -29,7 +29,7 @@ if "$D" compare "$W/a" "$W/c" >/dev/null 2>&1; then fail "compare saw no differe
 "$D" train $nodrop --deterministic-mode --log-dir "$W/d" >/dev/null || fail "run d"
 "$D" train $nodrop --deterministic-mode --log-dir "$W/e" >/dev/null || fail "run e"
 "$D" compare "$W/d" "$W/e" || fail "two deterministic GPU runs (flash attention) differ"
-grep -q '"attention":"flash"' "$W/d/env.json" || fail "run d did not use flash attention"
+grep -q '"attention":"flash' "$W/d/env.json" || fail "run d did not use flash attention"
 grep -q '"attention":"gemm"' "$W/a/env.json" || fail "run a (attention dropout) did not use GEMM attention"
 grep -q '"gemm_algos"' "$W/a/env.json" || fail "env.json lacks the GEMM algorithms"
 grep -q '"gpu"' "$W/a/env.json" || fail "env.json lacks the GPU"
