@@ -46,6 +46,9 @@ struct dt_gpt_cuda {
      * (blas_w: the same plans, so the same bits), while m->s goes on with the input
      * gradients. A dW GEMM reads its dout buffer after m->s made it (ev_ready); before
      * m->s writes that buffer again it waits for the GEMM's event in reads[] (claim). */
+    /* set by zero_grad: the next backward's weight-gradient GEMMs write their gradients
+     * (beta 0) instead of adding to them, so zero_grad clears only the other tensors */
+    int grad_fresh;
     int overlap;     /* asked for (create); this backward uses it when m->ov */
     int ov;
     cudaStream_t wgs;
@@ -622,7 +625,7 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
     int summed = db && db == m->db_summed;
     if (summed) m->db_summed = NULL;
     int bgrad = db && !summed && m->fuse_bgrad;
-    dt_cu_gemm_args g = {1, 0, OC, IC, N, dout, OC, 0, inp, IC, 0, dw, IC, 0, 1, 1.0f, 1.0f, 1, NULL,
+    dt_cu_gemm_args g = {1, 0, OC, IC, N, dout, OC, 0, inp, IC, 0, dw, IC, 0, 1, 1.0f, m->grad_fresh ? 0.0f : 1.0f, 1, NULL,
                          bgrad ? DT_CU_EPI_BGRAD : DT_CU_EPI_DEFAULT, NULL, bgrad ? db : NULL,
                          bgrad ? next_part(m) : NULL};
     if (m->ov) {
@@ -1041,14 +1044,26 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     if (m->db_summed) /* a fused bias gradient no linear_bwd claimed: the wiring above is wrong */
         return dt_fail(DT_ESTATE, "dt_gpt_cuda_backward: a LayerNorm backward summed a bias gradient "
                        "that no linear backward used");
+    m->grad_fresh = 0; /* a further backward (gradient accumulation) adds */
     /* join: the det partial finishes on m->fin complete before anything reads gradients or
      * reuses their partial regions */
     TRY(join_fin(m));
     return dt_cu_check(cudaGetLastError(), "backward launch");
 }
 
+/* The tensors whose whole gradient one weight-gradient GEMM of the backward makes: wte (the
+ * head's; the embedding backward adds to it afterwards) and the four linears' weights. */
+static int gemm_made(int i) {
+    return i == DT_P_WTE || i == DT_P_QKVW || i == DT_P_ATTPROJW || i == DT_P_FCW || i == DT_P_FCPROJW;
+}
+
 void dt_gpt_cuda_zero_grad(dt_gpt_cuda *m) {
-    cudaMemsetAsync(m->grad, 0, sizeof(float) * m->num_params, m->s);
+    /* the weight matrices (99% of the slab) are not cleared: the next backward's GEMMs write
+     * them with beta 0, which never reads the old values (they may even be NaN) */
+    for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++)
+        if (!gemm_made(i))
+            cudaMemsetAsync(m->grad + m->params[i].offset, 0, sizeof(float) * m->params[i].numel, m->s);
+    m->grad_fresh = 1;
 }
 
 __global__ void sqrt_kernel(double *x) { x[3] = sqrt(x[1]); }
