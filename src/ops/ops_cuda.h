@@ -214,6 +214,20 @@ void dt_cu_flash_bwd(bf16 *dqkv, float *dbias, float *part, void *scratch, const
  * compares the bytes). On a GPU other than sm_90 the launch fails (no kernel image),
  * reported by the next cudaGetLastError. */
 void dt_cu_flash_fwd_wgmma(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH, cudaStream_t s);
+/* The flash backward with its kernel A on warpgroup MMA (attention_wgmma_bwd_cuda.cu, built
+ * for sm_90a only; not yet called by the model): the contract of dt_cu_flash_bwd (same
+ * arguments, scratch, bias partials and finish; deterministic: one owner per output element,
+ * fixed orders, no atomics) and the same bits (the same products in the same k order, the
+ * same elementwise code; tests/gpu/test_gpu_wgmma_bwd.cu compares the bytes). On a GPU other
+ * than sm_90 the launch fails (no kernel image), reported by the next cudaGetLastError. */
+void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
+                           const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
+                           cudaStream_t fs);
+/* Benchmarks only (tests/gpu/test_gpu_wgmma_bwd.cu): later calls of dt_cu_flash_bwd_wgmma
+ * give each block of kernel A `keys_per_block` keys (64: one warpgroup; 128: two, where
+ * T % 128 == 0; 0: the rule, 128 where possible) and run the dQ pass on wgmma when dq_wgmma
+ * is 1 (0: the mma.sync dQ pass). The bits do not depend on either. */
+void dt_cu_flash_bwd_wgmma_force(int keys_per_block, int dq_wgmma);
 
 /* ---- cross-entropy (crossentropy_cuda.cu), DT_OP_CROSSENTROPY ------------------------ */
 /* One block per row: per-thread online (max, sum) over its vocabulary vectors in column
