@@ -155,6 +155,8 @@ static void bufs_poison(bwd_bufs &u, int x, const vf &b0, cudaStream_t s) {
 }
 
 struct timing { int B, NH, T; double mma, wg, wg64, wg_dq, wg64_dq, wg_nobias, prep, dq; };
+/* 1 (argument --dq-wgmma): check and time the wgmma dQ pass too (dt_cu_flash_bwd_wgmma_force) */
+static int g_dq_wgmma;
 static std::vector<timing> g_times;
 
 static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
@@ -207,6 +209,7 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
     static const int variants[3][2] = {{64, 0}, {0, 1}, {64, 1}};
     for (int v = 0; v < 3; v++) {
         if (variants[v][0] == 64 && T % 128) continue;
+        if (variants[v][1] != g_dq_wgmma) continue;
         bufs_poison(w, 0xff, b0, 0);
         dt_cu_flash_bwd_wgmma_force(variants[v][0], variants[v][1]);
         dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0);
@@ -277,11 +280,13 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
         tm.wg = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
         dt_cu_flash_bwd_wgmma_force(64, 0);
         tm.wg64 = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
-        dt_cu_flash_bwd_wgmma_force(0, 1);
-        tm.wg_dq = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
-        dt_cu_flash_bwd_wgmma_force(64, 1);
-        tm.wg64_dq = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
-        dt_cu_flash_bwd_wgmma_force(0, 0);
+        if (g_dq_wgmma) {
+            dt_cu_flash_bwd_wgmma_force(0, 1);
+            tm.wg_dq = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
+            dt_cu_flash_bwd_wgmma_force(64, 1);
+            tm.wg64_dq = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
+            dt_cu_flash_bwd_wgmma_force(0, 0);
+        }
         tm.wg_nobias = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, NULL, NULL, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
         tm.prep = gpu_median_ms([&] { dt_cu_flash_bwd_prep(dt_cu_flash_scratch_ld(w.scr), dout, out, lse, B, T, NH, 0); });
         tm.dq = gpu_median_ms([&] {
@@ -302,8 +307,9 @@ static void test_small(void) { test_shape(2, 4, 1024, 1, 1); }
 static void test_gpt2(void) { test_shape(16, 12, 1024, 0, 1); }
 static void test_small_64key(void) { test_shape(2, 4, 960, 1, 0); }
 
-int main(void) {
+int main(int argc, char **argv) {
     int n = 0;
+    g_dq_wgmma = argc > 1 && !strcmp(argv[1], "--dq-wgmma");
     if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
         fprintf(stderr, "test_gpu_wgmma_bwd: no CUDA device\n");
         return 1;
