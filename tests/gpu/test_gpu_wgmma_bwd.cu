@@ -321,9 +321,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "test_gpu_wgmma_bwd: the wgmma kernel is built for sm_90a only; this GPU cannot run it\n");
         return 1;
     }
+    if (g_dq_wgmma) RUN(test_small_64key); /* the one-warpgroup dQ blocks first */
     RUN(test_small);
     RUN(test_gpt2);
-    RUN(test_small_64key);
+    if (!g_dq_wgmma) RUN(test_small_64key);
     cudaError_t e = cudaDeviceSynchronize();
     CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));
     /* wgmma: kernel A with the rule's tiling (128 keys a block where T % 128 == 0), 64: one
