@@ -111,12 +111,16 @@ static __device__ __forceinline__ void wgbwd_tile(float dk[32], float dv[32], fl
     wg_commit();
 }
 
-/* Grid (B NH T / (64 M)), 128 M threads, dt_wgbwd_smem(M) bytes of dynamic shared memory.
- * Block i: head bh and rank r from dt_flash_bwd_order (rank 0, the most work, first); key
- * blocks kb0 = M r .. kb0 + M - 1, warpgroup wg owns kb = kb0 + wg. dS tiles, dK, dV and
- * the bias partials exactly as flash_bwd_kv_kernel (attention_flash_cuda.cu). */
-template <int M>
-__global__ void __launch_bounds__(128 * M, M == 1 ? 2 : 1)
+/* Grid (B NH T / (64 M)), 128 M threads, dt_wgbwd_smem(M, NST) bytes of dynamic shared
+ * memory. Block i: head bh and rank r from dt_flash_bwd_order (rank 0, the most work,
+ * first); key blocks kb0 = M r .. kb0 + M - 1, warpgroup wg owns kb = kb0 + wg. dS tiles,
+ * dK, dV and the bias partials exactly as flash_bwd_kv_kernel (attention_flash_cuda.cu).
+ * NST ring stages, loads 2 tiles ahead: with 4, a tile's dV, dK products stay in flight
+ * across the next tile's barrier (waited for inside the next tile); with 3 (small enough
+ * for 3 blocks an SM: BLK), they are waited for before it, since the refill after that
+ * barrier overwrites their stage. */
+template <int M, int NST, int BLK>
+__global__ void __launch_bounds__(128 * M, BLK)
     flash_bwd_kv_wgmma_kernel(bf16 *dqkv, bf16 *dS, float *part, const bf16 *qkv, const bf16 *dout,
                               const float *LD, int T, int NH, float scale, int grp) {
     extern __shared__ __align__(1024) unsigned char wsm_raw[];
@@ -137,7 +141,7 @@ __global__ void __launch_bounds__(128 * M, M == 1 ? 2 : 1)
     auto load = [&](int st, int qb) { /* stage st <- query block qb: Q, dO and 128 floats of LD */
         wg_cp_tile<128 * M>(sm + dt_wgbwd_q_off(M, st), base + (size_t)qb * WB * C3, C3);
         wg_cp_tile<128 * M>(sm + dt_wgbwd_do_off(M, st), dbase + (size_t)qb * WB * C, C);
-        if (tid < 32) cp_async16(sm + dt_wgbwd_ld_off(M, st) + tid * 16, ldbase + qb * 2 * WB + tid * 4);
+        if (tid < 32) cp_async16(sm + dt_wgbwd_ld_off(M, NST, st) + tid * 16, ldbase + qb * 2 * WB + tid * 4);
     };
 #pragma unroll
     for (int j = 0; j < M; j++) {
@@ -162,15 +166,20 @@ __global__ void __launch_bounds__(128 * M, M == 1 ? 2 : 1)
     for (int i = 0; i < nit; i++) {
         /* one barrier a tile: after it, tile i has landed for every thread (and is ordered
          * before the tensor cores' reads), and every warpgroup has waited for the products
-         * of tile i - 2, whose stage the loads for tile i + 2 reuse */
+         * of tile i + 2 - NST, whose stage the loads for tile i + 2 reuse */
         cp_wait1();
         fence_proxy_async();
+        if (NST < 4) { /* the previous tile's dV, dK: their stage is refilled next */
+            wg_wait0();
+            reg_fence_a(p);
+            reg_fence_a(ds);
+        }
         __syncthreads();
-        if (i + 2 < nit) load((i + 2) % DT_WGBWD_STAGES, kb0 + i + 2);
+        if (i + 2 < nit) load((i + 2) % NST, kb0 + i + 2);
         cp_commit();
-        const int qb = kb0 + i, st = i % DT_WGBWD_STAGES;
+        const int qb = kb0 + i, st = i % NST;
         const uint32_t sQ = sb + dt_wgbwd_q_off(M, st), sdO = sb + dt_wgbwd_do_off(M, st);
-        const float *LDc = reinterpret_cast<const float *>(sm + dt_wgbwd_ld_off(M, st));
+        const float *LDc = reinterpret_cast<const float *>(sm + dt_wgbwd_ld_off(M, NST, st));
         uint4 *dst = dsg + dt_flash_ds_tile(qb, kb) * (WB * WB / 8);
         if (qb == kb) wgbwd_tile<true>(dk, dv, s, dp, p, ds, sK, sV, sQ, sdO, LDc, dst, sl2, row, t);
         else if (qb > kb) wgbwd_tile<false>(dk, dv, s, dp, p, ds, sK, sV, sQ, sdO, LDc, dst, sl2, row, t);
@@ -233,7 +242,6 @@ __global__ void __launch_bounds__(128 * M, 2)
     const int b = bh / NH, h = bh % NH, C = NH * WD, C3 = 3 * C;
     const bf16 *kbase = qkv + (size_t)b * T * C3 + C + h * WD;
     const bf16 *sbase = dS + (size_t)bh * dt_flash_ds_tiles(nqb) * (WB * WB);
-    const uint64_t once = l2_evict_first();
     auto load = [&](int st, int kb) { /* stage st <- key block kb: K and the dS tiles of q0.. */
         unsigned char *d = sm + (size_t)st * (1 + M) * WTILE;
         wg_cp_tile<128 * M>(d, kbase + (size_t)kb * WB * C3, C3);
@@ -244,7 +252,7 @@ __global__ void __launch_bounds__(128 * M, 2)
 #pragma unroll
             for (int u = 0; u < WTILE / 16 / (128 * M); u++) {
                 int i = tid + u * 128 * M;
-                cp_async16_hint(d + (1 + j) * WTILE + i * 16, src + i * 8, once);
+                cp_async16(d + (1 + j) * WTILE + i * 16, src + i * 8);
             }
         }
     };
@@ -306,12 +314,20 @@ __global__ void __launch_bounds__(128 * M, 2)
 
 /* ---- launcher ---------------------------------------------------------------------------- */
 
+/* Kernel A's configurations (dt_cu_flash_bwd_wgmma_force): warpgroups, ring stages, blocks
+ * an SM. The rule: DT_CU_WGBWD_A_64X2. */
+static void wgbwd_config(int a, int nqb, int *M, int *nst) {
+    if (a == DT_CU_WGBWD_A_128 && nqb % 2 == 0) *M = 2, *nst = 4;
+    else if (a == DT_CU_WGBWD_A_64X3) *M = 1, *nst = 3;
+    else *M = 1, *nst = 4;
+}
+
 static int wgbwd_attrs_set;
-static int wgbwd_force_m;  /* benchmarks only (dt_cu_flash_bwd_wgmma_force): 0 = the rule */
+static int wgbwd_force_a;  /* benchmarks only (dt_cu_flash_bwd_wgmma_force): 0 = the rule */
 static int wgbwd_force_dq; /* benchmarks only: 1 = the wgmma dQ pass */
 
-void dt_cu_flash_bwd_wgmma_force(int keys_per_block, int dq_wgmma) {
-    wgbwd_force_m = keys_per_block / WB;
+void dt_cu_flash_bwd_wgmma_force(int kernel_a, int dq_wgmma) {
+    wgbwd_force_a = kernel_a;
     wgbwd_force_dq = dq_wgmma;
 }
 
@@ -319,10 +335,12 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
                            const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
                            cudaStream_t fs) {
     if (!wgbwd_attrs_set) {
-        cudaFuncSetAttribute(flash_bwd_kv_wgmma_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)dt_wgbwd_smem(1));
-        cudaFuncSetAttribute(flash_bwd_kv_wgmma_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)dt_wgbwd_smem(2));
+        cudaFuncSetAttribute(flash_bwd_kv_wgmma_kernel<2, 4, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)dt_wgbwd_smem(2, 4));
+        cudaFuncSetAttribute(flash_bwd_kv_wgmma_kernel<1, 4, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)dt_wgbwd_smem(1, 4));
+        cudaFuncSetAttribute(flash_bwd_kv_wgmma_kernel<1, 3, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)dt_wgbwd_smem(1, 3));
         cudaFuncSetAttribute(flash_bwd_dq_wgmma_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)WGDQ_SMEM(1));
         cudaFuncSetAttribute(flash_bwd_dq_wgmma_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -335,15 +353,19 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
     const int BH = B * NH, nqb = T / WB, grp = dt_flash_bwd_group(BH);
     float *bp = dbias ? part : NULL;
     dt_cu_flash_bwd_prep(LD, dout, out, lse, B, T, NH, s);
-    const int M = wgbwd_force_m == 1 || nqb % 2 ? 1 : 2;
+    int M, nst;
+    wgbwd_config(wgbwd_force_a ? wgbwd_force_a : DT_CU_WGBWD_A_64X2, nqb, &M, &nst);
     const unsigned n = (unsigned)(BH * (nqb / M));
-    const size_t sm = dt_wgbwd_smem(M);
+    const size_t sm = dt_wgbwd_smem(M, nst);
     if (M == 2)
-        flash_bwd_kv_wgmma_kernel<2><<<dt_cu_noted(n, 256, sm, "flash_bwd_kv_wgmma_kernel<2>"), 256, sm, s>>>(
-            dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);
+        flash_bwd_kv_wgmma_kernel<2, 4, 1><<<dt_cu_noted(n, 256, sm, "flash_bwd_kv_wgmma_kernel<2,4,1>"), 256, sm,
+                                             s>>>(dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);
+    else if (nst == 3)
+        flash_bwd_kv_wgmma_kernel<1, 3, 3><<<dt_cu_noted(n, 128, sm, "flash_bwd_kv_wgmma_kernel<1,3,3>"), 128, sm,
+                                             s>>>(dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);
     else
-        flash_bwd_kv_wgmma_kernel<1><<<dt_cu_noted(n, 128, sm, "flash_bwd_kv_wgmma_kernel<1>"), 128, sm, s>>>(
-            dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);
+        flash_bwd_kv_wgmma_kernel<1, 4, 2><<<dt_cu_noted(n, 128, sm, "flash_bwd_kv_wgmma_kernel<1,4,2>"), 128, sm,
+                                             s>>>(dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);
     if (!wgbwd_force_dq) {
         dt_cu_flash_bwd_dq(dqkv, bp, dS, qkv, B, T, NH, s);
     } else if (nqb % 2 == 0) {

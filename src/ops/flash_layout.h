@@ -40,20 +40,19 @@ DT_FLASH_FN void dt_flash_bwd_order(int i, int grp, int nblk, int *bh, int *rank
 DT_FLASH_FN size_t dt_flash_ds_tiles(int nqb) { return (size_t)nqb * (size_t)(nqb + 1) / 2; }
 DT_FLASH_FN size_t dt_flash_ds_tile(int qb, int kb) { return (size_t)qb * (size_t)(qb + 1) / 2 + (size_t)kb; }
 
-/* Shared memory of the warpgroup-MMA kernel A with M consumer warpgroups (64 keys each),
- * byte offsets from the 1024-byte aligned base (the 128-byte swizzle atom): K tiles (M),
- * V tiles (M), then DT_WGBWD_STAGES stages of a Q tile and a dO tile (8 KB each), then per
- * stage the 64 queries' {lse log2(e), D} pairs (512 bytes). The total includes 1024 bytes
- * of slack for aligning the base. */
-#define DT_WGBWD_STAGES 4
+/* Shared memory of the warpgroup-MMA kernel A with M consumer warpgroups (64 keys each) and
+ * nst ring stages, byte offsets from the 1024-byte aligned base (the 128-byte swizzle atom):
+ * K tiles (M), V tiles (M), then nst stages of a Q tile and a dO tile (8 KB each), then per
+ * stage the 64 queries' {lse log2(e), D} pairs (512 bytes). The total includes 1024 bytes of
+ * slack for aligning the base. */
 #define DT_WGBWD_TILE 8192u
 DT_FLASH_FN uint32_t dt_wgbwd_k_off(int M, int j) { (void)M; return (uint32_t)j * DT_WGBWD_TILE; }
 DT_FLASH_FN uint32_t dt_wgbwd_v_off(int M, int j) { return (uint32_t)(M + j) * DT_WGBWD_TILE; }
 DT_FLASH_FN uint32_t dt_wgbwd_q_off(int M, int st) { return (uint32_t)(2 * M + 2 * st) * DT_WGBWD_TILE; }
 DT_FLASH_FN uint32_t dt_wgbwd_do_off(int M, int st) { return (uint32_t)(2 * M + 2 * st + 1) * DT_WGBWD_TILE; }
-DT_FLASH_FN uint32_t dt_wgbwd_ld_off(int M, int st) {
-    return (uint32_t)(2 * M + 2 * DT_WGBWD_STAGES) * DT_WGBWD_TILE + (uint32_t)st * 512u;
+DT_FLASH_FN uint32_t dt_wgbwd_ld_off(int M, int nst, int st) {
+    return (uint32_t)(2 * M + 2 * nst) * DT_WGBWD_TILE + (uint32_t)st * 512u;
 }
-DT_FLASH_FN uint32_t dt_wgbwd_smem(int M) { return dt_wgbwd_ld_off(M, DT_WGBWD_STAGES) + 1024u; }
+DT_FLASH_FN uint32_t dt_wgbwd_smem(int M, int nst) { return dt_wgbwd_ld_off(M, nst, nst) + 1024u; }
 
 #endif

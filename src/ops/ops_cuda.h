@@ -224,10 +224,15 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
                            const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
                            cudaStream_t fs);
 /* Benchmarks only (tests/gpu/test_gpu_wgmma_bwd.cu): later calls of dt_cu_flash_bwd_wgmma
- * give each block of kernel A `keys_per_block` keys (64: one warpgroup; 128: two, where
- * T % 128 == 0; 0: the rule, 128 where possible) and run the dQ pass on wgmma when dq_wgmma
- * is 1 (0: the mma.sync dQ pass). The bits do not depend on either. */
-void dt_cu_flash_bwd_wgmma_force(int keys_per_block, int dq_wgmma);
+ * run kernel A in configuration kernel_a (0: the rule) and the dQ pass on wgmma when
+ * dq_wgmma is 1 (0: the mma.sync dQ pass). The bits do not depend on either. */
+enum {
+    DT_CU_WGBWD_A_RULE = 0,
+    DT_CU_WGBWD_A_128,  /* two warpgroups (128 keys) a block, 4 stages, 1 block an SM (T % 128 == 0) */
+    DT_CU_WGBWD_A_64X2, /* one warpgroup a block, 4 stages, 2 blocks an SM */
+    DT_CU_WGBWD_A_64X3  /* one warpgroup a block, 3 stages, 3 blocks an SM */
+};
+void dt_cu_flash_bwd_wgmma_force(int kernel_a, int dq_wgmma);
 
 /* ---- cross-entropy (crossentropy_cuda.cu), DT_OP_CROSSENTROPY ------------------------ */
 /* One block per row: per-thread online (max, sum) over its vocabulary vectors in column

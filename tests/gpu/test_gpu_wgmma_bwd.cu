@@ -154,7 +154,11 @@ static void bufs_poison(bwd_bufs &u, int x, const vf &b0, cudaStream_t s) {
     gpu_ok(cudaStreamSynchronize(s), "poison");
 }
 
-struct timing { int B, NH, T; double mma, wg, wg64, wg_dq, wg64_dq, wg_nobias, prep, dq; };
+/* Kernel A's configurations (ops_cuda.h, dt_cu_flash_bwd_wgmma_force). */
+#define NCFG 4
+static const int wgmma_cfg[NCFG] = {DT_CU_WGBWD_A_RULE, DT_CU_WGBWD_A_128, DT_CU_WGBWD_A_64X2, DT_CU_WGBWD_A_64X3};
+static const char *const cfg_name[NCFG] = {"rule", "128", "64x2", "64x3"};
+struct timing { int B, NH, T; double mma, wg[NCFG], wg_nobias, prep, dq; };
 /* 1 (argument --dq-wgmma): check and time the wgmma dQ pass too (dt_cu_flash_bwd_wgmma_force) */
 static int g_dq_wgmma;
 static std::vector<timing> g_times;
@@ -205,24 +209,21 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
         for (unsigned char c : guard) touched += c != 0x5a;
         CHECKF(touched == 0, "B%d NH%d T%d: %zu guard bytes after dqkv overwritten", B, NH, T, touched);
     }
-    /* the other tiling of kernel A (where there is one) and the wgmma dQ pass: the same bytes */
-    static const int variants[3][2] = {{64, 0}, {0, 1}, {64, 1}};
-    for (int v = 0; v < 3; v++) {
-        if (variants[v][0] == 64 && T % 128) continue;
-        if (variants[v][1] != g_dq_wgmma) continue;
+    /* every configuration of kernel A (wgmma_cfg) with the dQ pass of this run: the same bytes */
+    for (int v = 0; v < NCFG; v++) {
         bufs_poison(w, 0xff, b0, 0);
-        dt_cu_flash_bwd_wgmma_force(variants[v][0], variants[v][1]);
+        dt_cu_flash_bwd_wgmma_force(wgmma_cfg[v], g_dq_wgmma);
         dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0);
         dt_cu_flash_bwd_wgmma_force(0, 0);
-        gpu_ok(cudaGetLastError(), "dt_cu_flash_bwd_wgmma variant launch");
+        gpu_ok(cudaGetLastError(), "dt_cu_flash_bwd_wgmma configuration launch");
         vf gv = down16(w.dqkv, nqkv);
         double vmax = 0, dv = maxabs(gv, gf, &vmax);
-        fprintf(stderr, "  B%d NH%d T%d variant (keys %d, dQ %s): dqkv rel err %.3g, max abs %.3g vs mma.sync\n", B, NH,
-                T, variants[v][0], variants[v][1] ? "wgmma" : "mma.sync", relerr(gv, gf), dv);
-        CHECKF(bytes_of(w.dqkv, nqkv * sizeof(bf16)) == q0, "B%d NH%d T%d variant (keys %d, dQ %d): dqkv's bytes differ",
-               B, NH, T, variants[v][0], variants[v][1]);
-        CHECKF(bytes_of(w.dbias, C3 * sizeof(float)) == b0w,
-               "B%d NH%d T%d variant (keys %d, dQ %d): the bias bytes differ", B, NH, T, variants[v][0], variants[v][1]);
+        fprintf(stderr, "  B%d NH%d T%d kernel A %s, dQ %s: dqkv rel err %.3g, max abs %.3g vs mma.sync\n", B, NH, T,
+                cfg_name[v], g_dq_wgmma ? "wgmma" : "mma.sync", relerr(gv, gf), dv);
+        CHECKF(bytes_of(w.dqkv, nqkv * sizeof(bf16)) == q0, "B%d NH%d T%d kernel A %s, dQ %d: dqkv's bytes differ", B,
+               NH, T, cfg_name[v], g_dq_wgmma);
+        CHECKF(bytes_of(w.dbias, C3 * sizeof(float)) == b0w, "B%d NH%d T%d kernel A %s, dQ %d: the bias bytes differ",
+               B, NH, T, cfg_name[v], g_dq_wgmma);
     }
 
     /* 2. against fp64 */
@@ -275,19 +276,16 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
 
     /* 4. timing */
     if (timed) {
-        timing tm = {B, NH, T, 0, 0, 0, 0, 0, 0, 0, 0};
+        timing tm;
+        tm.B = B, tm.NH = NH, tm.T = T;
         tm.mma = gpu_median_ms([&] { dt_cu_flash_bwd(f.dqkv, f.dbias, f.part, f.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
-        tm.wg = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
-        dt_cu_flash_bwd_wgmma_force(64, 0);
-        tm.wg64 = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
-        if (g_dq_wgmma) {
-            dt_cu_flash_bwd_wgmma_force(0, 1);
-            tm.wg_dq = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
-            dt_cu_flash_bwd_wgmma_force(64, 1);
-            tm.wg64_dq = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
-            dt_cu_flash_bwd_wgmma_force(0, 0);
+        for (int v = 0; v < NCFG; v++) {
+            dt_cu_flash_bwd_wgmma_force(wgmma_cfg[v], g_dq_wgmma);
+            tm.wg[v] = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
         }
+        dt_cu_flash_bwd_wgmma_force(0, g_dq_wgmma);
         tm.wg_nobias = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, NULL, NULL, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
+        dt_cu_flash_bwd_wgmma_force(0, 0);
         tm.prep = gpu_median_ms([&] { dt_cu_flash_bwd_prep(dt_cu_flash_scratch_ld(w.scr), dout, out, lse, B, T, NH, 0); });
         tm.dq = gpu_median_ms([&] {
             dt_cu_flash_bwd_dq(w.dqkv, w.part, dt_cu_flash_scratch_ds(w.scr, B, T, NH), qkv, B, T, NH, 0);
@@ -327,19 +325,21 @@ int main(int argc, char **argv) {
     if (!g_dq_wgmma) RUN(test_small_64key);
     cudaError_t e = cudaDeviceSynchronize();
     CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));
-    /* wgmma: kernel A with the rule's tiling (128 keys a block where T % 128 == 0), 64: one
-     * warpgroup a block; +dQ: the wgmma dQ pass; A = the whole minus D and the mma.sync dQ
-     * pass (bias finish included) */
-    printf("%-18s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "shape (ms)", "mma.sync", "wgmma", "wgmma64",
-           "wgmma+dQ", "wg64+dQ", "wg-nobias", "D", "dQ pass", "A mma", "A wgmma", "TF/s wg");
+    /* wgmma, per configuration of kernel A (the rule, 128 keys a block, 64 keys with 2 or 3
+     * blocks an SM), with the dQ pass of this run (mma.sync, or wgmma with --dq-wgmma); no
+     * bias: the rule without the fused sums; D, dQ: the D kernel and the mma.sync dQ pass
+     * alone; A = the rule's whole minus D and that dQ pass (the bias finish included) */
+    printf("dQ pass: %s\n", g_dq_wgmma ? "wgmma" : "mma.sync");
+    printf("%-16s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "shape (ms)", "mma.sync", "rule", "128", "64x2",
+           "64x3", "nobias", "D", "dQ mma", "A mma", "A rule", "TF/s");
     for (size_t i = 0; i < g_times.size(); i++) {
         const timing &t = g_times[i];
         double flop = 5.0 * 2.0 * t.B * t.NH * (double)t.T * t.T * HS / 2.0;
         char sh[32];
         snprintf(sh, sizeof sh, "B%d NH%d T%d", t.B, t.NH, t.T);
-        printf("%-18s %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.1f\n", sh, t.mma, t.wg, t.wg64,
-               t.wg_dq, t.wg64_dq, t.wg_nobias, t.prep, t.dq, t.mma - t.prep - t.dq, t.wg - t.prep - t.dq,
-               flop / (t.wg * 1e9));
+        printf("%-16s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.1f\n", sh, t.mma, t.wg[0], t.wg[1],
+               t.wg[2], t.wg[3], t.wg_nobias, t.prep, t.dq, t.mma - t.prep - t.dq, t.wg[0] - t.prep - t.dq,
+               flop / (t.wg[0] * 1e9));
     }
     return dt_test_report();
 }

@@ -5,9 +5,9 @@
  *  - dt_flash_bwd_order: a bijection of the grid onto (head, rank) pairs, ranks of a head
  *    in increasing block order, all heads of a group before the next group;
  *  - dt_flash_ds_tile: the lower-triangular (qb, kb <= qb) tiles onto 0 .. tiles - 1;
- *  - the wgmma kernel A's shared memory: every tile 1024-byte aligned (the 128-byte swizzle
- *    atom), nothing overlapping, the total within a block's 227 KB and, for one warpgroup a
- *    block, two blocks within an SM's 228 KB (the occupancy the kernel is built for). */
+ *  - the wgmma kernel A's shared memory in each configuration: every tile 1024-byte aligned
+ *    (the 128-byte swizzle atom), nothing overlapping, and the blocks an SM it is built for
+ *    within an SM's 228 KB. */
 #include "ops/flash_layout.h"
 
 #include "dt_test.h"
@@ -62,36 +62,40 @@ static void test_ds_tiles(void) {
     CHECK(dt_flash_ds_tile(15, 15) == 135); /* the last tile of a T = 1024 head */
 }
 
+/* The kernel's configurations: (M warpgroups, stages, blocks an SM it is built for). */
+static const int wgbwd_cfg[][3] = {{2, 4, 1}, {1, 4, 2}, {1, 3, 3}};
+
 static void test_wgbwd_smem(void) {
-    for (int M = 1; M <= 2; M++) {
+    for (size_t k = 0; k < sizeof wgbwd_cfg / sizeof wgbwd_cfg[0]; k++) {
+        const int M = wgbwd_cfg[k][0], nst = wgbwd_cfg[k][1], per_sm = wgbwd_cfg[k][2];
         uint32_t off[64], len[64];
         int n = 0;
         for (int j = 0; j < M; j++) {
             off[n] = dt_wgbwd_k_off(M, j), len[n++] = DT_WGBWD_TILE;
             off[n] = dt_wgbwd_v_off(M, j), len[n++] = DT_WGBWD_TILE;
         }
-        for (int st = 0; st < DT_WGBWD_STAGES; st++) {
+        for (int st = 0; st < nst; st++) {
             off[n] = dt_wgbwd_q_off(M, st), len[n++] = DT_WGBWD_TILE;
             off[n] = dt_wgbwd_do_off(M, st), len[n++] = DT_WGBWD_TILE;
         }
         int tiles = n;
-        for (int st = 0; st < DT_WGBWD_STAGES; st++) off[n] = dt_wgbwd_ld_off(M, st), len[n++] = 512;
+        for (int st = 0; st < nst; st++) off[n] = dt_wgbwd_ld_off(M, nst, st), len[n++] = 512;
         int bad = 0;
         for (int a = 0; a < n; a++) {
             if (a < tiles && off[a] % 1024) bad++;
             if (off[a] % 16) bad++;
-            if (off[a] + len[a] + 1024 > dt_wgbwd_smem(M)) bad++; /* + the alignment slack */
+            if (off[a] + len[a] + 1024 > dt_wgbwd_smem(M, nst)) bad++; /* + the alignment slack */
             for (int b = 0; b < a; b++)
                 if (off[a] < off[b] + len[b] && off[b] < off[a] + len[a]) bad++;
         }
-        CHECKF(bad == 0, "wgmma kernel A shared memory (M %d): %d misplaced pieces", M, bad);
-        CHECKF(dt_wgbwd_smem(M) <= 227u * 1024u, "wgmma kernel A (M %d): %u bytes > 227 KB", M, dt_wgbwd_smem(M));
+        CHECKF(bad == 0, "wgmma kernel A shared memory (M %d, %d stages): %d misplaced pieces", M, nst, bad);
         /* the bias partial reduction reuses the K tiles: 4 warps x 128 floats a warpgroup */
         CHECK((uint32_t)M * 4u * 128u * 4u <= (uint32_t)M * DT_WGBWD_TILE);
+        /* the blocks an SM it is built for fit (228 KB, 1 KB of it reserved per block) */
+        uint32_t need = (uint32_t)per_sm * (dt_wgbwd_smem(M, nst) + 1024u);
+        CHECKF(need <= 228u * 1024u, "wgmma kernel A (M %d, %d stages): %d blocks need %u bytes of an SM", M, nst,
+               per_sm, need);
     }
-    /* one warpgroup a block: two blocks an SM (228 KB, 1 KB of it reserved per block) */
-    CHECKF(2u * (dt_wgbwd_smem(1) + 1024u) <= 228u * 1024u, "two 64-key blocks need %u bytes",
-           2u * (dt_wgbwd_smem(1) + 1024u));
 }
 
 int main(void) {
