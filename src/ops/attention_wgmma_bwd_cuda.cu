@@ -2,16 +2,16 @@
  * dt_cu_flash_bwd_wgmma (ops_cuda.h), the contract of dt_cu_flash_bwd (attention_flash_cuda.cu:
  * head size 64, T % 64 == 0, causal, no dropout; dqkv (B,T,3C) bf16 overwritten; the fused
  * qkv bias partials) and, by construction, its bits: the same products in the same k order,
- * the same elementwise operations, the same dS scratch, the same dQ pass and bias partials.
+ * the same elementwise operations, the same dS scratch and bias partials.
  * tests/gpu/test_gpu_wgmma_bwd.cu compares the bytes and times both. Built for sm_90a only
  * (Makefile: WGMMA_OBJ).
  *
- * The D kernel (lse log2(e), D = rowsum(dO O)) and the dQ pass are dt_cu_flash_bwd's
- * (flash_cuda.cuh). This file is its kernel A on wgmma m64n64k16, in the transposed
- * formulation: a block owns M key blocks of 64 (M = 2 when T % 128 == 0, else 1), one
- * consumer warpgroup each, and walks the query tiles qb = its first key block .. in order;
- * the M warpgroups share each Q, dO and LD fill (a 4-stage cp.async ring, one barrier a
- * tile, 128-byte swizzled tiles as in the forward). Per query tile a warpgroup issues
+ * The D kernel (lse log2(e), D = rowsum(dO O)) is dt_cu_flash_bwd's (flash_cuda.cuh). Kernel
+ * A on wgmma m64n64k16, in the transposed formulation: a block owns M key blocks of 64 (the
+ * rule M = 1, 2 blocks an SM; M = 2 where T % 128 == 0 on request), one consumer warpgroup
+ * each, and walks the query tiles qb = its first key block .. in order; the M warpgroups
+ * share each Q, dO and LD fill (a 4-stage cp.async ring, one barrier a tile, 128-byte
+ * swizzled tiles as in the forward). Per query tile a warpgroup issues
  *   S^T = K Q^T   (4 wgmma, A = K, B = Q, both K-major in shared memory),
  *   dP^T = V dO^T (4 wgmma, A = V, B = dO, both K-major),
  * waits for S^T alone, computes P^T = exp2(S^T sl2 - lse2) (zero above the diagonal on the
@@ -23,16 +23,21 @@
  * dP^T are committed) also waits for them, before P^T and dS^T are overwritten. The fourth
  * ring stage makes that safe: the refill at tile i overwrites tile i - 2's stage, whose
  * products were waited for during tile i - 1, before tile i's barrier.
+ * The dQ pass on wgmma: a warpgroup owns a 64-query block and sums dS K over key blocks in
+ * order, the dS tiles (already the A fragments) as register operands; dt_cu_flash_bwd's
+ * mma.sync dQ pass gives the same bits (dt_cu_flash_bwd_wgmma_force picks it).
  *
- * Determinism: one warpgroup owns each dK, dV row and walks its query tiles in order; each
- * product reduces over its k-steps in order inside the tensor core (the order of the
- * mma.sync m16n8k16 chain: the same bits, as the wgmma forward showed); the bias partials
- * are store_acc_colsum's fixed order; no atomics. */
+ * Determinism: one warpgroup owns each dK, dV row (kernel A) and each dQ row (the dQ pass)
+ * and walks its tiles in order; each product reduces over its k-steps in order inside the
+ * tensor core (the order of the mma.sync m16n8k16 chain: the same bits, as the tests show);
+ * the bias partials are store_acc_colsum's fixed order; no atomics. */
 #include "ops/ops_cuda.h"
 #include "ops/flash_cuda.cuh"
 #include "ops/wgmma_cuda.cuh"
 
 #include <stdint.h>
+
+#define WGBWD_STAGES 4 /* Q/dO/LD ring of kernel A (see the file comment) */
 
 /* ---- kernel A ------------------------------------------------------------------------------ */
 
@@ -111,16 +116,14 @@ static __device__ __forceinline__ void wgbwd_tile(float dk[32], float dv[32], fl
     wg_commit();
 }
 
-/* Grid (B NH T / (64 M)), 128 M threads, dt_wgbwd_smem(M, NST) bytes of dynamic shared
- * memory. Block i: head bh and rank r from dt_flash_bwd_order (rank 0, the most work,
- * first); key blocks kb0 = M r .. kb0 + M - 1, warpgroup wg owns kb = kb0 + wg. dS tiles,
- * dK, dV and the bias partials exactly as flash_bwd_kv_kernel (attention_flash_cuda.cu).
- * NST ring stages, loads 2 tiles ahead: with 4, a tile's dV, dK products stay in flight
- * across the next tile's barrier (waited for inside the next tile); with 3 (small enough
- * for 3 blocks an SM: BLK), they are waited for before it, since the refill after that
- * barrier overwrites their stage. */
-template <int M, int NST, int BLK>
-__global__ void __launch_bounds__(128 * M, BLK)
+/* Grid (B NH T / (64 M)), 128 M threads, dt_wgbwd_smem(M, WGBWD_STAGES) bytes of dynamic
+ * shared memory. Block i: head bh and rank r from dt_flash_bwd_order (rank 0, the most
+ * work, first); key blocks kb0 = M r .. kb0 + M - 1, warpgroup wg owns kb = kb0 + wg. dS
+ * tiles, dK, dV and the bias partials exactly as flash_bwd_kv_kernel
+ * (attention_flash_cuda.cu). 240 (M = 2) or 242 registers, no spills: 2 blocks an SM with
+ * M = 1 (8 warps), 1 with M = 2. */
+template <int M>
+__global__ void __launch_bounds__(128 * M, M == 1 ? 2 : 1)
     flash_bwd_kv_wgmma_kernel(bf16 *dqkv, bf16 *dS, float *part, const bf16 *qkv, const bf16 *dout,
                               const float *LD, int T, int NH, float scale, int grp) {
     extern __shared__ __align__(1024) unsigned char wsm_raw[];
@@ -141,7 +144,7 @@ __global__ void __launch_bounds__(128 * M, BLK)
     auto load = [&](int st, int qb) { /* stage st <- query block qb: Q, dO and 128 floats of LD */
         wg_cp_tile<128 * M>(sm + dt_wgbwd_q_off(M, st), base + (size_t)qb * WB * C3, C3);
         wg_cp_tile<128 * M>(sm + dt_wgbwd_do_off(M, st), dbase + (size_t)qb * WB * C, C);
-        if (tid < 32) cp_async16(sm + dt_wgbwd_ld_off(M, NST, st) + tid * 16, ldbase + qb * 2 * WB + tid * 4);
+        if (tid < 32) cp_async16(sm + dt_wgbwd_ld_off(M, WGBWD_STAGES, st) + tid * 16, ldbase + qb * 2 * WB + tid * 4);
     };
 #pragma unroll
     for (int j = 0; j < M; j++) {
@@ -166,20 +169,15 @@ __global__ void __launch_bounds__(128 * M, BLK)
     for (int i = 0; i < nit; i++) {
         /* one barrier a tile: after it, tile i has landed for every thread (and is ordered
          * before the tensor cores' reads), and every warpgroup has waited for the products
-         * of tile i + 2 - NST, whose stage the loads for tile i + 2 reuse */
+         * of tile i - 2, whose stage the loads for tile i + 2 reuse */
         cp_wait1();
         fence_proxy_async();
-        if (NST < 4) { /* the previous tile's dV, dK: their stage is refilled next */
-            wg_wait0();
-            reg_fence_a(p);
-            reg_fence_a(ds);
-        }
         __syncthreads();
-        if (i + 2 < nit) load((i + 2) % NST, kb0 + i + 2);
+        if (i + 2 < nit) load((i + 2) % WGBWD_STAGES, kb0 + i + 2);
         cp_commit();
-        const int qb = kb0 + i, st = i % NST;
+        const int qb = kb0 + i, st = i % WGBWD_STAGES;
         const uint32_t sQ = sb + dt_wgbwd_q_off(M, st), sdO = sb + dt_wgbwd_do_off(M, st);
-        const float *LDc = reinterpret_cast<const float *>(sm + dt_wgbwd_ld_off(M, NST, st));
+        const float *LDc = reinterpret_cast<const float *>(sm + dt_wgbwd_ld_off(M, WGBWD_STAGES, st));
         uint4 *dst = dsg + dt_flash_ds_tile(qb, kb) * (WB * WB / 8);
         if (qb == kb) wgbwd_tile<true>(dk, dv, s, dp, p, ds, sK, sV, sQ, sdO, LDc, dst, sl2, row, t);
         else if (qb > kb) wgbwd_tile<false>(dk, dv, s, dp, p, ds, sK, sV, sQ, sdO, LDc, dst, sl2, row, t);
@@ -216,16 +214,16 @@ __global__ void __launch_bounds__(128 * M, BLK)
 
 /* ---- the dQ pass on wgmma ----------------------------------------------------------------- */
 
-/* Shared memory of the wgmma dQ pass with M query blocks a block: per stage a K tile
- * (swizzled) and M dS tiles (the scratch bytes as they are), + 1024 for alignment. */
-#define WGDQ_STAGES 4
-#define WGDQ_SMEM(M) ((size_t)WGDQ_STAGES * (1 + (M)) * WTILE + 1024)
 
 /* The dQ pass of attention_flash_cuda.cu (flash_bwd_dq_kernel: same blocks, order, sums and
  * bias partials, the same bits) on wgmma: warpgroup wg owns query block qb = q0 + wg and
  * accumulates dS[qb, kb] K[kb] over key blocks kb = 0..qb in order, 4 wgmma a tile with the
  * dS tile as the register A operand (the scratch holds the A fragments: 16 bytes a lane
- * and k-step) and the K tile as the MN-major B operand. M = 2 needs nqb even. */
+ * and k-step) and the K tile as the MN-major B operand. M = 2 needs nqb even. The dS tiles
+ * come through plain cp.async: with the L2 evict-first hint of the mma.sync pass, ptxas
+ * (CUDA 13.0, sm_90a) emitted an LDGSTS form whose uniform registers were never written,
+ * and the kernel died with an illegal instruction on the H200. 78 (M = 2) or 92 registers,
+ * dt_wgdq_smem(M) bytes of shared memory (flash_layout.h: 99 KB or 65 KB; 2 or 3 blocks an SM). */
 template <int M>
 __global__ void __launch_bounds__(128 * M, 2)
     flash_bwd_dq_wgmma_kernel(bf16 *dqkv, float *part, const bf16 *dS, const bf16 *qkv, int T, int NH, float scale,
@@ -243,7 +241,7 @@ __global__ void __launch_bounds__(128 * M, 2)
     const bf16 *kbase = qkv + (size_t)b * T * C3 + C + h * WD;
     const bf16 *sbase = dS + (size_t)bh * dt_flash_ds_tiles(nqb) * (WB * WB);
     auto load = [&](int st, int kb) { /* stage st <- key block kb: K and the dS tiles of q0.. */
-        unsigned char *d = sm + (size_t)st * (1 + M) * WTILE;
+        unsigned char *d = sm + dt_wgdq_k_off(M, st);
         wg_cp_tile<128 * M>(d, kbase + (size_t)kb * WB * C3, C3);
 #pragma unroll
         for (int j = 0; j < M; j++) {
@@ -252,7 +250,7 @@ __global__ void __launch_bounds__(128 * M, 2)
 #pragma unroll
             for (int u = 0; u < WTILE / 16 / (128 * M); u++) {
                 int i = tid + u * 128 * M;
-                cp_async16(d + (1 + j) * WTILE + i * 16, src + i * 8);
+                cp_async16(sm + dt_wgdq_ds_off(M, st, j) + i * 16, src + i * 8);
             }
         }
     };
@@ -264,15 +262,14 @@ __global__ void __launch_bounds__(128 * M, 2)
 #pragma unroll
     for (int i = 0; i < 32; i++) acc[i] = 0.0f;
     for (int kb = 0; kb <= last; kb++) {
-        const int st = kb % WGDQ_STAGES;
+        const int st = kb % DT_WGDQ_STAGES;
         cp_wait1();
         fence_proxy_async();
         __syncthreads(); /* one barrier a tile; a stage is refilled 2 tiles after its use */
-        if (kb + 2 <= last) load((kb + 2) % WGDQ_STAGES, kb + 2);
+        if (kb + 2 <= last) load((kb + 2) % DT_WGDQ_STAGES, kb + 2);
         cp_commit();
         if (kb <= qb) {
-            const unsigned char *d = sm + (size_t)st * (1 + M) * WTILE;
-            const uint4 *a4 = reinterpret_cast<const uint4 *>(d + (1 + wg) * WTILE) + warp * 128 + lane;
+            const uint4 *a4 = reinterpret_cast<const uint4 *>(sm + dt_wgdq_ds_off(M, st, wg)) + warp * 128 + lane;
             uint32_t a[4][4];
 #pragma unroll
             for (int k = 0; k < 4; k++) { /* keys 16k.. */
@@ -282,7 +279,7 @@ __global__ void __launch_bounds__(128 * M, 2)
                 a[k][2] = v.z;
                 a[k][3] = v.w;
             }
-            const uint64_t dk = dt_wgmma_desc(sb + (uint32_t)(st * (1 + M)) * WTILE, WTILE, 1024, DT_WGMMA_SWIZZLE_128B);
+            const uint64_t dk = dt_wgmma_desc(sb + dt_wgdq_k_off(M, st), WTILE, 1024, DT_WGMMA_SWIZZLE_128B);
             wg_fence();
 #pragma unroll
             for (int k = 0; k < 4; k++) wgmma_rs_t(acc, a[k], dk + (uint64_t)(128 * k));
@@ -314,37 +311,31 @@ __global__ void __launch_bounds__(128 * M, 2)
 
 /* ---- launcher ---------------------------------------------------------------------------- */
 
-/* Kernel A's configurations (dt_cu_flash_bwd_wgmma_force): warpgroups, ring stages, blocks
- * an SM. The rule: DT_CU_WGBWD_A_64X2. */
-static void wgbwd_config(int a, int nqb, int *M, int *nst) {
-    if (a == DT_CU_WGBWD_A_128 && nqb % 2 == 0) *M = 2, *nst = 4;
-    else if (a == DT_CU_WGBWD_A_64X3) *M = 1, *nst = 3;
-    else *M = 1, *nst = 4;
-}
-
 static int wgbwd_attrs_set;
 static int wgbwd_force_a;  /* benchmarks only (dt_cu_flash_bwd_wgmma_force): 0 = the rule */
-static int wgbwd_force_dq; /* benchmarks only: 1 = the wgmma dQ pass */
+static int wgbwd_force_dq; /* benchmarks only: 0 = the rule */
 
-void dt_cu_flash_bwd_wgmma_force(int kernel_a, int dq_wgmma) {
+void dt_cu_flash_bwd_wgmma_force(int kernel_a, int dq) {
     wgbwd_force_a = kernel_a;
-    wgbwd_force_dq = dq_wgmma;
+    wgbwd_force_dq = dq;
 }
 
+/* The rule (bench: tests/gpu/test_gpu_wgmma_bwd.cu, docs/cuda.md): kernel A with one
+ * warpgroup a block (2 blocks an SM, independent, so one's exponentials overlap the other's
+ * products: faster than two warpgroups sharing each Q/dO fill in lockstep), the wgmma dQ
+ * pass. */
 void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
                            const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
                            cudaStream_t fs) {
     if (!wgbwd_attrs_set) {
-        cudaFuncSetAttribute(flash_bwd_kv_wgmma_kernel<2, 4, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)dt_wgbwd_smem(2, 4));
-        cudaFuncSetAttribute(flash_bwd_kv_wgmma_kernel<1, 4, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)dt_wgbwd_smem(1, 4));
-        cudaFuncSetAttribute(flash_bwd_kv_wgmma_kernel<1, 3, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)dt_wgbwd_smem(1, 3));
+        cudaFuncSetAttribute(flash_bwd_kv_wgmma_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)dt_wgbwd_smem(2, WGBWD_STAGES));
+        cudaFuncSetAttribute(flash_bwd_kv_wgmma_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)dt_wgbwd_smem(1, WGBWD_STAGES));
         cudaFuncSetAttribute(flash_bwd_dq_wgmma_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)WGDQ_SMEM(1));
+                             (int)dt_wgdq_smem(1));
         cudaFuncSetAttribute(flash_bwd_dq_wgmma_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)WGDQ_SMEM(2));
+                             (int)dt_wgdq_smem(2));
         wgbwd_attrs_set = 1;
     }
     const float scale = 1.0f / sqrtf((float)WD);
@@ -353,29 +344,25 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
     const int BH = B * NH, nqb = T / WB, grp = dt_flash_bwd_group(BH);
     float *bp = dbias ? part : NULL;
     dt_cu_flash_bwd_prep(LD, dout, out, lse, B, T, NH, s);
-    int M, nst;
-    wgbwd_config(wgbwd_force_a ? wgbwd_force_a : DT_CU_WGBWD_A_64X2, nqb, &M, &nst);
+    const int M = wgbwd_force_a == DT_CU_WGBWD_A_128 && nqb % 2 == 0 ? 2 : 1;
     const unsigned n = (unsigned)(BH * (nqb / M));
-    const size_t sm = dt_wgbwd_smem(M, nst);
+    const size_t sm = dt_wgbwd_smem(M, WGBWD_STAGES);
     if (M == 2)
-        flash_bwd_kv_wgmma_kernel<2, 4, 1><<<dt_cu_noted(n, 256, sm, "flash_bwd_kv_wgmma_kernel<2,4,1>"), 256, sm,
-                                             s>>>(dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);
-    else if (nst == 3)
-        flash_bwd_kv_wgmma_kernel<1, 3, 3><<<dt_cu_noted(n, 128, sm, "flash_bwd_kv_wgmma_kernel<1,3,3>"), 128, sm,
-                                             s>>>(dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);
+        flash_bwd_kv_wgmma_kernel<2><<<dt_cu_noted(n, 256, sm, "flash_bwd_kv_wgmma_kernel<2>"), 256, sm, s>>>(
+            dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);
     else
-        flash_bwd_kv_wgmma_kernel<1, 4, 2><<<dt_cu_noted(n, 128, sm, "flash_bwd_kv_wgmma_kernel<1,4,2>"), 128, sm,
-                                             s>>>(dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);
-    if (!wgbwd_force_dq) {
+        flash_bwd_kv_wgmma_kernel<1><<<dt_cu_noted(n, 128, sm, "flash_bwd_kv_wgmma_kernel<1>"), 128, sm, s>>>(
+            dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);
+    if (wgbwd_force_dq == DT_CU_WGBWD_DQ_MMA) {
         dt_cu_flash_bwd_dq(dqkv, bp, dS, qkv, B, T, NH, s);
     } else if (nqb % 2 == 0) {
         const unsigned nq = (unsigned)(BH * (nqb / 2));
-        flash_bwd_dq_wgmma_kernel<2><<<dt_cu_noted(nq, 256, WGDQ_SMEM(2), "flash_bwd_dq_wgmma_kernel<2>"), 256,
-                                       WGDQ_SMEM(2), s>>>(dqkv, bp, dS, qkv, T, NH, scale, grp);
+        flash_bwd_dq_wgmma_kernel<2><<<dt_cu_noted(nq, 256, dt_wgdq_smem(2), "flash_bwd_dq_wgmma_kernel<2>"), 256,
+                                       dt_wgdq_smem(2), s>>>(dqkv, bp, dS, qkv, T, NH, scale, grp);
     } else {
         const unsigned nq = (unsigned)(BH * nqb);
-        flash_bwd_dq_wgmma_kernel<1><<<dt_cu_noted(nq, 128, WGDQ_SMEM(1), "flash_bwd_dq_wgmma_kernel<1>"), 128,
-                                       WGDQ_SMEM(1), s>>>(dqkv, bp, dS, qkv, T, NH, scale, grp);
+        flash_bwd_dq_wgmma_kernel<1><<<dt_cu_noted(nq, 128, dt_wgdq_smem(1), "flash_bwd_dq_wgmma_kernel<1>"), 128,
+                                       dt_wgdq_smem(1), s>>>(dqkv, bp, dS, qkv, T, NH, scale, grp);
     }
     if (dbias) { /* every (64-row block, column) partial was written once: by kernel A (K, V) or the dQ pass */
         dt_cu_fork(s, fs);

@@ -1,10 +1,10 @@
-/* The flash backward with its kernel A on warpgroup MMA (attention_wgmma_bwd_cuda.cu,
- * dt_cu_flash_bwd_wgmma, sm_90a; shared pieces in wgmma_cuda.cuh, flash_cuda.cuh and
- * flash_layout.h) against the mma.sync flash backward (attention_flash_cuda.cu,
- * dt_cu_flash_bwd) on the GPU machine (built by `make cuda` into build/gpu-tests/). Per
- * shape (B 2 NH 4 T 1024 and B 16 NH 12 T 1024: kernel A with two warpgroups, 128 keys a
- * block, and forced to one; B 2 NH 4 T 960: one warpgroup, an odd count of key blocks),
- * random bf16 qkv in [-2, 2) and dout in [-1, 1), out and lse from dt_cu_flash_fwd:
+/* The flash backward on warpgroup MMA (attention_wgmma_bwd_cuda.cu, dt_cu_flash_bwd_wgmma,
+ * sm_90a; shared pieces in wgmma_cuda.cuh, flash_cuda.cuh and flash_layout.h) against the
+ * mma.sync flash backward (attention_flash_cuda.cu, dt_cu_flash_bwd) on the GPU machine
+ * (built by `make cuda` into build/gpu-tests/). Per shape (B 2 NH 4 T 1024 and B 16 NH 12
+ * T 1024: every configuration; B 2 NH 4 T 960: an odd count of 64-row blocks, where kernel A
+ * and the wgmma dQ pass run one warpgroup a block whatever is asked), random bf16 qkv in
+ * [-2, 2) and dout in [-1, 1), out and lse from dt_cu_flash_fwd:
  *  1. against dt_cu_flash_bwd on the same inputs, with dqkv (and a guard after it), the
  *     scratch and the bias partials poisoned (0xff bytes: NaN) before each call, so an
  *     unwritten element fails: dqkv by ||w - f|| / ||f|| <= 1e-2 and max |w - f| <= 2^-6
@@ -13,8 +13,8 @@
  *     moves whole rows by O(max |f|)); then byte-identical dqkv and qkv bias gradient (the
  *     promise that the kernel choice does not change a run's bits: the same products in the
  *     same k order and the same elementwise code); the tolerances say how far off a
- *     failure is. The two tilings of kernel A (64 and 128 keys a block) give the same bytes;
- *     the guard after dqkv keeps its bytes;
+ *     failure is. Every configuration (kernel A with 64 or 128 keys a block, the mma.sync or
+ *     the wgmma dQ pass) gives the same bytes; the guard after dqkv keeps its bytes;
  *  2. on the small shapes, dQ, dK and dV of both kernels against an fp64 CPU backward of
  *     causal softmax attention on the same bf16 values, relative L2 <= 2e-2 each (bf16 P,
  *     dS and dO operands, 2^-9 relative each, in sums over up to 1024 keys or queries:
@@ -26,8 +26,8 @@
  *     (its own buffers: other blocks on the SMs), byte-identical dqkv and bias gradient;
  *  4. timing (not a check): CUDA events, median of 20 after 3 warm-ups, each call alone on
  *     stream 0: both backwards with the fused bias sums (the model's call), the wgmma one
- *     with either tiling and without the sums, and the shared D kernel and dQ pass alone
- *     (kernel A's time is the rest). TFLOP/s counts 5 products of the causal half,
+ *     without them and in each configuration, and the shared D kernel and mma.sync dQ pass
+ *     alone (kernel A's time is the rest). TFLOP/s counts 5 products of the causal half,
  *     5 * 2 B NH T^2 64 / 2 flops.
  * Exits non-zero on any failed check (a CUDA error ends it with status 2). */
 #include "ops/ops_cuda.h"
@@ -154,13 +154,15 @@ static void bufs_poison(bwd_bufs &u, int x, const vf &b0, cudaStream_t s) {
     gpu_ok(cudaStreamSynchronize(s), "poison");
 }
 
-/* Kernel A's configurations (ops_cuda.h, dt_cu_flash_bwd_wgmma_force). */
+/* The configurations of dt_cu_flash_bwd_wgmma (ops_cuda.h, dt_cu_flash_bwd_wgmma_force):
+ * kernel A with one warpgroup (64 keys) or two (128 keys) a block, the dQ pass on mma.sync
+ * or wgmma; the rule is the last one. */
 #define NCFG 4
-static const int wgmma_cfg[NCFG] = {DT_CU_WGBWD_A_RULE, DT_CU_WGBWD_A_128, DT_CU_WGBWD_A_64X2, DT_CU_WGBWD_A_64X3};
-static const char *const cfg_name[NCFG] = {"rule", "128", "64x2", "64x3"};
-struct timing { int B, NH, T; double mma, wg[NCFG], wg_nobias, prep, dq; };
-/* 1 (argument --dq-wgmma): check and time the wgmma dQ pass too (dt_cu_flash_bwd_wgmma_force) */
-static int g_dq_wgmma;
+static const int cfg_a[NCFG] = {DT_CU_WGBWD_A_64, DT_CU_WGBWD_A_128, DT_CU_WGBWD_A_128, DT_CU_WGBWD_A_64};
+static const int cfg_dq[NCFG] = {DT_CU_WGBWD_DQ_MMA, DT_CU_WGBWD_DQ_MMA, DT_CU_WGBWD_DQ_WGMMA, DT_CU_WGBWD_DQ_WGMMA};
+static const char *const cfg_name[NCFG] = {"A 64, dQ mma.sync", "A 128, dQ mma.sync", "A 128, dQ wgmma",
+                                           "A 64, dQ wgmma"};
+struct timing { int B, NH, T; double mma, wg, cfg[NCFG], wg_nobias, prep, dq; };
 static std::vector<timing> g_times;
 
 static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
@@ -209,21 +211,21 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
         for (unsigned char c : guard) touched += c != 0x5a;
         CHECKF(touched == 0, "B%d NH%d T%d: %zu guard bytes after dqkv overwritten", B, NH, T, touched);
     }
-    /* every configuration of kernel A (wgmma_cfg) with the dQ pass of this run: the same bytes */
+    /* every configuration: the same bytes */
     for (int v = 0; v < NCFG; v++) {
         bufs_poison(w, 0xff, b0, 0);
-        dt_cu_flash_bwd_wgmma_force(wgmma_cfg[v], g_dq_wgmma);
+        dt_cu_flash_bwd_wgmma_force(cfg_a[v], cfg_dq[v]);
         dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0);
         dt_cu_flash_bwd_wgmma_force(0, 0);
         gpu_ok(cudaGetLastError(), "dt_cu_flash_bwd_wgmma configuration launch");
         vf gv = down16(w.dqkv, nqkv);
         double vmax = 0, dv = maxabs(gv, gf, &vmax);
-        fprintf(stderr, "  B%d NH%d T%d kernel A %s, dQ %s: dqkv rel err %.3g, max abs %.3g vs mma.sync\n", B, NH, T,
-                cfg_name[v], g_dq_wgmma ? "wgmma" : "mma.sync", relerr(gv, gf), dv);
-        CHECKF(bytes_of(w.dqkv, nqkv * sizeof(bf16)) == q0, "B%d NH%d T%d kernel A %s, dQ %d: dqkv's bytes differ", B,
-               NH, T, cfg_name[v], g_dq_wgmma);
-        CHECKF(bytes_of(w.dbias, C3 * sizeof(float)) == b0w, "B%d NH%d T%d kernel A %s, dQ %d: the bias bytes differ",
-               B, NH, T, cfg_name[v], g_dq_wgmma);
+        fprintf(stderr, "  B%d NH%d T%d %s: dqkv rel err %.3g, max abs %.3g vs mma.sync\n", B, NH, T, cfg_name[v],
+                relerr(gv, gf), dv);
+        CHECKF(bytes_of(w.dqkv, nqkv * sizeof(bf16)) == q0, "B%d NH%d T%d %s: dqkv's bytes differ", B, NH, T,
+               cfg_name[v]);
+        CHECKF(bytes_of(w.dbias, C3 * sizeof(float)) == b0w, "B%d NH%d T%d %s: the bias bytes differ", B, NH, T,
+               cfg_name[v]);
     }
 
     /* 2. against fp64 */
@@ -279,12 +281,12 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
         timing tm;
         tm.B = B, tm.NH = NH, tm.T = T;
         tm.mma = gpu_median_ms([&] { dt_cu_flash_bwd(f.dqkv, f.dbias, f.part, f.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
-        for (int v = 0; v < NCFG; v++) {
-            dt_cu_flash_bwd_wgmma_force(wgmma_cfg[v], g_dq_wgmma);
-            tm.wg[v] = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
-        }
-        dt_cu_flash_bwd_wgmma_force(0, g_dq_wgmma);
+        tm.wg = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
         tm.wg_nobias = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, NULL, NULL, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
+        for (int v = 0; v < NCFG; v++) {
+            dt_cu_flash_bwd_wgmma_force(cfg_a[v], cfg_dq[v]);
+            tm.cfg[v] = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
+        }
         dt_cu_flash_bwd_wgmma_force(0, 0);
         tm.prep = gpu_median_ms([&] { dt_cu_flash_bwd_prep(dt_cu_flash_scratch_ld(w.scr), dout, out, lse, B, T, NH, 0); });
         tm.dq = gpu_median_ms([&] {
@@ -305,9 +307,8 @@ static void test_small(void) { test_shape(2, 4, 1024, 1, 1); }
 static void test_gpt2(void) { test_shape(16, 12, 1024, 0, 1); }
 static void test_small_64key(void) { test_shape(2, 4, 960, 1, 0); }
 
-int main(int argc, char **argv) {
+int main(void) {
     int n = 0;
-    g_dq_wgmma = argc > 1 && !strcmp(argv[1], "--dq-wgmma");
     if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
         fprintf(stderr, "test_gpu_wgmma_bwd: no CUDA device\n");
         return 1;
@@ -319,27 +320,25 @@ int main(int argc, char **argv) {
         fprintf(stderr, "test_gpu_wgmma_bwd: the wgmma kernel is built for sm_90a only; this GPU cannot run it\n");
         return 1;
     }
-    if (g_dq_wgmma) RUN(test_small_64key); /* the one-warpgroup dQ blocks first */
     RUN(test_small);
     RUN(test_gpt2);
-    if (!g_dq_wgmma) RUN(test_small_64key);
+    RUN(test_small_64key);
     cudaError_t e = cudaDeviceSynchronize();
     CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));
-    /* wgmma, per configuration of kernel A (the rule, 128 keys a block, 64 keys with 2 or 3
-     * blocks an SM), with the dQ pass of this run (mma.sync, or wgmma with --dq-wgmma); no
-     * bias: the rule without the fused sums; D, dQ: the D kernel and the mma.sync dQ pass
-     * alone; A = the rule's whole minus D and that dQ pass (the bias finish included) */
-    printf("dQ pass: %s\n", g_dq_wgmma ? "wgmma" : "mma.sync");
-    printf("%-16s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "shape (ms)", "mma.sync", "rule", "128", "64x2",
-           "64x3", "nobias", "D", "dQ mma", "A mma", "A rule", "TF/s");
+    /* wgmma: the rule, with and without the fused bias sums; then each configuration; D and
+     * dQ mma: the D kernel and the mma.sync dQ pass alone; A = "A 64, dQ mma.sync" minus
+     * both (kernel A with the bias finish) */
+    printf("%-16s %8s %8s %8s", "shape (ms)", "mma.sync", "wgmma", "no bias");
+    for (int v = 0; v < NCFG; v++) printf(" %20s", cfg_name[v]);
+    printf(" %8s %8s %8s %8s\n", "D", "dQ mma", "A", "TF/s");
     for (size_t i = 0; i < g_times.size(); i++) {
         const timing &t = g_times[i];
         double flop = 5.0 * 2.0 * t.B * t.NH * (double)t.T * t.T * HS / 2.0;
         char sh[32];
         snprintf(sh, sizeof sh, "B%d NH%d T%d", t.B, t.NH, t.T);
-        printf("%-16s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.1f\n", sh, t.mma, t.wg[0], t.wg[1],
-               t.wg[2], t.wg[3], t.wg_nobias, t.prep, t.dq, t.mma - t.prep - t.dq, t.wg[0] - t.prep - t.dq,
-               flop / (t.wg[0] * 1e9));
+        printf("%-16s %8.4f %8.4f %8.4f", sh, t.mma, t.wg, t.wg_nobias);
+        for (int v = 0; v < NCFG; v++) printf(" %20.4f", t.cfg[v]);
+        printf(" %8.4f %8.4f %8.4f %8.1f\n", t.prep, t.dq, t.cfg[0] - t.prep - t.dq, flop / (t.wg * 1e9));
     }
     return dt_test_report();
 }

@@ -5,9 +5,9 @@
  *  - dt_flash_bwd_order: a bijection of the grid onto (head, rank) pairs, ranks of a head
  *    in increasing block order, all heads of a group before the next group;
  *  - dt_flash_ds_tile: the lower-triangular (qb, kb <= qb) tiles onto 0 .. tiles - 1;
- *  - the wgmma kernel A's shared memory in each configuration: every tile 1024-byte aligned
- *    (the 128-byte swizzle atom), nothing overlapping, and the blocks an SM it is built for
- *    within an SM's 228 KB. */
+ *  - the shared memory of the wgmma kernel A in each configuration and of the wgmma dQ
+ *    pass: every tile 1024-byte aligned (the 128-byte swizzle atom), nothing overlapping,
+ *    and the blocks an SM each is built for within an SM's 228 KB. */
 #include "ops/flash_layout.h"
 
 #include "dt_test.h"
@@ -62,8 +62,8 @@ static void test_ds_tiles(void) {
     CHECK(dt_flash_ds_tile(15, 15) == 135); /* the last tile of a T = 1024 head */
 }
 
-/* The kernel's configurations: (M warpgroups, stages, blocks an SM it is built for). */
-static const int wgbwd_cfg[][3] = {{2, 4, 1}, {1, 4, 2}, {1, 3, 3}};
+/* Kernel A's configurations: (M warpgroups, stages, blocks an SM it is built for). */
+static const int wgbwd_cfg[][3] = {{2, 4, 1}, {1, 4, 2}};
 
 static void test_wgbwd_smem(void) {
     for (size_t k = 0; k < sizeof wgbwd_cfg / sizeof wgbwd_cfg[0]; k++) {
@@ -98,10 +98,33 @@ static void test_wgbwd_smem(void) {
     }
 }
 
+/* The wgmma dQ pass: tiles 1024-byte aligned, disjoint, 2 (M = 2) or 3 (M = 1) blocks an SM. */
+static void test_wgdq_smem(void) {
+    for (int M = 1; M <= 2; M++) {
+        int bad = 0, n = 0;
+        uint32_t off[64];
+        for (int st = 0; st < DT_WGDQ_STAGES; st++) {
+            off[n++] = dt_wgdq_k_off(M, st);
+            for (int j = 0; j < M; j++) off[n++] = dt_wgdq_ds_off(M, st, j);
+        }
+        for (int a = 0; a < n; a++) {
+            if (off[a] % 1024 || off[a] + DT_WGBWD_TILE + 1024 > dt_wgdq_smem(M)) bad++;
+            for (int b = 0; b < a; b++)
+                if (off[a] < off[b] + DT_WGBWD_TILE && off[b] < off[a] + DT_WGBWD_TILE) bad++;
+        }
+        CHECKF(bad == 0, "wgmma dQ pass shared memory (M %d): %d misplaced tiles", M, bad);
+        uint32_t need = (uint32_t)(M == 1 ? 3 : 2) * (dt_wgdq_smem(M) + 1024u);
+        CHECKF(need <= 228u * 1024u, "wgmma dQ pass (M %d): %u bytes of an SM", M, need);
+        /* the bias partial reduction reuses stage 0: 4 warps x 64 floats a warpgroup */
+        CHECK((uint32_t)M * 4u * 64u * 4u <= dt_wgdq_ds_off(M, 1, 0));
+    }
+}
+
 int main(void) {
     RUN(test_group);
     RUN(test_order);
     RUN(test_ds_tiles);
     RUN(test_wgbwd_smem);
+    RUN(test_wgdq_smem);
     return dt_test_report();
 }
