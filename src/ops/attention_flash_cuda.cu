@@ -28,7 +28,8 @@
  * scores reach device memory: 214 MB at B 16, NH 12, T 1024); the dQ pass owns two query
  * blocks (8 warps sharing each K tile) and sums dS K over key blocks 0..qb in order: one
  * owner per dQ element, a fixed order, one product a tile instead of recomputing three.
- * Both walk heads in groups (dt_flash_bwd_order, flash_layout.h) so that a group's tiles are reused through L2.
+ * Both walk heads in groups (dt_flash_bwd_order, flash_layout.h) so that a group's tiles
+ * are reused through L2.
  * Both also sum the columns of the bf16 rows they store (the qkv bias gradient, fused so
  * that dqkv is not read back): one partial per (64-row block, column), from registers
  * after the main loop, added by dt_cu_parts_finish in a fixed order.
