@@ -60,7 +60,9 @@ DT_FLASH_FN uint32_t dt_wgbwd_smem(int M, int nst) { return dt_wgbwd_ld_off(M, n
  * aligned base; the total includes 1024 bytes of slack for aligning the base. */
 #define DT_WGDQ_STAGES 4
 DT_FLASH_FN uint32_t dt_wgdq_k_off(int M, int st) { return (uint32_t)(st * (1 + M)) * DT_WGBWD_TILE; }
-DT_FLASH_FN uint32_t dt_wgdq_ds_off(int M, int st, int j) { return dt_wgdq_k_off(M, st) + (uint32_t)(1 + j) * DT_WGBWD_TILE; }
+DT_FLASH_FN uint32_t dt_wgdq_ds_off(int M, int st, int j) {
+    return dt_wgdq_k_off(M, st) + (uint32_t)(1 + j) * DT_WGBWD_TILE;
+}
 DT_FLASH_FN uint32_t dt_wgdq_smem(int M) { return dt_wgdq_k_off(M, DT_WGDQ_STAGES) + 1024u; }
 
 #endif
