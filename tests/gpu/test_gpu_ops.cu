@@ -379,7 +379,7 @@ static void test_attention_accuracy(void) {
 }
 
 /* The fused qkv bias sums of dt_cu_flash_bwd in their stated order (attention_flash_cuda.cu,
- * ops_cuda.h), in fp32 on the host from the bf16 dqkv x (BT x C3) the kernels stored: per
+ * flash_cuda.cuh, ops_cuda.h), in fp32 on the host from the bf16 dqkv x (BT x C3) the kernels stored: per
  * 64-row block p and column, warp w's rows 64p + 16w.. as ((v0 + v1) + (v2 + v3)) + ((v4 +
  * v5) + (v6 + v7)), v_g = x[16w + g] + x[16w + g + 8], then the 4 warps in order; then
  * dt_cu_parts_finish: lane ty of 8 adds partials ty, ty + 8, ... in order from 0, the 8

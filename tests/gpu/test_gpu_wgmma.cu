@@ -1,6 +1,7 @@
 /* The warpgroup-MMA flash forward (attention_wgmma_cuda.cu, dt_cu_flash_fwd_wgmma, sm_90a;
  * the model's forward on sm_90) against the mma.sync flash forward (attention_flash_cuda.cu,
- * dt_cu_flash_fwd) on the GPU machine (built by `make cuda` into build/gpu-tests/). Per
+ * dt_cu_flash_fwd; the PTX wrappers of both wgmma kernels are wgmma_cuda.cuh) on the GPU
+ * machine (built by `make cuda` into build/gpu-tests/). Per
  * shape (B 2 NH 4 T 1024 and B 16 NH 12 T 1024: the 128-row kernels; B 2 NH 4 T 960: the
  * 64-row kernels), random bf16 qkv in [-2, 2):
  *  1. accuracy against dt_cu_flash_fwd on the same inputs, both outputs poisoned (0xff
