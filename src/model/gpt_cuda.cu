@@ -34,7 +34,7 @@ struct dt_gpt_cuda {
     int64_t step;       /* the trainer's step (trace events, --inject-nondeterminism) */
     int training;
     int flash;          /* attention through attention_flash_cuda.cu */
-    int flash_wgmma;    /* flash forward on warpgroup MMA (attention_wgmma_cuda.cu, sm_90 only) */
+    int flash_wgmma;    /* flash kernels on warpgroup MMA (attention_wgmma*_cuda.cu, sm_90 only) */
     int fuse_gelu;      /* GELU in the fc GEMM's epilogue, its backward in the fcproj input-gradient GEMM */
     int fuse_bgrad;     /* bias gradients from the weight-gradient GEMMs' epilogue */
     int ksplit_off;     /* DT_GEMM_SPLITK=off: no GEMM cuts K into chunks */
@@ -244,16 +244,17 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     /* Flash attention by default where the shape allows (2.3x faster than the GEMM
      * formulation on GPT-2 124M: bench/RESULTS.md); DT_ATTENTION=gemm forces the GEMM
      * formulation (the only one with attention dropout or head sizes other than 64). On an
-     * sm_90 GPU the flash forward runs on warpgroup MMA (16% faster on the H200), which
-     * gives the mma.sync forward's bits (tests/gpu/test_gpu_wgmma.cu compares the bytes), so
-     * the choice does not change a run's results; DT_ATTENTION=flash-mma keeps the mma.sync
-     * forward. The choice is recorded in env.json. */
+     * sm_90 GPU the flash forward and backward run on warpgroup MMA (16% and 20% faster on
+     * the H200), which give the mma.sync kernels' bits (tests/gpu/test_gpu_wgmma.cu and
+     * test_gpu_wgmma_bwd.cu compare the bytes), so the choice does not change a run's
+     * results; DT_ATTENTION=flash-mma keeps the mma.sync kernels. The choice is recorded in
+     * env.json. */
     dt_dropout ad = {host->attn_dropout, 0, 0};
     const char *force = getenv("DT_ATTENTION");
     if (force && strcmp(force, "flash") && strcmp(force, "flash-mma") && strcmp(force, "gemm")) {
         dt_gpt_cuda_free(m);
         return dt_fail(DT_EINVAL, "DT_ATTENTION='%s': accepted: flash (the default where the shape allows), "
-                       "flash-mma (flash without the sm_90 warpgroup-MMA forward), gemm", force);
+                       "flash-mma (flash without the sm_90 warpgroup-MMA kernels), gemm", force);
     }
     m->flash = dt_cu_flash_supported(C, NH, T, &ad) && !(force && !strcmp(force, "gemm"));
     int dev = 0, major = 0, minor = 0;
@@ -688,7 +689,7 @@ static dt_status t_layernorm_fwd(dt_gpt_cuda *m, bf16 *out, float *mean, float *
 
 /* The attention kernels in use, as named in env.json and the kernel-level trace. */
 static const char *attention_name(const dt_gpt_cuda *m) {
-    return m->flash_wgmma ? "flash (wgmma forward)" : m->flash ? "flash" : "gemm";
+    return m->flash_wgmma ? "flash (wgmma)" : m->flash ? "flash" : "gemm";
 }
 
 static dt_status t_attention_fwd(dt_gpt_cuda *m, bf16 *atty, bf16 *att, float *lse, const bf16 *qkv,
@@ -910,10 +911,13 @@ static dt_status t_attention_bwd(dt_gpt_cuda *m, int l, const dt_dropout *ad, fl
              (IN("dy", m->dc1, BF, BTC), IN("qkv", qkv, BF, BT, 3 * C), IN("y", atty, BF, BTC),
               IN("lse", lse, F32, lse ? (int64_t)B * NH * T : 0, 1), IN("att", att, BF, att ? (int64_t)B * NH * T : 0, T),
               IN("db", db, F32, 1, db ? 3 * C : 0)));
-    if (h_) dt_trace_kernel_info(h_, "%s %s B=%d T=%d C=%d NH=%d%s", m->flash ? "flash" : "gemm",
+    if (h_) dt_trace_kernel_info(h_, "%s %s B=%d T=%d C=%d NH=%d%s", attention_name(m),
                                  variant_name(DT_OP_ATTENTION_BWD), B, T, C, NH,
                                  db ? "; db: column sums of dqkv fused, 64-row block partials added in order" : "");
-    if (m->flash)
+    if (m->flash_wgmma)
+        dt_cu_flash_bwd_wgmma(m->dqkv, db, db ? next_part(m) : NULL, m->att_scratch, m->dc1, qkv, atty, lse, B, T, C,
+                              NH, m->s, m->fin);
+    else if (m->flash)
         dt_cu_flash_bwd(m->dqkv, db, db ? next_part(m) : NULL, m->att_scratch, m->dc1, qkv, atty, lse, B, T, C, NH,
                         m->s, m->fin);
     else

@@ -215,7 +215,7 @@ void dt_cu_flash_bwd(bf16 *dqkv, float *dbias, float *part, void *scratch, const
  * reported by the next cudaGetLastError. */
 void dt_cu_flash_fwd_wgmma(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH, cudaStream_t s);
 /* The flash backward on warpgroup MMA (attention_wgmma_bwd_cuda.cu, built for sm_90a only;
- * not yet called by the model): kernel A (dK, dV, the dS scratch) and the dQ pass on wgmma,
+ * the model's backward on sm_90 GPUs): kernel A (dK, dV, the dS scratch) and the dQ pass on wgmma,
  * the D kernel shared. The contract of dt_cu_flash_bwd (same arguments, scratch, bias
  * partials and finish; deterministic: one owner per output element, fixed orders, no
  * atomics) and the same bits (the same products in the same k order, the same elementwise
