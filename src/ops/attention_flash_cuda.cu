@@ -29,8 +29,7 @@
  * blocks (8 warps sharing each K tile) and sums dS K over key blocks 0..qb in order: one
  * owner per dQ element, a fixed order, one product a tile instead of recomputing three.
  * Both walk heads in groups (dt_flash_bwd_order, flash_layout.h) so that a group's tiles
- * are reused through L2; the dQ pass takes the groups last first (dt_flash_dq_order), so
- * that it starts on the dS tiles kernel A wrote last, still in L2.
+ * are reused through L2.
  * Both also sum the columns of the bf16 rows they store (the qkv bias gradient, fused so
  * that dqkv is not read back): one partial per (64-row block, column), from registers
  * after the main loop, added by dt_cu_parts_finish in a fixed order.
@@ -557,7 +556,7 @@ __global__ void __launch_bounds__(NT, 2) flash_bwd_kv_kernel(bf16 *dqkv, bf16 *d
 #define DQ_NT 256                                        /* 8 warps: two query blocks */
 #define BWDQ_SMEM (BST * (TILE + 2 * DS_TILE) * 2) /* K and two dS tiles per stage */
 
-/* dQ pass: query blocks 2j and 2j + 1 of a head (pair rank nqb/2 - 1 - j in dt_flash_dq_order),
+/* dQ pass: query blocks 2j and 2j + 1 of a head (pair rank nqb/2 - 1 - j in dt_flash_bwd_order),
  * warps 0-3 the first, 4-7 the second, sharing each K tile (half the K traffic through
  * L2). dQ = scale * sum over key blocks 0..qb in order of dS[qb, kb] K[kb] (one product a
  * tile, no exponentials) in registers: one owner per dQ element, a fixed order, no
@@ -570,7 +569,7 @@ __global__ void __launch_bounds__(DQ_NT) flash_bwd_dq_kernel(bf16 *dqkv, float *
     bf16 *Ks = (bf16 *)smem, *Ss = Ks + BST * TILE; /* stage st, block half: Ss + (2 st + half) DS_TILE */
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, half = warp >> 2, w = warp & 3;
     int nqb = T / FB, npair = (nqb + 1) / 2, bh, rank;
-    dt_flash_dq_order((int)blockIdx.x, grp, npair, (int)gridDim.x / npair, &bh, &rank);
+    dt_flash_bwd_order((int)blockIdx.x, grp, npair, &bh, &rank);
     int q0 = 2 * (npair - 1 - rank), last = q0 + 1 < nqb ? q0 + 1 : q0, qb = q0 + half;
     int b = bh / NH, h = bh % NH, C = NH * FD, C3 = 3 * C;
     const bf16 *kbase = qkv + (size_t)b * T * C3 + C + h * FD;

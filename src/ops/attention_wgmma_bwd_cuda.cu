@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(128 * M, 2)
     const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
     const int nqb = T / WB, nblk = nqb / M;
     int bh, rank;
-    dt_flash_dq_order((int)blockIdx.x, grp, nblk, (int)gridDim.x / nblk, &bh, &rank);
+    dt_flash_bwd_order((int)blockIdx.x, grp, nblk, &bh, &rank);
     const int q0 = M * (nblk - 1 - rank), qb = q0 + wg, last = q0 + M - 1;
     const int b = bh / NH, h = bh % NH, C = NH * WD, C3 = 3 * C;
     const bf16 *kbase = qkv + (size_t)b * T * C3 + C + h * WD;

@@ -103,7 +103,7 @@ bf16 *dt_cu_flash_scratch_ds(void *scratch, int B, int T, int NH);
 void dt_cu_flash_bwd_prep(float *LD, const bf16 *dout, const bf16 *out, const float *lse, int B, int T, int NH,
                           cudaStream_t s);
 /* The dQ pass over a dS scratch written in the layout above; part: dt_cu_flash_bwd's bias
- * partials of the dQ columns (NULL: none). Grid order from dt_flash_dq_order with group
+ * partials of the dQ columns (NULL: none). Grid order from dt_flash_bwd_order with group
  * dt_flash_bwd_group(B NH). */
 void dt_cu_flash_bwd_dq(bf16 *dqkv, float *part, const bf16 *dS, const bf16 *qkv, int B, int T, int NH,
                         cudaStream_t s);

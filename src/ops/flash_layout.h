@@ -35,16 +35,6 @@ DT_FLASH_FN void dt_flash_bwd_order(int i, int grp, int nblk, int *bh, int *rank
     *rank = r / grp;
 }
 
-/* The order of the dQ passes' grids (nblk blocks per head, BH heads): dt_flash_bwd_order's
- * with the groups taken last first, so that the dQ pass starts on the heads whose dS tiles
- * kernel A wrote last, still in L2 (tens of MB of a layer's 214 MB scratch). The same
- * bijection otherwise; the bits do not depend on it (one block owns each dQ element). */
-DT_FLASH_FN void dt_flash_dq_order(int i, int grp, int nblk, int BH, int *bh, int *rank) {
-    int gs = grp * nblk, r = i % gs;
-    *bh = (BH / grp - 1 - i / gs) * grp + r % grp;
-    *rank = r / grp;
-}
-
 /* Tiles of a head's dS scratch: one per (query block qb, key block kb <= qb), in
  * lower-triangular order (row qb starts at qb (qb + 1) / 2). */
 DT_FLASH_FN size_t dt_flash_ds_tiles(int nqb) { return (size_t)nqb * (size_t)(nqb + 1) / 2; }

@@ -4,7 +4,6 @@
  *  - dt_flash_bwd_group: a power of two up to 16 that divides BH;
  *  - dt_flash_bwd_order: a bijection of the grid onto (head, rank) pairs, ranks of a head
  *    in increasing block order, all heads of a group before the next group;
- *  - dt_flash_dq_order: the same bijection with the groups last first;
  *  - dt_flash_ds_tile: the lower-triangular (qb, kb <= qb) tiles onto 0 .. tiles - 1;
  *  - the shared memory of the wgmma kernel A in each configuration and of the wgmma dQ
  *    pass: every tile 1024-byte aligned (the 128-byte swizzle atom), nothing overlapping,
@@ -43,29 +42,6 @@ static void test_order(void) {
         CHECKF(bad == 0, "dt_flash_bwd_order BH %d nblk %d: %d blocks out of place", BH, nblk, bad);
         free(seen);
         free(last_rank);
-    }
-}
-
-/* dt_flash_dq_order: the same bijection with the groups last first. */
-static void test_dq_order(void) {
-    static const int shapes[][2] = {{192, 8}, {192, 16}, {8, 16}, {12, 15}, {3, 7}, {32, 1}}; /* BH, nblk */
-    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
-        int BH = shapes[k][0], nblk = shapes[k][1], grp = dt_flash_bwd_group(BH), n = BH * nblk, bad = 0;
-        unsigned char *seen = calloc((size_t)n, 1);
-        for (int i = 0; i < n; i++) {
-            int h, r, h0, r0;
-            dt_flash_dq_order(i, grp, nblk, BH, &h, &r);
-            dt_flash_bwd_order(i, grp, nblk, &h0, &r0);
-            if (h < 0 || h >= BH || r < 0 || r >= nblk || seen[h * nblk + r]++) { bad++; continue; }
-            /* kernel A's group g is the dQ pass's group (groups - 1 - g), same rank and place */
-            if (r != r0 || h % grp != h0 % grp || h / grp != BH / grp - 1 - h0 / grp) bad++;
-        }
-        CHECKF(bad == 0, "dt_flash_dq_order BH %d nblk %d: %d blocks out of place", BH, nblk, bad);
-        int h, r;
-        dt_flash_dq_order(0, grp, nblk, BH, &h, &r);
-        CHECKF(h / grp == BH / grp - 1 && r == 0, "dt_flash_dq_order BH %d: block 0 takes head %d rank %d, want the "
-               "last group's rank 0", BH, h, r);
-        free(seen);
     }
 }
 
@@ -147,7 +123,6 @@ static void test_wgdq_smem(void) {
 int main(void) {
     RUN(test_group);
     RUN(test_order);
-    RUN(test_dq_order);
     RUN(test_ds_tiles);
     RUN(test_wgbwd_smem);
     RUN(test_wgdq_smem);
