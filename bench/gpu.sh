@@ -10,6 +10,8 @@
 #   TESTS=0   skip the test binaries, kernel benches, gpu_trace.sh and the PyTorch model check
 #             (gpu_e2e.sh, the bench and the peers still run)
 #   TORCH_CHECK=0  skip the whole-model check against PyTorch (tools/torch_check_gpu.sh)
+#   AB="VAR=val ..."  also run the bench once per setting (e.g. DT_BWD_OVERLAP=off), right
+#             after the main bench, for side-by-side step times
 #   TRACE_BENCH=1  also measure the tracing overhead (bench/trace_overhead_gpu.sh; needs
 #             CARRY's detrain-cuda-notrace)
 set -u
@@ -55,6 +57,11 @@ stamp "bench"
 build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --max-tax 1 --json "$OUT/bench.json" | tee "$OUT/bench.txt"
 brc=${PIPESTATUS[0]}
 case $brc in 0) echo "tax gate (--max-tax 1): PASS";; 1) echo "tax gate (--max-tax 1): FAIL (tax above 1%)";; *) echo "bench failed ($brc)"; rc=1;; esac
+for ab in ${AB:-}; do
+  stamp "bench with $ab"
+  env "$ab" build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 1 \
+    --json "$OUT/bench_${ab//[^A-Za-z0-9]/_}.json" | tee "$OUT/bench_${ab//[^A-Za-z0-9]/_}.txt" || rc=1
+done
 if [ "${GEMM_ATTN:-0}" != 0 ]; then
   stamp "bench, GEMM attention (DT_ATTENTION=gemm)"
   DT_ATTENTION=gemm build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --json "$OUT/bench_gemm_attn.json" | tee "$OUT/bench_gemm_attn.txt" || rc=1

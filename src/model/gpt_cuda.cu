@@ -1,6 +1,7 @@
 /* GPT model on one CUDA GPU (see gpt_cuda.h): buffers, forward, backward, the optimizer
  * step and the named-range timing. The layer sequence mirrors gpt.c line by line. */
 #include "ops/ops_cuda.h"
+#include "ops/cuda_plan.h"
 
 #include "model/gpt_cuda.h"
 #include "trace/trace_cuda.h"
@@ -33,12 +34,27 @@ struct dt_gpt_cuda {
     int64_t step;       /* the trainer's step (trace events, --inject-nondeterminism) */
     int training;
     int flash;          /* attention through attention_flash_cuda.cu */
+    int flash_wgmma;    /* flash kernels on warpgroup MMA (attention_wgmma*_cuda.cu, sm_90 only) */
     int fuse_gelu;      /* GELU in the fc GEMM's epilogue, its backward in the fcproj input-gradient GEMM */
     int fuse_bgrad;     /* bias gradients from the weight-gradient GEMMs' epilogue */
     int ksplit_off;     /* DT_GEMM_SPLITK=off: no GEMM cuts K into chunks */
     const char *fusion_note; /* the fusions asked for (DT_GEMM_EPILOGUES: off, gelu, bgrad, all) */
     cudaStream_t s, fin;  /* main stream; det partial finishes (joined at the end of backward) */
     cudaEvent_t join;
+    /* Weight gradients on a second stream (DT_BWD_OVERLAP, default on): the backward's
+     * weight-gradient GEMMs run on wgs, through their own cuBLASLt handle and workspace
+     * (blas_w: the same plans, so the same bits), while m->s goes on with the input
+     * gradients. A dW GEMM reads its dout buffer after m->s made it (ev_ready); before
+     * m->s writes that buffer again it waits for the GEMM's event in reads[] (claim). */
+    /* set by zero_grad: the next backward's weight-gradient GEMMs write their gradients
+     * (beta 0) instead of adding to them, so zero_grad clears only the other tensors */
+    int grad_fresh;
+    int overlap;     /* asked for (create); this backward uses it when m->ov */
+    int ov;
+    cudaStream_t wgs;
+    dt_cu_blas *blas_w;
+    cudaEvent_t ev_ready, ev_wdone, ev_read[DT_CU_READS_MAX];
+    dt_cu_reads reads;
     dt_cu_blas *blas;
     /* parameters, gradients, optimizer state */
     float *param, *grad, *adam_m, *adam_v;
@@ -70,7 +86,7 @@ struct dt_gpt_cuda {
     int *h_in, *h_tg, *h_count, *h_order, *h_segtok, *h_segstart;
     float loss_scale;
     size_t bytes;
-    char desc[20480];
+    char desc[32768];
     /* range timing */
     int prof, nev;
     cudaEvent_t ev[MAX_EVENTS];
@@ -148,7 +164,10 @@ static dt_status probe_fusions(dt_gpt_cuda *m) {
     if (k && strcmp(k, "on") && strcmp(k, "off"))
         return dt_fail(DT_EINVAL, "DT_GEMM_SPLITK='%s': accepted: on (the default), off", k);
     m->ksplit_off = k && !strcmp(k, "off");
-    if (m->ksplit_off) dt_cu_blas_force(m->blas, -1, 1);
+    if (m->ksplit_off) {
+        dt_cu_blas_force(m->blas, -1, 1);
+        if (m->blas_w) dt_cu_blas_force(m->blas_w, -1, 1);
+    }
     m->fuse_gelu = m->fuse_bgrad = 0;
     m->fusion_note = e ? e : "gelu";
     int want_gelu = !strcmp(m->fusion_note, "gelu") || !strcmp(m->fusion_note, "all");
@@ -204,15 +223,44 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->join, cudaEventDisableTiming), "cudaEventCreate");
     if (st != DT_OK) { free(m); return dt_fail_context(st, "--device cuda: no usable GPU"); }
     if ((st = dt_cu_blas_create(&m->blas)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
+    const char *ov = getenv("DT_BWD_OVERLAP");
+    if (ov && strcmp(ov, "on") && strcmp(ov, "off")) {
+        dt_gpt_cuda_free(m);
+        return dt_fail(DT_EINVAL, "DT_BWD_OVERLAP='%s': accepted: on (the default: weight gradients on a "
+                       "second stream), off", ov);
+    }
+    m->overlap = !(ov && !strcmp(ov, "off"));
+    if (m->overlap) {
+        st = dt_cu_check(cudaStreamCreateWithFlags(&m->wgs, cudaStreamNonBlocking), "cudaStreamCreate");
+        if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_ready, cudaEventDisableTiming), "cudaEventCreate");
+        if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_wdone, cudaEventDisableTiming), "cudaEventCreate");
+        for (int i = 0; i < DT_CU_READS_MAX && st == DT_OK; i++)
+            st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_read[i], cudaEventDisableTiming), "cudaEventCreate");
+        if (st == DT_OK) st = dt_cu_blas_create(&m->blas_w);
+        if (st != DT_OK) { dt_gpt_cuda_free(m); return st; }
+    }
     size_t n = m->num_params, BT = (size_t)B * T, sc = BT * C, Vp = (size_t)c->padded_vocab;
     size_t att = (size_t)L * B * NH * T * T;
     /* Flash attention by default where the shape allows (2.3x faster than the GEMM
      * formulation on GPT-2 124M: bench/RESULTS.md); DT_ATTENTION=gemm forces the GEMM
-     * formulation (the only one with attention dropout or head sizes other than 64). The
-     * choice is recorded in env.json. */
+     * formulation (the only one with attention dropout or head sizes other than 64). On an
+     * sm_90 GPU the flash forward and backward run on warpgroup MMA (16% and 20% faster on
+     * the H200), which give the mma.sync kernels' bits (tests/gpu/test_gpu_wgmma.cu and
+     * test_gpu_wgmma_bwd.cu compare the bytes), so the choice does not change a run's
+     * results; DT_ATTENTION=flash-mma keeps the mma.sync kernels. The choice is recorded in
+     * env.json. */
     dt_dropout ad = {host->attn_dropout, 0, 0};
     const char *force = getenv("DT_ATTENTION");
+    if (force && strcmp(force, "flash") && strcmp(force, "flash-mma") && strcmp(force, "gemm")) {
+        dt_gpt_cuda_free(m);
+        return dt_fail(DT_EINVAL, "DT_ATTENTION='%s': accepted: flash (the default where the shape allows), "
+                       "flash-mma (flash without the sm_90 warpgroup-MMA kernels), gemm", force);
+    }
     m->flash = dt_cu_flash_supported(C, NH, T, &ad) && !(force && !strcmp(force, "gemm"));
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ==
+        cudaSuccess && cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess)
+        m->flash_wgmma = m->flash && major == 9 && minor == 0 && !(force && !strcmp(force, "flash-mma"));
     DMALLOC(m->param, n, "parameters");
     DMALLOC(m->grad, n, "gradients");
     DMALLOC(m->adam_m, n, "AdamW m");
@@ -330,6 +378,12 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
     for (int i = 0; i < MAX_EVENTS; i++)
         if (m->ev[i]) cudaEventDestroy(m->ev[i]);
     dt_cu_blas_free(m->blas);
+    dt_cu_blas_free(m->blas_w);
+    for (int i = 0; i < DT_CU_READS_MAX; i++)
+        if (m->ev_read[i]) cudaEventDestroy(m->ev_read[i]);
+    if (m->ev_ready) cudaEventDestroy(m->ev_ready);
+    if (m->ev_wdone) cudaEventDestroy(m->ev_wdone);
+    if (m->wgs) cudaStreamDestroy(m->wgs);
     if (m->s) cudaStreamDestroy(m->s);
     if (m->fin) cudaStreamDestroy(m->fin);
     if (m->join) cudaEventDestroy(m->join);
@@ -426,6 +480,29 @@ static dt_status join_fin(dt_gpt_cuda *m) {
 }
 
 /* --inject-nondeterminism: flips the lowest bit of n elements at p after `op`. */
+/* m->s is about to write buf: wait for the weight-gradient GEMM that still reads it. */
+static dt_status claim(dt_gpt_cuda *m, const void *buf) {
+    int k = dt_cu_reads_claim(&m->reads, buf);
+    return k < 0 ? DT_OK : dt_cu_check(cudaStreamWaitEvent(m->s, m->ev_read[k], 0), "cudaStreamWaitEvent");
+}
+
+/* The weight-gradient GEMM just queued on m->wgs reads buf: record when it is done. */
+static dt_status note_read(dt_gpt_cuda *m, const void *buf) {
+    int k = dt_cu_reads_note(&m->reads, buf);
+    if (k < 0)
+        return dt_fail(DT_ESTATE, "backward overlap: more than %d buffers read by pending weight-gradient "
+                       "GEMMs", DT_CU_READS_MAX);
+    return dt_cu_check(cudaEventRecord(m->ev_read[k], m->wgs), "cudaEventRecord");
+}
+
+/* Makes m->s wait for everything queued on m->wgs (the end of a backward). */
+static dt_status join_wgs(dt_gpt_cuda *m) {
+    if (!m->ov) return DT_OK;
+    dt_cu_reads_clear(&m->reads);
+    TRY(dt_cu_check(cudaEventRecord(m->ev_wdone, m->wgs), "cudaEventRecord"));
+    return dt_cu_check(cudaStreamWaitEvent(m->s, m->ev_wdone, 0), "cudaStreamWaitEvent");
+}
+
 static dt_status inject(dt_gpt_cuda *m, const char *op, void *p, size_t n, int esize) {
     return dt_gtrace_inject(op, m->step, p, n, esize, m->s);
 }
@@ -539,15 +616,25 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
               IN("db", db, F32, 1, db ? OC : 0)));
     dt_cu_gemm_args a = {0, 0, N, IC, OC, dout, OC, 0, w, IC, 0, dinp, IC, 0, 0, 1.0f, 0.0f, 1, NULL,
                          gelu_pre ? DT_CU_EPI_DGELU : DT_CU_EPI_DEFAULT, (void *)gelu_pre, NULL, NULL};
+    if (m->ov) { /* dout is ready: the weight gradient may start on m->wgs */
+        TRY(dt_cu_check(cudaEventRecord(m->ev_ready, m->s), "cudaEventRecord"));
+        TRY(dt_cu_check(cudaStreamWaitEvent(m->wgs, m->ev_ready, 0), "cudaStreamWaitEvent"));
+    }
+    TRY(claim(m, dinp));
     TRY(dt_cu_gemm(m->blas, &a, m->s));
     gemm_info(m, h_, gelu_pre ? "dx = (dy w) gelu'(pre)" : "dx");
     int summed = db && db == m->db_summed;
     if (summed) m->db_summed = NULL;
     int bgrad = db && !summed && m->fuse_bgrad;
-    dt_cu_gemm_args g = {1, 0, OC, IC, N, dout, OC, 0, inp, IC, 0, dw, IC, 0, 1, 1.0f, 1.0f, 1, NULL,
+    dt_cu_gemm_args g = {1, 0, OC, IC, N, dout, OC, 0, inp, IC, 0, dw, IC, 0, 1, 1.0f, m->grad_fresh ? 0.0f : 1.0f, 1, NULL,
                          bgrad ? DT_CU_EPI_BGRAD : DT_CU_EPI_DEFAULT, NULL, bgrad ? db : NULL,
                          bgrad ? next_part(m) : NULL};
-    TRY(dt_cu_gemm_fin(m->blas, &g, m->s, m->fin));
+    if (m->ov) {
+        TRY(dt_cu_gemm_fin(m->blas_w, &g, m->wgs, m->fin));
+        TRY(note_read(m, dout));
+    } else {
+        TRY(dt_cu_gemm_fin(m->blas, &g, m->s, m->fin));
+    }
     gemm_info(m, h_, bgrad ? "dw, db (bias-gradient epilogue, chunk partials added in order)" : "dw");
     if (summed && h_) dt_trace_kernel_info(h_, "db: the column sums of dy, added by layernorm_bwd (fused)");
     if (db && !bgrad && !summed) {
@@ -600,12 +687,19 @@ static dt_status t_layernorm_fwd(dt_gpt_cuda *m, bf16 *out, float *mean, float *
     return DT_OK;
 }
 
+/* The attention kernels in use, as named in env.json and the kernel-level trace. */
+static const char *attention_name(const dt_gpt_cuda *m) {
+    return m->flash_wgmma ? "flash (wgmma)" : m->flash ? "flash" : "gemm";
+}
+
 static dt_status t_attention_fwd(dt_gpt_cuda *m, bf16 *atty, bf16 *att, float *lse, const bf16 *qkv,
                                  const dt_dropout *ad, int l) {
     int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads;
     OP_BEGIN(DT_PHASE_FWD, "attention_fwd", -1, IN("qkv", qkv, BF, (int64_t)B * T, 3 * C));
-    if (h_) dt_trace_kernel_info(h_, "%s B=%d T=%d C=%d NH=%d", m->flash ? "flash" : "gemm", B, T, C, NH);
-    if (m->flash)
+    if (h_) dt_trace_kernel_info(h_, "%s B=%d T=%d C=%d NH=%d", attention_name(m), B, T, C, NH);
+    if (m->flash_wgmma)
+        dt_cu_flash_fwd_wgmma(atty, lse, qkv, B, T, C, NH, m->s);
+    else if (m->flash)
         dt_cu_flash_fwd(atty, lse, qkv, B, T, C, NH, m->s);
     else
         TRY(dt_cu_attention_fwd(m->blas, atty, att, qkv, m->att_scratch, B, T, C, NH, ad, (uint32_t)l, m->s));
@@ -745,6 +839,7 @@ dt_status dt_gpt_cuda_loss(dt_gpt_cuda *m, double *loss) {
 static dt_status through_dropout(dt_gpt_cuda *m, const dt_dropout *hd, uint32_t site, const bf16 **out) {
     *out = m->dres16;
     if (!dt_dropout_on(hd)) return DT_OK;
+    TRY(claim(m, m->dproj16));
     size_t n = (size_t)m->B * m->T * m->cfg.channels;
     rbegin(m, DT_R_DROPOUT);
     OP_BEGIN(DT_PHASE_BWD, "dropout_bwd", -1, IN("dx", m->dres, F32, BTC));
@@ -763,6 +858,7 @@ static dt_status through_dropout(dt_gpt_cuda *m, const dt_dropout *hd, uint32_t 
  * this event ("colsum_dx16"); that linear_bwd then skips its column sum (m->db_summed). */
 static dt_status t_layernorm_bwd(dt_gpt_cuda *m, float *dw, float *db, const bf16 *x, const float *w,
                                  const float *mean, const float *rstd, float *next_db) {
+    TRY(claim(m, m->dres16));
     int BT = m->B * m->T, C = m->cfg.channels;
     OP_BEGIN(DT_PHASE_BWD, "layernorm_bwd", DT_OP_LAYERNORM_BWD,
              (IN("dy", m->dc1, BF, BTC), IN("x", x, BF, BTC), IN("w", w, F32, 1, C), IN("mean", mean, F32, BT, 1),
@@ -791,6 +887,7 @@ static dt_status t_layernorm_bwd(dt_gpt_cuda *m, float *dw, float *db, const bf1
  * pair), so dinp is not read back for it. */
 static dt_status t_gelu_bwd(dt_gpt_cuda *m, bf16 *dinp, float *db, const bf16 *inp, const bf16 *dout, int rows,
                             int cols) {
+    TRY(claim(m, dinp));
     OP_BEGIN(DT_PHASE_BWD, "gelu_bwd", db ? DT_OP_BIAS_BWD : -1,
              (IN("x", inp, BF, rows, cols), IN("dy", dout, BF, rows, cols), IN("db", db, F32, 1, db ? cols : 0)));
     if (db) dt_cu_gelu_bwd_colsum(dinp, db, next_part(m), inp, dout, rows, cols, m->s, m->fin);
@@ -804,6 +901,7 @@ static dt_status t_gelu_bwd(dt_gpt_cuda *m, bf16 *dinp, float *db, const bf16 *i
  * gradient, += the column sums of dqkv fused into the flash kernels (finished on m->fin);
  * the qkv linear's backward then gets no db. It is this event's input and output. */
 static dt_status t_attention_bwd(dt_gpt_cuda *m, int l, const dt_dropout *ad, float *db) {
+    TRY(claim(m, m->dqkv));
     int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads, BT = B * T;
     size_t sc = (size_t)BT * C;
     const bf16 *qkv = m->qkv + l * sc * 3, *atty = m->atty + l * sc;
@@ -813,10 +911,13 @@ static dt_status t_attention_bwd(dt_gpt_cuda *m, int l, const dt_dropout *ad, fl
              (IN("dy", m->dc1, BF, BTC), IN("qkv", qkv, BF, BT, 3 * C), IN("y", atty, BF, BTC),
               IN("lse", lse, F32, lse ? (int64_t)B * NH * T : 0, 1), IN("att", att, BF, att ? (int64_t)B * NH * T : 0, T),
               IN("db", db, F32, 1, db ? 3 * C : 0)));
-    if (h_) dt_trace_kernel_info(h_, "%s %s B=%d T=%d C=%d NH=%d%s", m->flash ? "flash" : "gemm",
+    if (h_) dt_trace_kernel_info(h_, "%s %s B=%d T=%d C=%d NH=%d%s", attention_name(m),
                                  variant_name(DT_OP_ATTENTION_BWD), B, T, C, NH,
                                  db ? "; db: column sums of dqkv fused, 64-row block partials added in order" : "");
-    if (m->flash)
+    if (m->flash_wgmma)
+        dt_cu_flash_bwd_wgmma(m->dqkv, db, db ? next_part(m) : NULL, m->att_scratch, m->dc1, qkv, atty, lse, B, T, C,
+                              NH, m->s, m->fin);
+    else if (m->flash)
         dt_cu_flash_bwd(m->dqkv, db, db ? next_part(m) : NULL, m->att_scratch, m->dc1, qkv, atty, lse, B, T, C, NH,
                         m->s, m->fin);
     else
@@ -851,6 +952,9 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     dt_dropout hd = hidden_drop(m), ad = attn_drop(m);
     m->nsite = 0;
     m->site_over = 0;
+    /* weight gradients on m->wgs, except in profiled steps (the leaderboard times each range
+     * alone on m->s) and when tracing digests gradients per module or op */
+    m->ov = m->overlap && !m->prof && !dt_trace_on(DT_TRACE_MODULE);
     /* with hidden dropout the linears read a masked copy of dres16 (through_dropout); with
      * BGRAD the weight-gradient GEMMs make every bias gradient */
     m->ln_colsum = !dt_dropout_on(&hd) && !m->fuse_bgrad;
@@ -929,6 +1033,9 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
         rend(m, DT_R_LN_BWD);
         TRY(block_end(m, blk, DT_PHASE_BWD, l, m->dres, DT_DT_F32));
     }
+    /* the encoder backward adds into wte's gradient, which the head's weight-gradient GEMM
+     * (tied weights) wrote on m->wgs */
+    TRY(join_wgs(m));
     dt_trace_scope_push("embed");
     rbegin(m, DT_R_EMBED_BWD);
     TRY(t_encoder_bwd(m, &hd));
@@ -941,14 +1048,26 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     if (m->db_summed) /* a fused bias gradient no linear_bwd claimed: the wiring above is wrong */
         return dt_fail(DT_ESTATE, "dt_gpt_cuda_backward: a LayerNorm backward summed a bias gradient "
                        "that no linear backward used");
+    m->grad_fresh = 0; /* a further backward (gradient accumulation) adds */
     /* join: the det partial finishes on m->fin complete before anything reads gradients or
      * reuses their partial regions */
     TRY(join_fin(m));
     return dt_cu_check(cudaGetLastError(), "backward launch");
 }
 
+/* The tensors whose whole gradient one weight-gradient GEMM of the backward makes: wte (the
+ * head's; the embedding backward adds to it afterwards) and the four linears' weights. */
+static int gemm_made(int i) {
+    return i == DT_P_WTE || i == DT_P_QKVW || i == DT_P_ATTPROJW || i == DT_P_FCW || i == DT_P_FCPROJW;
+}
+
 void dt_gpt_cuda_zero_grad(dt_gpt_cuda *m) {
-    cudaMemsetAsync(m->grad, 0, sizeof(float) * m->num_params, m->s);
+    /* the weight matrices (99% of the slab) are not cleared: the next backward's GEMMs write
+     * them with beta 0, which never reads the old values (they may even be NaN) */
+    for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++)
+        if (!gemm_made(i))
+            cudaMemsetAsync(m->grad + m->params[i].offset, 0, sizeof(float) * m->params[i].numel, m->s);
+    m->grad_fresh = 1;
 }
 
 __global__ void sqrt_kernel(double *x) { x[3] = sqrt(x[1]); }
@@ -1087,20 +1206,21 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
     cudaGetDeviceProperties(&p, dev);
     cudaDriverGetVersion(&drv);
     cudaRuntimeGetVersion(&rt);
-    char algos[16000], table[256];
+    char algos[16000], algos_w[8000] = "[]", table[256];
     dt_cu_blas_describe(m->blas, algos, sizeof algos);
+    if (m->blas_w) dt_cu_blas_describe(m->blas_w, algos_w, sizeof algos_w);
     dt_cu_blas_table_describe(m->blas, table, sizeof table);
     snprintf(m->desc, sizeof m->desc,
              "{\"device\":\"cuda\",\"attention\":\"%s\",\"gemm_epilogues\":{\"gelu\":%s,\"bias_grad\":%s,"
              "\"asked\":\"%s\"},\"gemm_k_chunks\":\"%s\",\"layernorm_bias_colsum\":\"%s\",\"gpu\":\"%s\","
              "\"sm\":\"%d.%d\",\"sms\":%d,\"driver\":%d,"
              "\"runtime\":%d,\"cublaslt\":%zu,\"nvcc_flags\":\"%s\",\"gemm_workspace\":%u,"
-             "\"gemm_table\":%s,\"gemm_algos\":%s}",
-             m->flash ? "flash" : "gemm", m->fuse_gelu ? "true" : "false", m->fuse_bgrad ? "true" : "false",
+             "\"gemm_table\":%s,\"gemm_algos\":%s,\"bwd_overlap\":\"%s\",\"gemm_algos_weight_stream\":%s}",
+             attention_name(m), m->fuse_gelu ? "true" : "false", m->fuse_bgrad ? "true" : "false",
              m->fusion_note, m->ksplit_off ? "off (DT_GEMM_SPLITK=off)" : "dt_cu_gemm_splits",
              m->fuse_bgrad ? "off (bias gradients from the GEMM epilogue)"
              : m->hidden_dropout > 0.0f ? "off while training (hidden dropout)" : "attproj, fcproj", p.name, p.major,
              p.minor, p.multiProcessorCount, drv, rt, cublasLtGetVersion(), DT_NVCC_FLAGS, DT_CU_GEMM_WORKSPACE,
-             table, algos);
+             table, algos, m->overlap ? "weight gradients on a second stream (DT_BWD_OVERLAP=on)" : "off", algos_w);
     return m->desc;
 }

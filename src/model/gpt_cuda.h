@@ -38,8 +38,13 @@ dt_status dt_gpt_cuda_forward(dt_gpt_cuda *m, const int *inputs, const int *targ
                               float loss_scale);
 /* Mean loss of the last forward (waits for it). */
 dt_status dt_gpt_cuda_loss(dt_gpt_cuda *m, double *loss);
-/* Adds the gradients of the last forward into the gradient slab. Asynchronous. */
+/* Adds the gradients of the last forward into the gradient slab (the first backward after
+ * dt_gpt_cuda_zero_grad writes the weight matrices' gradients instead). Asynchronous. */
 dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m);
+/* Starts the gradients afresh: clears every tensor's gradient except the weight matrices'
+ * (wte and the linears' weights), which the next backward's weight-gradient GEMMs write
+ * whole (beta 0) instead of adding to: the values of clearing the whole slab (a sum that is
+ * exactly zero may keep its sign), without writing and then reading 99% of it. Asynchronous. */
 void dt_gpt_cuda_zero_grad(dt_gpt_cuda *m);
 
 /* Grad norm / param norm / num-zeros (DT_OP_NORM), then one AdamW update (step t >= 1,

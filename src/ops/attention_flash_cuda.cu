@@ -28,13 +28,15 @@
  * scores reach device memory: 214 MB at B 16, NH 12, T 1024); the dQ pass owns two query
  * blocks (8 warps sharing each K tile) and sums dS K over key blocks 0..qb in order: one
  * owner per dQ element, a fixed order, one product a tile instead of recomputing three.
- * Both walk heads in groups (bwd_order) so that a group's tiles are reused through L2.
+ * Both walk heads in groups (dt_flash_bwd_order, flash_layout.h) so that a group's tiles
+ * are reused through L2.
  * Both also sum the columns of the bf16 rows they store (the qkv bias gradient, fused so
  * that dqkv is not read back): one partial per (64-row block, column), from registers
  * after the main loop, added by dt_cu_parts_finish in a fixed order.
  * Every reduction inside a kernel has a fixed order (k-steps in order inside mma; quad
  * sums by xor butterflies, which give the same bits on every lane). */
 #include "ops/ops_cuda.h"
+#include "ops/flash_cuda.cuh"
 
 #include <stdint.h>
 
@@ -84,9 +86,7 @@ static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
     return *reinterpret_cast<uint32_t *>(&v);
 }
 
-/* ---- fragments ---------------------------------------------------------------------------
- * Accumulator of a 16x8 product, lane = 4g + t: c[0], c[1] at row g, columns 2t, 2t+1;
- * c[2], c[3] at row g + 8. A 16 x 64 warp tile is acc[8][4] (8 column groups of 8). */
+/* ---- fragments (the accumulator layout, store_acc and the column sums: flash_cuda.cuh) ---- */
 
 /* A operand fragments of a 16 x 64 row-major tile at `t` (row stride LDS): f[k] for
  * columns 16k..16k+15. */
@@ -111,54 +111,6 @@ static __device__ __forceinline__ void mm_nt(float acc[8][4], const uint32_t a[4
             mma(acc[2 * np], a[k], b[0], b[1]);
             mma(acc[2 * np + 1], a[k], b[2], b[3]);
         }
-}
-
-/* Writes acc * f (16 x 64 at rows row0.., columns col0..) as bf16 pairs to dst (row stride ld). */
-static __device__ __forceinline__ void store_acc(bf16 *dst, size_t ld, const float acc[8][4], float f, int lane) {
-    int g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int n = 0; n < 8; n++)
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-            *reinterpret_cast<__nv_bfloat162 *>(dst + (size_t)(g + 8 * h) * ld + n * 8 + 2 * t) =
-                __floats2bfloat162_rn(acc[n][2 * h] * f, acc[n][2 * h + 1] * f);
-}
-
-/* store_acc, and the column sums of the bf16 values it stored over the warp's 16 rows (the
- * values of the written tensor, read back exactly): cs[n][j] for column 8n + 2t + j. Why
- * the order is fixed: a lane adds its rows g and g + 8, then an xor butterfly over g (lanes
- * 4, 8, 16 apart) adds pairs, pairs of pairs, halves; both partners of a step add the same
- * two operands, so every lane of a t ends with the same bits:
- * ((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 + v7)), v_g = x[g] + x[g + 8]. */
-static __device__ __forceinline__ void store_acc_colsum(bf16 *dst, size_t ld, const float acc[8][4], float f,
-                                                        int lane, float cs[8][2]) {
-    int g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int n = 0; n < 8; n++) {
-        __nv_bfloat162 lo = __floats2bfloat162_rn(acc[n][0] * f, acc[n][1] * f);
-        __nv_bfloat162 hi = __floats2bfloat162_rn(acc[n][2] * f, acc[n][3] * f);
-        *reinterpret_cast<__nv_bfloat162 *>(dst + (size_t)g * ld + n * 8 + 2 * t) = lo;
-        *reinterpret_cast<__nv_bfloat162 *>(dst + (size_t)(g + 8) * ld + n * 8 + 2 * t) = hi;
-        float2 a = __bfloat1622float2(lo), b = __bfloat1622float2(hi);
-        cs[n][0] = __fadd_rn(a.x, b.x);
-        cs[n][1] = __fadd_rn(a.y, b.y);
-    }
-#pragma unroll
-    for (int m = 4; m < 32; m <<= 1)
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int j = 0; j < 2; j++) cs[n][j] = __fadd_rn(cs[n][j], __shfl_xor_sync(0xffffffffu, cs[n][j], m));
-}
-
-/* Lanes 0..3 (g = 0) put a warp's column sums (store_acc_colsum) at red[8n + 2t + j]. */
-static __device__ __forceinline__ void put_colsum(float *red, const float cs[8][2], int lane) {
-    if (lane >= 4) return;
-#pragma unroll
-    for (int n = 0; n < 8; n++) {
-        red[n * 8 + 2 * lane] = cs[n][0];
-        red[n * 8 + 2 * lane + 1] = cs[n][1];
-    }
 }
 
 /* ---- forward ----------------------------------------------------------------------------- *
@@ -410,24 +362,6 @@ static __device__ __forceinline__ float ex2_ftz(float x) {
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
 }
-/* Transposes an 8 x 8 bf16 matrix held as one register per lane (lane 4g + t: row g,
- * columns 2t, 2t + 1). */
-static __device__ __forceinline__ uint32_t movtrans(uint32_t x) {
-    uint32_t y;
-    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
-    return y;
-}
-/* An L2 policy for data read once (the dS tiles): evicted first, so that they do not push
- * out the K tiles that 16 query blocks share. */
-static __device__ __forceinline__ uint64_t l2_evict_first(void) {
-    uint64_t p;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
-    return p;
-}
-static __device__ __forceinline__ void cp_async16_hint(void *dst, const void *src, uint64_t pol) {
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
-                 "l"(pol));
-}
 /* cp.async of a 64 x 64 bf16 tile (source rows ld elements apart) by NTH threads. */
 template <int NTH>
 static __device__ __forceinline__ void cp_tile_by(bf16 *dst, const bf16 *src, size_t ld) {
@@ -453,16 +387,6 @@ static __device__ __forceinline__ void mm_pk(float acc[8][4], const uint32_t pk[
         }
     }
 }
-/* The order in which the blocks of a backward grid (one per (head bh, 64-row block)) start:
- * CTA i of the 1-D grid takes the heads in groups of grp; inside a group, rank j (the
- * blocks with the most work first) of every head of the group, then rank j + 1. The
- * heads of a group share their tiles through L2 while the ranks balance the tail. */
-static __device__ __forceinline__ void bwd_order(int grp, int nqb, int *bh, int *rank) {
-    int i = (int)blockIdx.x, gs = grp * nqb, r = i % gs;
-    *bh = i / gs * grp + r % grp;
-    *rank = r / grp;
-}
-
 /* LD (B*NH*T/2 float4): for each pair of rows 2j, 2j + 1 of a head, {lse * log2(e) of both,
  * D of both}, D = rowsum(dO * O). A 256-thread block owns 64 rows: 8 lanes a row (8
  * channels each, 16-byte loads, all four issued before the sums), rows i and i + 32; an
@@ -539,7 +463,7 @@ static __device__ __forceinline__ void kv_tile(float dk[8][4], float dv[8][4], u
 /* Shared memory of kernel A: K, V, then Q, dO and LD (128 floats) in BST stages. */
 #define BWDA_SMEM ((2 + 2 * BST) * TILE * 2 + BST * 2 * FB * 4)
 
-/* Kernel A: a key block kb (rank kb in bwd_order: the most work first); walks query blocks
+/* Kernel A: a key block kb (rank kb in dt_flash_bwd_order: the most work first); walks query blocks
  * kb.. in order; dK, dV in registers (one owner, a fixed order). Each tile's dS goes to
  * the scratch dS (bf16; the tiles of a head in lower-triangular order, qb(qb+1)/2 + kb)
  * laid out as the A fragments of the dQ pass, [query group m][key group w][lane] x 8 bf16,
@@ -556,7 +480,7 @@ __global__ void __launch_bounds__(NT, 2) flash_bwd_kv_kernel(bf16 *dqkv, bf16 *d
     float *LDs = (float *)(dOs + BST * TILE);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int nqb = T / FB, bh, kb;
-    bwd_order(grp, nqb, &bh, &kb);
+    dt_flash_bwd_order((int)blockIdx.x, grp, nqb, &bh, &kb);
     int b = bh / NH, h = bh % NH, C = NH * FD, C3 = 3 * C, nit = nqb - kb;
     float sl2 = scale * LOG2E;
     const bf16 *base = qkv + (size_t)b * T * C3 + h * FD;
@@ -632,7 +556,7 @@ __global__ void __launch_bounds__(NT, 2) flash_bwd_kv_kernel(bf16 *dqkv, bf16 *d
 #define DQ_NT 256                                        /* 8 warps: two query blocks */
 #define BWDQ_SMEM (BST * (TILE + 2 * DS_TILE) * 2) /* K and two dS tiles per stage */
 
-/* dQ pass: query blocks 2j and 2j + 1 of a head (pair rank nqb/2 - 1 - j in bwd_order),
+/* dQ pass: query blocks 2j and 2j + 1 of a head (pair rank nqb/2 - 1 - j in dt_flash_bwd_order),
  * warps 0-3 the first, 4-7 the second, sharing each K tile (half the K traffic through
  * L2). dQ = scale * sum over key blocks 0..qb in order of dS[qb, kb] K[kb] (one product a
  * tile, no exponentials) in registers: one owner per dQ element, a fixed order, no
@@ -645,7 +569,7 @@ __global__ void __launch_bounds__(DQ_NT) flash_bwd_dq_kernel(bf16 *dqkv, float *
     bf16 *Ks = (bf16 *)smem, *Ss = Ks + BST * TILE; /* stage st, block half: Ss + (2 st + half) DS_TILE */
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, half = warp >> 2, w = warp & 3;
     int nqb = T / FB, npair = (nqb + 1) / 2, bh, rank;
-    bwd_order(grp, npair, &bh, &rank);
+    dt_flash_bwd_order((int)blockIdx.x, grp, npair, &bh, &rank);
     int q0 = 2 * (npair - 1 - rank), last = q0 + 1 < nqb ? q0 + 1 : q0, qb = q0 + half;
     int b = bh / NH, h = bh % NH, C = NH * FD, C3 = 3 * C;
     const bf16 *kbase = qkv + (size_t)b * T * C3 + C + h * FD;
@@ -752,12 +676,31 @@ void dt_cu_flash_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C
 static size_t ld_bytes(int B, int T, int NH) { return ((size_t)B * NH * T * 2 * sizeof(float) + 255) & ~(size_t)255; }
 
 size_t dt_cu_flash_bwd_scratch(int B, int T, int C, int NH) {
-    size_t nqb = (size_t)T / FB;
     (void)C;
-    return ld_bytes(B, T, NH) + (size_t)B * NH * (nqb * (nqb + 1) / 2) * DS_TILE * sizeof(bf16);
+    return ld_bytes(B, T, NH) + (size_t)B * NH * dt_flash_ds_tiles(T / FB) * DS_TILE * sizeof(bf16);
 }
 
 int dt_cu_flash_bias_parts(int B, int T) { return B * (T / FB); }
+
+float *dt_cu_flash_scratch_ld(void *scratch) { return (float *)scratch; }
+bf16 *dt_cu_flash_scratch_ds(void *scratch, int B, int T, int NH) {
+    return (bf16 *)((unsigned char *)scratch + ld_bytes(B, T, NH));
+}
+
+void dt_cu_flash_bwd_prep(float *LD, const bf16 *dout, const bf16 *out, const float *lse, int B, int T, int NH,
+                          cudaStream_t s) {
+    flash_dot_kernel<<<dt_cu_noted((unsigned)(B * NH * T / 64), 256, 0, "flash_dot_kernel"), 256, 0, s>>>(
+        LD, dout, out, lse, B, T, NH);
+}
+
+void dt_cu_flash_bwd_dq(bf16 *dqkv, float *part, const bf16 *dS, const bf16 *qkv, int B, int T, int NH,
+                        cudaStream_t s) {
+    set_attrs();
+    int BH = B * NH;
+    dim3 gq((unsigned)(BH * ((T / FB + 1) / 2))); /* query block pairs */
+    flash_bwd_dq_kernel<<<dt_cu_noted(gq, DQ_NT, BWDQ_SMEM, "flash_bwd_dq_kernel"), DQ_NT, BWDQ_SMEM, s>>>(
+        dqkv, part, dS, qkv, T, NH, 1.0f / sqrtf((float)FD), dt_flash_bwd_group(BH));
+}
 
 /* Both branches of DT_OP_ATTENTION_BWD run this (they coincide): it is the faster one
  * (bench_attention), and it has no atomics. The bias sums take the fixed-order finish in
@@ -768,15 +711,15 @@ void dt_cu_flash_bwd(bf16 *dqkv, float *dbias, float *part, void *scratch, const
                      cudaStream_t fs) {
     set_attrs();
     float scale = 1.0f / sqrtf((float)FD);
-    float *LD = (float *)scratch;
-    bf16 *dS = (bf16 *)((unsigned char *)scratch + ld_bytes(B, T, NH));
-    int BH = B * NH, grp = 1;
-    while (grp < 16 && BH % (2 * grp) == 0) grp *= 2; /* heads per group in bwd_order: 16 or what divides */
-    flash_dot_kernel<<<dt_cu_noted((unsigned)(BH * T / 64), 256, 0, "flash_dot_kernel"), 256, 0, s>>>(LD, dout, out, lse, B, T, NH);
-    dim3 g((unsigned)(BH * (T / FB))), gq((unsigned)(BH * ((T / FB + 1) / 2))); /* query block pairs */
+    float *LD = dt_cu_flash_scratch_ld(scratch);
+    bf16 *dS = dt_cu_flash_scratch_ds(scratch, B, T, NH);
+    int BH = B * NH;
+    dt_cu_flash_bwd_prep(LD, dout, out, lse, B, T, NH, s);
+    dim3 g((unsigned)(BH * (T / FB)));
     float *bp = dbias ? part : NULL;
-    flash_bwd_kv_kernel<<<dt_cu_noted(g, NT, BWDA_SMEM, "flash_bwd_kv_kernel"), NT, BWDA_SMEM, s>>>(dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);
-    flash_bwd_dq_kernel<<<dt_cu_noted(gq, DQ_NT, BWDQ_SMEM, "flash_bwd_dq_kernel"), DQ_NT, BWDQ_SMEM, s>>>(dqkv, bp, dS, qkv, T, NH, scale, grp);
+    flash_bwd_kv_kernel<<<dt_cu_noted(g, NT, BWDA_SMEM, "flash_bwd_kv_kernel"), NT, BWDA_SMEM, s>>>(
+        dqkv, dS, bp, qkv, dout, LD, T, NH, scale, dt_flash_bwd_group(BH));
+    dt_cu_flash_bwd_dq(dqkv, bp, dS, qkv, B, T, NH, s);
     if (dbias) { /* every (64-row block, column) partial was written once: by kernel A (K, V) or the dQ pass */
         dt_cu_fork(s, fs);
         dt_cu_parts_finish(dbias, NULL, part, dt_cu_flash_bias_parts(B, T), 3 * C, fs);

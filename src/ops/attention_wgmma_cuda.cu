@@ -1,8 +1,8 @@
-/* Experimental flash-attention forward on Hopper's warpgroup MMA (wgmma.mma_async, sm_90a):
- * dt_cu_flash_fwd_wgmma (ops_cuda.h). Same shapes and results as dt_cu_flash_fwd
- * (attention_flash_cuda.cu: head size 64, T % 64 == 0, causal, no dropout; out (B,T,C) bf16,
- * lse (B NH, T) fp32 natural log), not called by the model: tests/gpu/test_gpu_wgmma.cu
- * compares it with dt_cu_flash_fwd and times both. This file alone is compiled for sm_90a
+/* Flash-attention forward on Hopper's warpgroup MMA (wgmma.mma_async, sm_90a):
+ * dt_cu_flash_fwd_wgmma (ops_cuda.h), the model's forward on sm_90. Same shapes and bits as
+ * dt_cu_flash_fwd (attention_flash_cuda.cu: head size 64, T % 64 == 0, causal, no dropout;
+ * out (B,T,C) bf16, lse (B NH, T) fp32 natural log): tests/gpu/test_gpu_wgmma.cu compares
+ * the bytes and times both. This file alone is compiled for sm_90a
  * (Makefile: WGMMA_OBJ); the plain sm_90 target has no wgmma.
  *
  * A block owns M 64-row query blocks (M = 2 when T % 128 == 0, else 1), one consumer
@@ -27,101 +27,16 @@
  * and sums merge by xor butterflies (the same bits on the 4 lanes of a row): a fixed order,
  * no atomics. Exponentials are ex2.approx.ftz with the scale 1/sqrt(64) * log2(e) folded. */
 #include "ops/ops_cuda.h"
-#include "ops/wgmma_desc.h"
+#include "ops/wgmma_cuda.cuh"
 
 #include <stdint.h>
 
-#define WD 64      /* head size */
-#define WB 64      /* rows of a query or key tile */
-#define WTILE 8192 /* bytes of one 64 x 64 bf16 tile */
-#define WSTAGES 3  /* K/V ring depth */
+#define WSTAGES 3 /* K/V ring depth */
 /* Q (M tiles), then K, V per stage; + 1024 so that the tiles can start 1024-byte aligned
  * (the swizzle atom: wgmma_desc.h). */
 #define WSMEM(M) ((size_t)((M) + 2 * WSTAGES) * WTILE + 1024)
-#define LOG2E 1.4426950408889634f
-#define LN2 0.6931471805599453f
 
-/* ---- PTX wrappers ------------------------------------------------------------------------ */
-
-static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-static __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
-}
-static __device__ __forceinline__ void cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
-static __device__ __forceinline__ void cp_wait1(void) { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
-static __device__ __forceinline__ void cp_wait0(void) { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-/* Orders this thread's generic-proxy shared-memory accesses (cp.async writes, stores) with
- * later async-proxy accesses (wgmma operand reads), and the reverse. */
-static __device__ __forceinline__ void fence_proxy_async(void) {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-static __device__ __forceinline__ void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-static __device__ __forceinline__ void wg_commit(void) {
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-static __device__ __forceinline__ void wg_wait0(void) {
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-/* Keeps the compiler from moving reads or writes of d across this point (the wgmma
- * results are written asynchronously: their readers must stay after wg_wait0). */
-static __device__ __forceinline__ void reg_fence(float d[32]) {
-#pragma unroll
-    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
-static __device__ __forceinline__ float ex2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&v);
-}
-
-#define WG_D32                                                                                                 \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                  \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define WG_REGS(k)                                                                                             \
-    k(d[0]), k(d[1]), k(d[2]), k(d[3]), k(d[4]), k(d[5]), k(d[6]), k(d[7]), k(d[8]), k(d[9]), k(d[10]),       \
-        k(d[11]), k(d[12]), k(d[13]), k(d[14]), k(d[15]), k(d[16]), k(d[17]), k(d[18]), k(d[19]), k(d[20]),   \
-        k(d[21]), k(d[22]), k(d[23]), k(d[24]), k(d[25]), k(d[26]), k(d[27]), k(d[28]), k(d[29]), k(d[30]),   \
-        k(d[31])
-
-/* d (64 x 64 fp32, the warpgroup's accumulator: 32 per thread) = A B (+ d when accumulate
- * is 1) for A (64 x 16) and B (16 x 64) in shared memory, both K-major (descriptors da, db).
- * scale-d is a predicate operand: set from a register. */
-static __device__ __forceinline__ void wgmma_ss(float d[32], uint64_t da, uint64_t db, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WG_D32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : WG_REGS("+f")
-                 : "l"(da), "l"(db), "r"(accumulate));
-}
-/* d += A B with A (64 x 16 bf16) from registers (a: the m16n8k16 A fragment of the
- * thread's warp rows) and B (16 x 64) in shared memory, MN-major (imm-trans-b = 1). */
-static __device__ __forceinline__ void wgmma_rs_t(float d[32], const uint32_t a[4], uint64_t db) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WG_D32
-                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-                 : WG_REGS("+f")
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
-}
-
-/* ---- the kernel -------------------------------------------------------------------------- *
- * Accumulator layout (m64nNk16, f32): warp w of the warpgroup holds rows 16w..16w+15; lane
- * 4g + t holds d[4n + i] at row 16w + g + 8 (i >> 1), column 8n + 2t + (i & 1). */
-
-/* cp.async of a 64-row tile (source rows ld elements apart) by NTH threads into the
- * swizzled layout at dst (1024-byte aligned). */
-template <int NTH>
-static __device__ __forceinline__ void wg_cp_tile(unsigned char *dst, const bf16 *src, size_t ld) {
-#pragma unroll
-    for (int u = 0; u < WB * 8 / NTH; u++) {
-        int i = (int)threadIdx.x + u * NTH, r = i >> 3, c = i & 7;
-        cp_async16(dst + dt_wgmma_sw128((uint32_t)r, (uint32_t)c), src + (size_t)r * ld + c * 8);
-    }
-}
+/* ---- the kernel (accumulator and register-A layouts: wgmma_cuda.cuh) ------------------ */
 
 /* Online softmax step (the mma.sync kernel's fwd_softmax on the wgmma accumulator): s (raw
  * Q K^T of the thread's rows row, row + 8 x 64 keys) becomes exp2(s sl2 - max sl2); the

@@ -130,3 +130,30 @@ int dt_cu_launch_take(char *buf, size_t cap) {
     if (n > kept && used + 1 < cap) snprintf(buf + used, cap - used, "; +%d more", n - kept);
     return n;
 }
+
+int dt_cu_reads_note(dt_cu_reads *r, const void *buf) {
+    /* a pending buffer keeps its slot (a later event on the in-order stream covers the
+     * earlier reads), so no two pending slots name the same buffer */
+    int k = -1;
+    for (int i = 0; i < DT_CU_READS_MAX && k < 0; i++)
+        if (r->pending[i] && r->buf[i] == buf) k = i;
+    for (int i = 0; i < DT_CU_READS_MAX && k < 0; i++)
+        if (!r->pending[i]) k = i;
+    if (k < 0) return -1;
+    r->buf[k] = buf;
+    r->pending[k] = 1;
+    return k;
+}
+
+int dt_cu_reads_claim(dt_cu_reads *r, const void *buf) {
+    for (int i = 0; i < DT_CU_READS_MAX; i++)
+        if (r->pending[i] && r->buf[i] == buf) {
+            r->pending[i] = 0;
+            return i;
+        }
+    return -1;
+}
+
+void dt_cu_reads_clear(dt_cu_reads *r) {
+    for (int i = 0; i < DT_CU_READS_MAX; i++) r->pending[i] = 0;
+}

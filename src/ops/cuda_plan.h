@@ -127,6 +127,26 @@ void dt_cu_launch_note(const char *kernel, unsigned gx, unsigned gy, unsigned gz
  * clears them and returns how many launches were noted. buf may be NULL (just clears). */
 int dt_cu_launch_take(char *buf, size_t cap);
 
+/* ---- pending reads of a second stream -------------------------------------------------
+ * The GPU model's backward runs the weight-gradient GEMMs on a second stream; each reads a
+ * dout buffer that the main stream writes again later (the next layer's gradients). The
+ * table holds, per buffer, whether a read on the second stream is still pending and which
+ * of DT_CU_READS_MAX events marks its end. The caller records / waits the events. */
+#define DT_CU_READS_MAX 6
+typedef struct dt_cu_reads {
+    const void *buf[DT_CU_READS_MAX];
+    int pending[DT_CU_READS_MAX];
+} dt_cu_reads;
+/* A read of buf was queued: the slot whose event the caller must record now (the buffer's
+ * own slot, else a free one), marked pending; -1 when all slots hold other pending
+ * buffers (the caller fails: the model's wiring reads more buffers than it should). */
+int dt_cu_reads_note(dt_cu_reads *r, const void *buf);
+/* The main stream is about to write buf: the slot whose event it must wait for, no longer
+ * pending; -1 when no read of buf is pending. */
+int dt_cu_reads_claim(dt_cu_reads *r, const void *buf);
+/* Every pending read ended (the streams were joined): marks every slot free. */
+void dt_cu_reads_clear(dt_cu_reads *r);
+
 #ifdef __cplusplus
 }
 #endif

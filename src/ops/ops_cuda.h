@@ -242,14 +242,40 @@ int dt_cu_flash_bias_parts(int B, int T);
 void dt_cu_flash_bwd(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
                      const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
                      cudaStream_t fs);
-/* Experimental (attention_wgmma_cuda.cu, sm_90a only; not called by the model): the flash
- * forward on warpgroup MMA (wgmma), same contract as dt_cu_flash_fwd (dt_cu_flash_supported
+/* The flash forward on warpgroup MMA (attention_wgmma_cuda.cu, built for sm_90a only; the
+ * model's forward on sm_90 GPUs): same contract as dt_cu_flash_fwd (dt_cu_flash_supported
  * shapes; out (B,T,C) bf16, lse (B,NH,T) fp32 natural log, causal; one owner per output
- * row walking key tiles in order: deterministic). Its bits may differ from dt_cu_flash_fwd's
- * (another accumulation order inside the products); tests/gpu/test_gpu_wgmma.cu compares
- * the two within tolerances. On a GPU other than sm_90 the launch fails (no kernel image),
+ * row walking key tiles in order: deterministic) and the same bits as dt_cu_flash_fwd (the
+ * same products in the same k order and the same softmax code; tests/gpu/test_gpu_wgmma.cu
+ * compares the bytes). On a GPU other than sm_90 the launch fails (no kernel image),
  * reported by the next cudaGetLastError. */
 void dt_cu_flash_fwd_wgmma(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH, cudaStream_t s);
+/* The flash backward on warpgroup MMA (attention_wgmma_bwd_cuda.cu, built for sm_90a only;
+ * the model's backward on sm_90 GPUs): kernel A (dK, dV, the dS scratch) and the dQ pass on wgmma,
+ * the D kernel shared. The contract of dt_cu_flash_bwd (same arguments, scratch, bias
+ * partials and finish; deterministic: one owner per output element, fixed orders, no
+ * atomics) and the same bits (the same products in the same k order, the same elementwise
+ * code; tests/gpu/test_gpu_wgmma_bwd.cu compares the bytes). 0.280 ms against 0.350 at
+ * B 16 NH 12 T 1024 on an H200 (docs/cuda.md). On a GPU other than sm_90 the launch fails
+ * (no kernel image), reported by the next cudaGetLastError. */
+void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
+                           const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
+                           cudaStream_t fs);
+/* Benchmarks only (tests/gpu/test_gpu_wgmma_bwd.cu): later calls of dt_cu_flash_bwd_wgmma
+ * run kernel A in configuration kernel_a and the dQ pass dq (0 for either: the rule). The
+ * bits do not depend on either (tested). */
+enum {
+    DT_CU_WGBWD_A_RULE = 0,
+    DT_CU_WGBWD_A_128, /* two warpgroups (128 keys) a block sharing each Q/dO fill, 1 block an
+                        * SM (where T % 128 == 0) */
+    DT_CU_WGBWD_A_64   /* one warpgroup (64 keys) a block, 2 blocks an SM: the rule */
+};
+enum {
+    DT_CU_WGBWD_DQ_RULE = 0,
+    DT_CU_WGBWD_DQ_MMA,  /* dt_cu_flash_bwd's mma.sync dQ pass */
+    DT_CU_WGBWD_DQ_WGMMA /* the dQ pass on wgmma: the rule */
+};
+void dt_cu_flash_bwd_wgmma_force(int kernel_a, int dq);
 
 /* ---- cross-entropy (crossentropy_cuda.cu), DT_OP_CROSSENTROPY ------------------------ */
 /* One block per row: per-thread online (max, sum) over its vocabulary vectors in column

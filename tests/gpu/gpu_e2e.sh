@@ -5,6 +5,8 @@
 #  - a third run with a different seed differs (the comparison can fail);
 #  - GPU and CPU runs of the same config start from the same loss (first step within 2%);
 #  - env.json records the GPU and the pinned GEMM algorithms;
+#  - DT_ATTENTION=flash-mma with DT_BWD_OVERLAP=off gives the default run's bits; bad values
+#    of either are refused;
 #  - checkpoints: a 30-step run saving at 15 and 30 vs 15 steps saved then resumed to 30:
 #    metrics bitwise identical (`detrain compare`) and both checkpoints of each step
 #    identical tensor by tensor (`detrain compare` on checkpoints); a GPU checkpoint
@@ -29,7 +31,20 @@ if "$D" compare "$W/a" "$W/c" >/dev/null 2>&1; then fail "compare saw no differe
 "$D" train $nodrop --deterministic-mode --log-dir "$W/d" >/dev/null || fail "run d"
 "$D" train $nodrop --deterministic-mode --log-dir "$W/e" >/dev/null || fail "run e"
 "$D" compare "$W/d" "$W/e" || fail "two deterministic GPU runs (flash attention) differ"
-grep -q '"attention":"flash"' "$W/d/env.json" || fail "run d did not use flash attention"
+grep -q '"attention":"flash' "$W/d/env.json" || fail "run d did not use flash attention"
+# the kernel choices that promise the same bits: the mma.sync flash kernels instead of the
+# sm_90 wgmma ones, one stream instead of the weight-gradient stream
+DT_ATTENTION=flash-mma DT_BWD_OVERLAP=off "$D" train $nodrop --deterministic-mode --log-dir "$W/f" >/dev/null \
+  || fail "run f (DT_ATTENTION=flash-mma DT_BWD_OVERLAP=off)"
+grep -q '"attention":"flash"' "$W/f/env.json" || fail "run f did not use the mma.sync flash kernels"
+grep -q '"bwd_overlap":"off"' "$W/f/env.json" || fail "run f did not turn the weight-gradient stream off"
+"$D" compare "$W/d" "$W/f" || fail "flash-mma / one stream changed the bits of a deterministic run"
+# a bad value of either is refused with its name and the accepted values
+for bad in DT_ATTENTION DT_BWD_OVERLAP; do
+  env "$bad=bogus" "$D" train $nodrop --train-iters 1 --log-dir "$W/bad_$bad" >/dev/null 2>"$W/bad_$bad.err" \
+    && fail "$bad=bogus was accepted"
+  grep -q "$bad='bogus': accepted" "$W/bad_$bad.err" || fail "$bad=bogus: unexpected error: $(cat "$W/bad_$bad.err")"
+done
 grep -q '"attention":"gemm"' "$W/a/env.json" || fail "run a (attention dropout) did not use GEMM attention"
 grep -q '"gemm_algos"' "$W/a/env.json" || fail "env.json lacks the GEMM algorithms"
 grep -q '"gpu"' "$W/a/env.json" || fail "env.json lacks the GPU"

@@ -42,7 +42,7 @@ enum { DET_REPLAYS = 3, CONTROL_REPLAYS = 10, CONTENTION = 8 };
 typedef struct gcase gcase;
 struct gcase {
     const char *op, *config;
-    long long p[8];
+    long long p[9];
     void (*setup)(dt_kset *s, gcase *c);
     dt_kh_fn run;
     int fast;
@@ -372,10 +372,14 @@ static void dropout_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
 }
 
 /* ---- the whole model: forward + backward + AdamW step, twice ---------------------------
- * p: L NH C V B T hidden-dropout‰ attention-dropout‰. Every replay builds the GPU model
- * from the same host model (same initial state), runs MODEL_STEPS steps and writes the
+ * p: L NH C V B T hidden-dropout‰ attention-dropout‰ alternate. Every replay builds the GPU
+ * model from the same host model (same initial state), runs MODEL_STEPS steps and writes the
  * parameters, last gradients, optimizer state and every step's loss, grad norm, param norm
- * and num-zeros into the case's outputs. */
+ * and num-zeros into the case's outputs. With alternate, the model's calls k = 0, 1, 2, ...
+ * (the first run and the replays, det then fast) switch the choices that promise the same
+ * bits: DT_BWD_OVERLAP off on odd k (weight gradients on the main stream instead of the
+ * second one) and DT_ATTENTION=flash-mma when k & 2 (the mma.sync flash kernels instead of
+ * the wgmma ones on sm_90), so the det replays' byte comparison covers all four combinations. */
 enum { MODEL_STEPS = 2 };
 typedef struct model_state {
     dt_gpt *host;
@@ -417,11 +421,30 @@ static void model_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     CASE(ctx);
     model_state *ms = (model_state *)c->state;
     dt_gpt_cuda *g = NULL;
+    static int calls;
+    int k = calls++;
+    if (c->p[8]) {
+        setenv("DT_BWD_OVERLAP", k & 1 ? "off" : "on", 1);
+        setenv("DT_ATTENTION", k & 2 ? "flash-mma" : "flash", 1);
+    }
     CHECK_OK(dt_gpt_cuda_create(&g, ms->host));
+    unsetenv("DT_BWD_OVERLAP");
+    unsetenv("DT_ATTENTION");
     if (!g) return;
     int flash = c->p[2] / c->p[1] == 64 && c->p[7] == 0 && c->p[5] % 64 == 0;
-    CHECKF(strstr(dt_gpt_cuda_describe(g), flash ? "\"attention\":\"flash\"" : "\"attention\":\"gemm\""),
-           "%s: attention path: %s", c->config, dt_gpt_cuda_describe(g));
+    const char *desc = dt_gpt_cuda_describe(g);
+    CHECKF(strstr(desc, flash ? "\"attention\":\"flash" : "\"attention\":\"gemm\""), "%s: attention path: %s",
+           c->config, desc);
+    if (c->p[8]) {
+        CHECKF(strstr(desc, k & 1 ? "\"bwd_overlap\":\"off\"" : "\"bwd_overlap\":\"weight gradients"),
+               "%s: call %d: bwd_overlap not as set: %s", c->config, k, desc);
+        int major = 0, minor = 0;
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+        const char *want = k & 2 || major != 9 || minor != 0 ? "\"attention\":\"flash\""
+                                                             : "\"attention\":\"flash (wgmma)\"";
+        CHECKF(strstr(desc, want), "%s: call %d: expected %s: %s", c->config, k, want, desc);
+    }
     dt_adamw_config ac = {0.9f, 0.95f, 1e-8f, 0.1f, 1.0f};
     double st[MODEL_STEPS * 3];
     int64_t nz[MODEL_STEPS];
@@ -519,8 +542,9 @@ static gcase cases[] = {
      {2, 4, 128, 512, 4, 128, 100, 100}, model_setup, model_run, FAST_MAY, 0, NULL, model_teardown},
     {"model", "GPT L=2 C=128 NH=2 V=512 B=4 T=128, hidden dropout 0.1 (flash), 2 steps",
      {2, 2, 128, 512, 4, 128, 100, 0}, model_setup, model_run, FAST_MAY, 0, NULL, model_teardown},
-    {"model", "GPT-2 widths L=2 C=768 NH=12 V=50257 B=4 T=1024 (flash), 2 steps",
-     {2, 12, 768, 50257, 4, 1024, 0, 0}, model_setup, model_run, FAST_MAY, 0, NULL, model_teardown},
+    {"model", "GPT-2 widths L=2 C=768 NH=12 V=50257 B=4 T=1024 (flash), 2 steps, replays alternate "
+     "DT_BWD_OVERLAP on/off and the wgmma/mma.sync flash kernels",
+     {2, 12, 768, 50257, 4, 1024, 0, 0, 1}, model_setup, model_run, FAST_MAY, 0, NULL, model_teardown},
 };
 
 static double now(void) {

@@ -1,6 +1,7 @@
-/* The experimental warpgroup-MMA flash forward (attention_wgmma_cuda.cu,
- * dt_cu_flash_fwd_wgmma, sm_90a) against the mma.sync flash forward (attention_flash_cuda.cu,
- * dt_cu_flash_fwd) on the GPU machine (built by `make cuda` into build/gpu-tests/). Per
+/* The warpgroup-MMA flash forward (attention_wgmma_cuda.cu, dt_cu_flash_fwd_wgmma, sm_90a;
+ * the model's forward on sm_90) against the mma.sync flash forward (attention_flash_cuda.cu,
+ * dt_cu_flash_fwd; the PTX wrappers of both wgmma kernels are wgmma_cuda.cuh) on the GPU
+ * machine (built by `make cuda` into build/gpu-tests/). Per
  * shape (B 2 NH 4 T 1024 and B 16 NH 12 T 1024: the 128-row kernels; B 2 NH 4 T 960: the
  * 64-row kernels), random bf16 qkv in [-2, 2):
  *  1. accuracy against dt_cu_flash_fwd on the same inputs, both outputs poisoned (0xff
@@ -8,8 +9,10 @@
  *     and max |w - f| <= 0.0625 (both are bf16 roundings of the same function: their P and
  *     out roundings may differ by an ulp, 2^-7 near |out| = 1, far below 0.0625, while a
  *     wrong tile or mask moves whole rows), lse max |w - f| <= 2e-4 and finite (fp32 sums
- *     of the same fp32 scores in other orders: ~1e-5). On the small shapes both are also
- *     checked against an fp64 CPU reference of causal softmax attention on the same bf16
+ *     of the same fp32 scores in other orders: ~1e-5), and then byte-identical to
+ *     dt_cu_flash_fwd's out and lse (the model's promise that the kernel choice does not
+ *     change a run's bits; the tolerances above say how far off a failure is). On the small
+ *     shapes both are also checked against an fp64 CPU reference of causal softmax attention on the same bf16
  *     values (out 1e-2 relative L2, lse 2e-4 absolute);
  *  2. determinism: three replays, each after poisoning out and lse with another byte and
  *     with dt_cu_flash_fwd running on a second stream at the same time (other blocks on
@@ -104,6 +107,13 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
     CHECKF(dmax <= 0.0625, "out wgmma vs mma.sync B%d NH%d T%d: max abs %.3g > 0.0625", B, NH, T, dmax);
     CHECKF(lmax <= 2e-4, "lse wgmma vs mma.sync B%d NH%d T%d: max abs %.3g > 2e-4", B, NH, T, lmax);
     fprintf(stderr, "  B%d NH%d T%d: out max abs %.3g, lse max abs %.3g\n", B, NH, T, dmax, lmax);
+    /* The model runs the wgmma forward on sm_90 and the mma.sync forward elsewhere (or with
+     * DT_ATTENTION=flash-mma) and promises the same bits either way: the same products in
+     * the same k order, the same softmax code. */
+    CHECKF(bytes_of(ow, nout * sizeof(bf16)) == bytes_of(of, nout * sizeof(bf16)),
+           "out wgmma vs mma.sync B%d NH%d T%d: the bytes differ", B, NH, T);
+    CHECKF(bytes_of(lw, nlse * sizeof(float)) == bytes_of(lf, nlse * sizeof(float)),
+           "lse wgmma vs mma.sync B%d NH%d T%d: the bytes differ", B, NH, T);
     if (cpu_ref) {
         std::vector<double> ro, rl;
         cpu_attention(hq, B, NH, T, ro, rl);

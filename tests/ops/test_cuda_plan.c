@@ -148,6 +148,38 @@ static void test_launch_log(void) {
     dt_cu_launch_log(0);
 }
 
+/* The backward's table of buffers a second stream still reads (dt_cu_reads_*). */
+static void test_pending_reads(void) {
+    dt_cu_reads r;
+    memset(&r, 0, sizeof r);
+    int a, b, c, bufs[DT_CU_READS_MAX + 1];
+    CHECK(dt_cu_reads_claim(&r, &a) == -1); /* nothing pending: no wait */
+    int ka = dt_cu_reads_note(&r, &a);
+    CHECK(ka >= 0 && ka < DT_CU_READS_MAX);
+    CHECK(dt_cu_reads_note(&r, &a) == ka); /* a second read of a keeps its slot (later event) */
+    int kb = dt_cu_reads_note(&r, &b);
+    CHECK(kb >= 0 && kb != ka);
+    CHECK(dt_cu_reads_claim(&r, &c) == -1); /* c was never read */
+    CHECK(dt_cu_reads_claim(&r, &a) == ka); /* the write of a waits for a's event ... */
+    CHECK(dt_cu_reads_claim(&r, &a) == -1); /* ... once */
+    CHECK(dt_cu_reads_claim(&r, &b) == kb);
+    /* the table fills: DT_CU_READS_MAX distinct pending buffers fit, one more does not */
+    memset(&r, 0, sizeof r);
+    int seen[DT_CU_READS_MAX] = {0};
+    for (int i = 0; i < DT_CU_READS_MAX; i++) {
+        int k = dt_cu_reads_note(&r, &bufs[i]);
+        CHECK(k >= 0 && k < DT_CU_READS_MAX && !seen[k]);
+        if (k >= 0 && k < DT_CU_READS_MAX) seen[k] = 1;
+    }
+    CHECK(dt_cu_reads_note(&r, &bufs[DT_CU_READS_MAX]) == -1);
+    CHECK(dt_cu_reads_note(&r, &bufs[2]) >= 0); /* a pending one still re-notes */
+    int k3 = dt_cu_reads_claim(&r, &bufs[3]);
+    CHECK(k3 >= 0);
+    CHECK(dt_cu_reads_note(&r, &bufs[DT_CU_READS_MAX]) == k3); /* the freed slot is reused */
+    dt_cu_reads_clear(&r);
+    for (int i = 0; i <= DT_CU_READS_MAX; i++) CHECK(dt_cu_reads_claim(&r, &bufs[i]) == -1);
+}
+
 int main(void) {
     RUN(test_parts_and_grid);
     RUN(test_ln_plan);
@@ -156,5 +188,6 @@ int main(void) {
     RUN(test_gemm_policy);
     RUN(test_gemm_splits);
     RUN(test_launch_log);
+    RUN(test_pending_reads);
     return dt_test_report();
 }

@@ -1,0 +1,111 @@
+/* Pieces shared by the flash-attention backward kernels: the mma.sync ones
+ * (attention_flash_cuda.cu) and the warpgroup-MMA kernel A (attention_wgmma_bwd_cuda.cu),
+ * which writes the same dS scratch for the same dQ pass and the same bias partials.
+ *
+ * Accumulator of a 16x8 product, lane = 4g + t: c[0], c[1] at row g, columns 2t, 2t+1;
+ * c[2], c[3] at row g + 8. A 16 x 64 warp tile is acc[8][4] (8 column groups of 8); a warp's
+ * rows of a wgmma m64n64 accumulator d[32] are the same, d[4n + i] = acc[n][i]. */
+#ifndef DT_OPS_FLASH_CUDA_CUH
+#define DT_OPS_FLASH_CUDA_CUH
+
+#include "ops/cuda_common.cuh"
+
+extern "C" {
+#include "ops/flash_layout.h"
+}
+
+/* Writes acc * f (16 x 64 at rows row0.., columns col0..) as bf16 pairs to dst (row stride ld). */
+static __device__ __forceinline__ void store_acc(bf16 *dst, size_t ld, const float acc[8][4], float f, int lane) {
+    int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            *reinterpret_cast<__nv_bfloat162 *>(dst + (size_t)(g + 8 * h) * ld + n * 8 + 2 * t) =
+                __floats2bfloat162_rn(acc[n][2 * h] * f, acc[n][2 * h + 1] * f);
+}
+
+/* store_acc, and the column sums of the bf16 values it stored over the warp's 16 rows (the
+ * values of the written tensor, read back exactly): cs[n][j] for column 8n + 2t + j. Why
+ * the order is fixed: a lane adds its rows g and g + 8, then an xor butterfly over g (lanes
+ * 4, 8, 16 apart) adds pairs, pairs of pairs, halves; both partners of a step add the same
+ * two operands, so every lane of a t ends with the same bits:
+ * ((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 + v7)), v_g = x[g] + x[g + 8]. */
+static __device__ __forceinline__ void store_acc_colsum(bf16 *dst, size_t ld, const float acc[8][4], float f,
+                                                        int lane, float cs[8][2]) {
+    int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        __nv_bfloat162 lo = __floats2bfloat162_rn(acc[n][0] * f, acc[n][1] * f);
+        __nv_bfloat162 hi = __floats2bfloat162_rn(acc[n][2] * f, acc[n][3] * f);
+        *reinterpret_cast<__nv_bfloat162 *>(dst + (size_t)g * ld + n * 8 + 2 * t) = lo;
+        *reinterpret_cast<__nv_bfloat162 *>(dst + (size_t)(g + 8) * ld + n * 8 + 2 * t) = hi;
+        float2 a = __bfloat1622float2(lo), b = __bfloat1622float2(hi);
+        cs[n][0] = __fadd_rn(a.x, b.x);
+        cs[n][1] = __fadd_rn(a.y, b.y);
+    }
+#pragma unroll
+    for (int m = 4; m < 32; m <<= 1)
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int j = 0; j < 2; j++) cs[n][j] = __fadd_rn(cs[n][j], __shfl_xor_sync(0xffffffffu, cs[n][j], m));
+}
+
+/* Lanes 0..3 (g = 0) put a warp's column sums (store_acc_colsum) at red[8n + 2t + j]. */
+static __device__ __forceinline__ void put_colsum(float *red, const float cs[8][2], int lane) {
+    if (lane >= 4) return;
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        red[n * 8 + 2 * lane] = cs[n][0];
+        red[n * 8 + 2 * lane + 1] = cs[n][1];
+    }
+}
+
+/* Transposes an 8 x 8 bf16 matrix held as one register per lane (lane 4g + t: row g,
+ * columns 2t, 2t + 1). */
+static __device__ __forceinline__ uint32_t movtrans(uint32_t x) {
+    uint32_t y;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+    return y;
+}
+
+/* The dS scratch tile of a warp: w holds dS^T for keys 16w.. x the tile's 64 queries as
+ * packed pairs in A-fragment order (a[k]: queries 16k..16k+15, the register A operand
+ * layout of wgmma_cuda.cuh and the mma.sync one); its transposed 8 x 8 blocks are the dQ
+ * pass's A fragments for (query group m, key group w), stored at dst[m * 128] (dst: the
+ * tile's uint4 slot of warp w and this lane, [m][w][lane] x 8 bf16). */
+static __device__ __forceinline__ void store_ds_tile(uint4 *dst, const uint32_t a[4][4]) {
+#pragma unroll
+    for (int m = 0; m < 4; m++)
+        dst[m * 128] = make_uint4(movtrans(a[m][0]), movtrans(a[m][2]), movtrans(a[m][1]), movtrans(a[m][3]));
+}
+
+/* An L2 policy for data read once (the dS tiles): evicted first, so that they do not push
+ * out the K tiles that 16 query blocks share. */
+static __device__ __forceinline__ uint64_t l2_evict_first(void) {
+    uint64_t p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+    return p;
+}
+static __device__ __forceinline__ void cp_async16_hint(void *dst, const void *src, uint64_t pol) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(dst)),
+                 "l"(src), "l"(pol));
+}
+
+/* ---- the host side shared with attention_wgmma_bwd_cuda.cu (attention_flash_cuda.cu) ---- */
+/* The scratch of dt_cu_flash_bwd: LD (B NH T 2 floats, 256-byte aligned end), then the dS
+ * tiles (bf16, B NH dt_flash_ds_tiles(T / 64) tiles of 64 x 64). */
+float *dt_cu_flash_scratch_ld(void *scratch);
+bf16 *dt_cu_flash_scratch_ds(void *scratch, int B, int T, int NH);
+/* The D kernel: LD <- {lse log2(e), D = rowsum(dO * O)} per pair of rows (see the file). */
+void dt_cu_flash_bwd_prep(float *LD, const bf16 *dout, const bf16 *out, const float *lse, int B, int T, int NH,
+                          cudaStream_t s);
+/* The dQ pass over a dS scratch written in the layout above; part: dt_cu_flash_bwd's bias
+ * partials of the dQ columns (NULL: none). Grid order from dt_flash_bwd_order with group
+ * dt_flash_bwd_group(B NH). */
+void dt_cu_flash_bwd_dq(bf16 *dqkv, float *part, const bf16 *dS, const bf16 *qkv, int B, int T, int NH,
+                        cudaStream_t s);
+
+#endif
