@@ -19,7 +19,7 @@ extern "C" {
 
 /* Rows per partial of the column sums (bias gradients) and of LayerNorm dweight/dbias. */
 #define DT_CU_COLSUM_ROWS 64
-#define DT_CU_LN_ROWS 32
+#define DT_CU_LN_ROWS 64
 /* Elements one thread of the det whole-buffer reduction handles per grid pass. */
 #define DT_CU_RED_THREADS 256
 #define DT_CU_RED_MAX_BLOCKS 1024

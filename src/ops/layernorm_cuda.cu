@@ -89,8 +89,8 @@ static __device__ __forceinline__ void ln_fwd_row(ln_fwd_in<NV> &t, int row, bf1
 /* WARPS warps a block; warp j of the grid takes rows j, j + stride, ... (stride = all the
  * grid's warps). PF: the next row's loads are issued before this row's math, so a warp keeps
  * two rows in flight. */
-template <int NV, int WARPS, int PF>
-__global__ void __launch_bounds__(32 * WARPS) layernorm_fwd_kernel(bf16 *out, float *mean, float *rstd, bf16 *res,
+template <int NV, int WARPS, int PF, int MINB>
+__global__ void __launch_bounds__(32 * WARPS, MINB) layernorm_fwd_kernel(bf16 *out, float *mean, float *rstd, bf16 *res,
                                                                    const bf16 *a, const bf16 *b, const float *w,
                                                                    const float *bias, int N, int C, dt_dropout d,
                                                                    uint32_t purpose, uint32_t layer) {
@@ -290,14 +290,14 @@ static __device__ __forceinline__ void ln_bwd_row(const ln_bwd_in<NV4> &t, int r
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 db[i][k] += g[k];
-                dw[i][k] += n[k] * g[k];
+                dw[i][k] = __fmaf_rn(n[k], g[k], dw[i][k]);
             }
         } else {
             float4 a = sw[u], b = sb[u];
-            a.x += n[0] * g[0];
-            a.y += n[1] * g[1];
-            a.z += n[2] * g[2];
-            a.w += n[3] * g[3];
+            a.x = __fmaf_rn(n[0], g[0], a.x);
+            a.y = __fmaf_rn(n[1], g[1], a.y);
+            a.z = __fmaf_rn(n[2], g[2], a.z);
+            a.w = __fmaf_rn(n[3], g[3], a.w);
             b.x += g[0];
             b.y += g[1];
             b.z += g[2];
@@ -334,7 +334,7 @@ static __device__ __forceinline__ void ln_bwd_row(const ln_bwd_in<NV4> &t, int r
  * warp order: the column sums of dinp16, a third partial vector.
  * Shared memory: [LN_BWD_WARPS][2][C] (dweight, dbias: channel order, read and written as
  * float4 at u, conflict-free 16-byte accesses), then (sumv) [LN_BWD_WARPS][C] the same way. */
-template <int NV4, int ACC, int PF, int MINB>
+template <int NV4, int ACC, int PF, int MINB, int ILV>
 __global__ void __launch_bounds__(32 * LN_BWD_WARPS, MINB)
 layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *sum, float *part,
                      const bf16 *dout, const bf16 *inp, const float *w, const float *mean,
@@ -355,11 +355,20 @@ layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, fl
         if (sumv) ss[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
     const float4 *w4 = reinterpret_cast<const float4 *>(w);
-    int r0 = blockIdx.x * rows, r1 = min(r0 + rows, N), row = r0 + warp;
+    int row, step, r1;
+    if (ILV) { /* groups of LN_BWD_WARPS rows: block b takes groups b, b + nparts, ... */
+        row = blockIdx.x * LN_BWD_WARPS + warp;
+        step = gridDim.x * LN_BWD_WARPS;
+        r1 = N;
+    } else {
+        row = blockIdx.x * rows + warp;
+        step = LN_BWD_WARPS;
+        r1 = min(blockIdx.x * rows + rows, N);
+    }
     ln_bwd_in<NV4> cur;
     if (row < r1) ln_bwd_load(cur, inp, dout, dinp, mean, rstd, row, C, lane);
-    for (; row < r1; row += LN_BWD_WARPS) {
-        int next = row + LN_BWD_WARPS;
+    for (; row < r1; row += step) {
+        int next = row + step;
         ln_bwd_in<NV4> nxt;
         if (PF && next < r1) ln_bwd_load(nxt, inp, dout, dinp, mean, rstd, next, C, lane);
         ln_bwd_row<NV4, ACC>(cur, row, dw, db, sw, sb, ss, sumv, dinp, dinp16, w4, C, lane);
@@ -397,8 +406,7 @@ __global__ void layernorm_bwd_wide_kernel(float *dinp, bf16 *dinp16, float *dwei
         if (sumv) ds[c] = 0.0f;
     }
     __syncwarp();
-    int r0 = blockIdx.x * DT_CU_LN_ROWS, r1 = min(r0 + DT_CU_LN_ROWS, N);
-    for (int row = r0 + warp; row < r1; row += LN_BWD_WARPS) {
+    for (int row = blockIdx.x * LN_BWD_WARPS + warp; row < N; row += gridDim.x * LN_BWD_WARPS) {
         size_t base = (size_t)row * C;
         float m = mean[row], r = rstd[row], sdn = 0.0f, sdnn = 0.0f;
         for (int v = lane; v < C / 8; v += 32) {
@@ -424,7 +432,7 @@ __global__ void layernorm_bwd_wide_kernel(float *dinp, bf16 *dinp16, float *dwei
                 float g = __bfloat162float(gv.v[k]);
                 float n = (__bfloat162float(xv.v[k]) - m) * r, dn = w[c] * g;
                 db[k * C8 + v] += g;
-                dw[k * C8 + v] += n * g;
+                dw[k * C8 + v] = __fmaf_rn(n, g, dw[k * C8 + v]);
                 di[k] += (dn - sdn - n * sdnn) * r;
                 o.v[k] = __float2bfloat16(di[k]);
                 if (sumv) ds[k * C8 + v] += __bfloat162float(o.v[k]); /* the value as stored */
@@ -455,11 +463,11 @@ static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 #define LN_FWD_WARPS 4
 #define LN_FWD_RPW 1
 #define LN_FWD_PF 0
-template <int NV, int WARPS, int PF>
+template <int NV, int WARPS, int PF, int MINB = 1>
 static void ln_fwd_go(unsigned grid, cudaStream_t s, bf16 *out, float *mean, float *rstd, bf16 *res, const bf16 *a,
                       const bf16 *b, const float *w, const float *bias, int N, int C, dt_dropout d, uint32_t purpose,
                       uint32_t layer) {
-    layernorm_fwd_kernel<NV, WARPS, PF><<<dt_cu_noted(grid, 32 * WARPS, 0, "layernorm_fwd_kernel"), 32 * WARPS, 0, s>>>(
+    layernorm_fwd_kernel<NV, WARPS, PF, MINB><<<dt_cu_noted(grid, 32 * WARPS, 0, "layernorm_fwd_kernel"), 32 * WARPS, 0, s>>>(
         out, mean, rstd, res, a, b, w, bias, N, C, d, purpose, layer);
 }
 
@@ -487,19 +495,19 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
 
 /* One launch of the register backward kernel (the shared-memory opt-in set once per
  * instantiation: up to DT_CU_LN_SMEM_MAX, the largest carveout so MINB blocks fit). */
-template <int NV4, int ACC, int PF, int MINB>
+template <int NV4, int ACC, int PF, int MINB, int ILV>
 static void ln_bwd_go(unsigned nparts, size_t shm, cudaStream_t s, float *dinp, bf16 *dinp16, float *dweight,
                       float *dbias, float *sum, float *part, const bf16 *dout, const bf16 *inp, const float *w,
                       const float *mean, const float *rstd, int N, int C, int rows, int det, int sumv) {
     static int attr;
     if (!attr) {
-        const void *k = (const void *)layernorm_bwd_kernel<NV4, ACC, PF, MINB>;
+        const void *k = (const void *)layernorm_bwd_kernel<NV4, ACC, PF, MINB, ILV>;
         cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)DT_CU_LN_SMEM_MAX);
         cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
         attr = 1;
     }
     unsigned nt = 32 * LN_BWD_WARPS;
-    layernorm_bwd_kernel<NV4, ACC, PF, MINB><<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_kernel"), nt, shm, s>>>(
+    layernorm_bwd_kernel<NV4, ACC, PF, MINB, ILV><<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_kernel"), nt, shm, s>>>(
         dinp, dinp16, dweight, dbias, sum, part, dout, inp, w, mean, rstd, N, C, rows, det, sumv);
 }
 /* The register kernel's variant per width: registers hold the row (inp, dout, dinp: 12
@@ -507,6 +515,7 @@ static void ln_bwd_go(unsigned nparts, size_t shm, cudaStream_t s, float *dinp, 
 #define LN_BWD_REG_ACC 6
 #define LN_BWD_PF 0
 #define LN_BWD_MINB 2
+#define LN_BWD_ILV 1
 
 /* The backward launch of both entry points; sum NULL: no column sum. */
 static void ln_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *sum, float *part,
@@ -527,7 +536,7 @@ static void ln_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, floa
     size_t shm = dt_cu_ln_bwd_smem(C, fused);
     float *sum_part = part + (size_t)2 * nparts * C;
 #define LN_BWD(NV)                                                                                                  \
-    ln_bwd_go<2 * NV, (2 * NV > LN_BWD_REG_ACC), LN_BWD_PF, (2 * NV <= LN_BWD_REG_ACC ? LN_BWD_MINB : 1)>(           \
+    ln_bwd_go<2 * NV, (2 * NV > LN_BWD_REG_ACC), LN_BWD_PF, (2 * NV <= LN_BWD_REG_ACC ? LN_BWD_MINB : 1), LN_BWD_ILV>( \
         nparts, shm, s, dinp, dinp16, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, DT_CU_LN_ROWS, \
         det, sumv)
     switch (nv) {
