@@ -6,52 +6,47 @@
 
 #define LN_EPS 1e-5f
 
-/* Forward, optionally fused with the residual add res = a + dropout(b). One warp owns a
- * row; lane holds vectors v = lane + 32 i (i < NV) of it in registers, so the row is read
- * once. The sums run over i then k in the lane, then a butterfly: the same order for every
- * launch, and no sum crosses rows, so which warp takes a row never changes its bits. */
-template <int NV> struct ln_fwd_in {
-    dt_bf16x8 a[NV], b[NV];
-};
+/* Forward, optionally fused with the residual add res = a + dropout(b); lane holds vectors
+ * v = lane + 32 i (i < NV) of its row in registers, so the row is read once. The sums run
+ * over i then k in the lane, then a butterfly: the same order for every launch. */
+#define LN_FWD_THREADS 64 /* 2 rows a block: on the 124M shape 0.0305 ms back to back, 4 rows 0.0313, 8 rows 0.0330 (H200) */
 template <int NV>
-static __device__ __forceinline__ void ln_fwd_load(ln_fwd_in<NV> &t, const bf16 *a, const bf16 *b, size_t base,
-                                                   int lane, int C8) {
+__global__ void __launch_bounds__(LN_FWD_THREADS) layernorm_fwd_kernel(bf16 *out, float *mean, float *rstd, bf16 *res,
+                                                            const bf16 *a, const bf16 *b, const float *w,
+                                                            const float *bias, int N, int C, dt_dropout d,
+                                                            uint32_t purpose, uint32_t layer) {
+    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31, C8 = C / 8;
+    if (row >= N) return;
+    size_t base = (size_t)row * C;
+    float x[NV][8];
+    dt_bf16x8 xa[NV], xb[NV];
 #pragma unroll
     for (int i = 0; i < NV; i++) {
         int v = lane + 32 * i;
         if (v < C8) {
-            t.a[i] = dt_ld8(a + base + v * 8);
-            if (b) t.b[i] = dt_ld8(b + base + v * 8);
+            xa[i] = dt_ld8(a + base + v * 8);
+            if (b) xb[i] = dt_ld8(b + base + v * 8);
         }
     }
-}
-/* The rest of row `row` from its loaded vectors: residual store, statistics, output. */
-template <int NV>
-static __device__ __forceinline__ void ln_fwd_row(ln_fwd_in<NV> &t, int row, bf16 *out, float *mean, float *rstd,
-                                                  bf16 *res, int has_b, const float *w, const float *bias, int C,
-                                                  const dt_dropout &d, uint32_t purpose, uint32_t layer, int lane) {
-    int C8 = C / 8;
-    size_t base = (size_t)row * C;
-    float x[NV][8];
     float s = 0.0f;
 #pragma unroll
     for (int i = 0; i < NV; i++) {
         int v = lane + 32 * i;
         if (v >= C8) continue;
-        if (has_b) { /* the residual add, rounded to bf16 as stored; the norm reads the stored value */
+        if (b) { /* the residual add, rounded to bf16 as stored; the norm reads the stored value */
             dt_bf16x8 r;
 #pragma unroll
             for (int k = 0; k < 8; k++) {
-                float y = __bfloat162float(t.b[i].v[k]);
+                float y = __bfloat162float(xb[i].v[k]);
                 if (d.p > 0.0f) y *= dt_cu_drop_factor(d, purpose, layer, base + v * 8 + k);
-                r.v[k] = __float2bfloat16(__bfloat162float(t.a[i].v[k]) + y);
+                r.v[k] = __float2bfloat16(__bfloat162float(xa[i].v[k]) + y);
             }
             dt_st8(res + base + v * 8, r);
-            t.a[i] = r;
+            xa[i] = r;
         }
 #pragma unroll
         for (int k = 0; k < 8; k++) {
-            x[i][k] = __bfloat162float(t.a[i].v[k]);
+            x[i][k] = __bfloat162float(xa[i].v[k]);
             s += x[i][k];
         }
     }
@@ -84,32 +79,6 @@ static __device__ __forceinline__ void ln_fwd_row(ln_fwd_in<NV> &t, int row, bf1
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = r;
-    }
-}
-/* WARPS warps a block; warp j of the grid takes rows j, j + stride, ... (stride = all the
- * grid's warps). PF: the next row's loads are issued before this row's math, so a warp keeps
- * two rows in flight. */
-template <int NV, int WARPS, int PF, int MINB>
-__global__ void __launch_bounds__(32 * WARPS, MINB) layernorm_fwd_kernel(bf16 *out, float *mean, float *rstd, bf16 *res,
-                                                                   const bf16 *a, const bf16 *b, const float *w,
-                                                                   const float *bias, int N, int C, dt_dropout d,
-                                                                   uint32_t purpose, uint32_t layer) {
-    int lane = threadIdx.x & 31, C8 = C / 8, stride = gridDim.x * WARPS;
-    int row = blockIdx.x * WARPS + (threadIdx.x >> 5);
-    ln_fwd_in<NV> cur;
-    if (!PF) { /* one row a warp: the grid covers the rows */
-        if (row >= N) return;
-        ln_fwd_load(cur, a, b, (size_t)row * C, lane, C8);
-        ln_fwd_row(cur, row, out, mean, rstd, res, b != NULL, w, bias, C, d, purpose, layer, lane);
-        return;
-    }
-    if (row < N) ln_fwd_load(cur, a, b, (size_t)row * C, lane, C8);
-    for (; row < N; row += stride) {
-        ln_fwd_in<NV> nxt;
-        int next = row + stride;
-        if (next < N) ln_fwd_load(nxt, a, b, (size_t)next * C, lane, C8);
-        ln_fwd_row(cur, row, out, mean, rstd, res, b != NULL, w, bias, C, d, purpose, layer, lane);
-        cur = nxt;
     }
 }
 
@@ -323,22 +292,26 @@ static __device__ __forceinline__ void ln_bwd_row(const ln_bwd_in<NV4> &t, int r
     }
 }
 
-/* Backward. Block k owns rows [k*rows, (k+1)*rows) (rows = DT_CU_LN_ROWS); warp w takes rows
- * w, w+8, ... of them in order, one row at a time in registers (PF: the next row's loads
- * issued before this row's math, two rows in flight), and accumulates dweight/dbias for its
- * channels in row order (ACC: registers or its shared rows); the eight warp sums are then
- * added in warp order through shared memory. det writes the block partial (summed by
- * dt_cu_parts_finish); fast adds it into dweight/dbias with atomics.
+/* Backward. nparts = gridDim.x = dt_cu_ln_parts(N) blocks of LN_BWD_WARPS warps; the rows
+ * come in groups of LN_BWD_WARPS, block b takes groups b, b + nparts, b + 2 nparts, ... and
+ * its warp w row w of each, in order: the blocks in flight work on neighbouring rows (one
+ * sweep over the buffers instead of nparts separate streams: 1-2% faster at C = 768), and the
+ * partition is a function of N alone. A warp holds one row in registers (all its loads
+ * issued at once, ln_bwd_load) and accumulates dweight/dbias for its channels in row order,
+ * in registers (ACC 0) or in its shared rows (ACC 1, for widths whose registers would
+ * spill); the eight warp sums are then added in warp order through shared memory. det
+ * writes the block partial (summed by dt_cu_parts_finish); fast adds it into dweight/dbias
+ * with atomics.
  * With `sumv` (LN_SUM_*), each warp also adds the bf16 values it stores into dinp16 (as
  * floats) into its own shared row, in the same row order, and the eight rows are added in
  * warp order: the column sums of dinp16, a third partial vector.
  * Shared memory: [LN_BWD_WARPS][2][C] (dweight, dbias: channel order, read and written as
  * float4 at u, conflict-free 16-byte accesses), then (sumv) [LN_BWD_WARPS][C] the same way. */
-template <int NV4, int ACC, int PF, int MINB, int ILV>
+template <int NV4, int ACC, int MINB>
 __global__ void __launch_bounds__(32 * LN_BWD_WARPS, MINB)
 layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *sum, float *part,
                      const bf16 *dout, const bf16 *inp, const float *w, const float *mean,
-                     const float *rstd, int N, int C, int rows, int det, int sumv) {
+                     const float *rstd, int N, int C, int det, int sumv) {
     extern __shared__ float4 sh4[];
     float *sh = reinterpret_cast<float *>(sh4);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, C4 = C / 4;
@@ -355,26 +328,14 @@ layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, fl
         if (sumv) ss[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
     const float4 *w4 = reinterpret_cast<const float4 *>(w);
-    int row, step, r1;
-    if (ILV) { /* groups of LN_BWD_WARPS rows: block b takes groups b, b + nparts, ... */
-        row = blockIdx.x * LN_BWD_WARPS + warp;
-        step = gridDim.x * LN_BWD_WARPS;
-        r1 = N;
-    } else {
-        row = blockIdx.x * rows + warp;
-        step = LN_BWD_WARPS;
-        r1 = min(blockIdx.x * rows + rows, N);
-    }
+    int row = blockIdx.x * LN_BWD_WARPS + warp, step = gridDim.x * LN_BWD_WARPS;
     ln_bwd_in<NV4> cur;
-    if (row < r1) ln_bwd_load(cur, inp, dout, dinp, mean, rstd, row, C, lane);
-    for (; row < r1; row += step) {
+    if (row < N) ln_bwd_load(cur, inp, dout, dinp, mean, rstd, row, C, lane);
+    for (; row < N; row += step) {
         int next = row + step;
-        ln_bwd_in<NV4> nxt;
-        if (PF && next < r1) ln_bwd_load(nxt, inp, dout, dinp, mean, rstd, next, C, lane);
         ln_bwd_row<NV4, ACC>(cur, row, dw, db, sw, sb, ss, sumv, dinp, dinp16, w4, C, lane);
-        if (next >= r1) break;
-        if (PF) cur = nxt;
-        else ln_bwd_load(cur, inp, dout, dinp, mean, rstd, next, C, lane);
+        if (next >= N) break;
+        ln_bwd_load(cur, inp, dout, dinp, mean, rstd, next, C, lane);
     }
     if (ACC == 0)
 #pragma unroll
@@ -458,27 +419,14 @@ static int ln_nv(int C) {
 }
 static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-/* The forward's launch: LN_FWD_WARPS warps a block, LN_FWD_RPW rows a warp (the grid
- * strides over the rows), LN_FWD_PF next-row prefetch. */
-#define LN_FWD_WARPS 4
-#define LN_FWD_RPW 1
-#define LN_FWD_PF 0
-template <int NV, int WARPS, int PF, int MINB = 1>
-static void ln_fwd_go(unsigned grid, cudaStream_t s, bf16 *out, float *mean, float *rstd, bf16 *res, const bf16 *a,
-                      const bf16 *b, const float *w, const float *bias, int N, int C, dt_dropout d, uint32_t purpose,
-                      uint32_t layer) {
-    layernorm_fwd_kernel<NV, WARPS, PF, MINB><<<dt_cu_noted(grid, 32 * WARPS, 0, "layernorm_fwd_kernel"), 32 * WARPS, 0, s>>>(
-        out, mean, rstd, res, a, b, w, bias, N, C, d, purpose, layer);
-}
-
 void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const bf16 *a,
                          const bf16 *b, const float *weight, const float *bias, int N, int C,
                          const dt_dropout *drop, uint32_t purpose, uint32_t layer,
                          cudaStream_t s) {
     dt_dropout d = dt_cu_drop_arg(drop);
-    unsigned g = dt_cu_div((size_t)N, LN_FWD_WARPS * LN_FWD_RPW);
+    unsigned g = dt_cu_div((size_t)N, LN_FWD_THREADS / 32);
     int nv = aligned16(weight) && aligned16(bias) ? ln_nv(C) : 0;
-#define LN_FWD(NV) ln_fwd_go<NV, LN_FWD_WARPS, LN_FWD_PF>(g, s, out, mean, rstd, res, a, b, weight, bias, N, C, d, purpose, layer)
+#define LN_FWD(NV) layernorm_fwd_kernel<NV><<<dt_cu_noted(g, LN_FWD_THREADS, 0, "layernorm_fwd_kernel"), LN_FWD_THREADS, 0, s>>>(out, mean, rstd, res, a, b, weight, bias, N, C, d, purpose, layer)
     switch (nv) {
     case 1: LN_FWD(1); break;
     case 2: LN_FWD(2); break;
@@ -495,27 +443,27 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
 
 /* One launch of the register backward kernel (the shared-memory opt-in set once per
  * instantiation: up to DT_CU_LN_SMEM_MAX, the largest carveout so MINB blocks fit). */
-template <int NV4, int ACC, int PF, int MINB, int ILV>
+template <int NV4, int ACC, int MINB>
 static void ln_bwd_go(unsigned nparts, size_t shm, cudaStream_t s, float *dinp, bf16 *dinp16, float *dweight,
                       float *dbias, float *sum, float *part, const bf16 *dout, const bf16 *inp, const float *w,
-                      const float *mean, const float *rstd, int N, int C, int rows, int det, int sumv) {
+                      const float *mean, const float *rstd, int N, int C, int det, int sumv) {
     static int attr;
     if (!attr) {
-        const void *k = (const void *)layernorm_bwd_kernel<NV4, ACC, PF, MINB, ILV>;
+        const void *k = (const void *)layernorm_bwd_kernel<NV4, ACC, MINB>;
         cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)DT_CU_LN_SMEM_MAX);
         cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
         attr = 1;
     }
     unsigned nt = 32 * LN_BWD_WARPS;
-    layernorm_bwd_kernel<NV4, ACC, PF, MINB, ILV><<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_kernel"), nt, shm, s>>>(
-        dinp, dinp16, dweight, dbias, sum, part, dout, inp, w, mean, rstd, N, C, rows, det, sumv);
+    layernorm_bwd_kernel<NV4, ACC, MINB><<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_kernel"), nt, shm, s>>>(
+        dinp, dinp16, dweight, dbias, sum, part, dout, inp, w, mean, rstd, N, C, det, sumv);
 }
-/* The register kernel's variant per width: registers hold the row (inp, dout, dinp: 12
- * NV4 registers) and, up to NV4 = LN_BWD_REG_ACC, the dweight/dbias accumulators (8 NV4). */
+/* The register kernel's variant per width. Registers hold the row (inp, dout, dinp: 12 NV4
+ * registers) and, up to NV4 = LN_BWD_REG_ACC, the dweight/dbias accumulators (8 NV4): 128
+ * registers at NV4 = 6 (C = 768), 2 blocks an SM. Measured on the 124M shape (H200), the
+ * accumulators in shared rows are as fast (within 1%); 3 blocks an SM (80 registers, shared
+ * accumulators) 2-4% slower; prefetching the next row 1-2% slower. */
 #define LN_BWD_REG_ACC 6
-#define LN_BWD_PF 0
-#define LN_BWD_MINB 2
-#define LN_BWD_ILV 1
 
 /* The backward launch of both entry points; sum NULL: no column sum. */
 static void ln_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *sum, float *part,
@@ -535,10 +483,9 @@ static void ln_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, floa
     int sumv = !fused ? LN_SUM_NONE : dt_op_variant(DT_OP_BIAS_BWD) == DT_VARIANT_DET ? LN_SUM_DET : LN_SUM_FAST;
     size_t shm = dt_cu_ln_bwd_smem(C, fused);
     float *sum_part = part + (size_t)2 * nparts * C;
-#define LN_BWD(NV)                                                                                                  \
-    ln_bwd_go<2 * NV, (2 * NV > LN_BWD_REG_ACC), LN_BWD_PF, (2 * NV <= LN_BWD_REG_ACC ? LN_BWD_MINB : 1), LN_BWD_ILV>( \
-        nparts, shm, s, dinp, dinp16, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, DT_CU_LN_ROWS, \
-        det, sumv)
+#define LN_BWD(NV)                                                                                               \
+    ln_bwd_go<2 * NV, (2 * NV > LN_BWD_REG_ACC), (2 * NV <= LN_BWD_REG_ACC ? 2 : 1)>(                                \
+        nparts, shm, s, dinp, dinp16, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, det, sumv)
     switch (nv) {
     case 1: LN_BWD(1); break;
     case 2: LN_BWD(2); break;

@@ -251,8 +251,8 @@ static void test_layernorm_accuracy(void) {
  * linear's bias gradient: dt_cu_layernorm_bwd_colsum) on every kernel path: the register
  * kernel at C 768 (NV4 6, the 124M shape), 1600 (NV4 16) and 64 (half the lanes idle),
  * the wide kernel with the sum fused (C 768, weights not 16-byte aligned) and past
- * dt_cu_colsum_fused (C 3072: dt_cu_colsum after the kernel); N not a multiple of the 32
- * block rows. For each of the four (layernorm_bwd, bias_bwd) branch pairs, from nonzero
+ * dt_cu_colsum_fused (C 3072: dt_cu_colsum after the kernel); N not a multiple of 64 (blocks
+ * of unequal row counts) nor, at 300, of the 8-row groups. For each of the four (layernorm_bwd, bias_bwd) branch pairs, from nonzero
  * dinp and sum (both accumulate):
  *  - sum against the fp64 column sums of the downloaded dinp16 (the bf16 values as stored)
  *    plus the start, rel 1e-5 (a sum of the fp32 values before rounding is ~1e-3 off here);
