@@ -17,9 +17,12 @@ extern "C" {
 #include <stddef.h>
 #include <stdint.h>
 
-/* Rows per partial of the column sums (bias gradients) and of LayerNorm dweight/dbias. */
+/* Rows per partial of the column sums (bias gradients) and of LayerNorm dweight/dbias. The
+ * LayerNorm backward takes its rows in interleaved groups (ops_cuda.h), DT_CU_LN_ROWS a block
+ * on average: 64 makes 256 blocks at N = 16384, one wave of 2 blocks an SM on an H200,
+ * measured 5-7% faster than 32 rows (2 waves) and 14% faster than 128 (half the slots idle). */
 #define DT_CU_COLSUM_ROWS 64
-#define DT_CU_LN_ROWS 32
+#define DT_CU_LN_ROWS 64
 /* Elements one thread of the det whole-buffer reduction handles per grid pass. */
 #define DT_CU_RED_THREADS 256
 #define DT_CU_RED_MAX_BLOCKS 1024
@@ -28,7 +31,7 @@ extern "C" {
 
 /* Number of row partials for a column sum over `rows` rows: ceil(rows / DT_CU_COLSUM_ROWS). */
 int dt_cu_colsum_parts(int rows);
-/* Number of LayerNorm backward partials: ceil(rows / DT_CU_LN_ROWS). */
+/* Number of LayerNorm backward partials (= blocks): ceil(rows / DT_CU_LN_ROWS). */
 int dt_cu_ln_parts(int rows);
 /* The LayerNorm backward's blocks: DT_CU_LN_WARPS warps, each accumulating per-channel
  * vectors in its own shared row: dweight and dbias, plus the column sums of dinp16 when the

@@ -9,7 +9,7 @@
 /* Forward, optionally fused with the residual add res = a + dropout(b); lane holds vectors
  * v = lane + 32 i (i < NV) of its row in registers, so the row is read once. The sums run
  * over i then k in the lane, then a butterfly: the same order for every launch. */
-#define LN_FWD_THREADS 128 /* 4 rows per block: measured faster than 8 on the 124M shape */
+#define LN_FWD_THREADS 64 /* 2 rows a block: on the 124M shape 0.0305 ms back to back, 4 rows 0.0313, 8 rows 0.0330 (H200) */
 template <int NV>
 __global__ void __launch_bounds__(LN_FWD_THREADS) layernorm_fwd_kernel(bf16 *out, float *mean, float *rstd, bf16 *res,
                                                             const bf16 *a, const bf16 *b, const float *w,
@@ -183,119 +183,171 @@ static __device__ __forceinline__ void ln_bwd_block_finish(const float *sh, cons
     }
 }
 
-/* Backward. Block k owns rows [k*R, (k+1)*R) (R = DT_CU_LN_ROWS); warp w takes rows
- * w, w+8, ... of them in order, one row at a time in registers (lane: channels 4u .. 4u+3
- * for u = lane + 32 i, so every load and store of the warp is one contiguous run, the fp32
- * dinp included), and accumulates dweight/dbias for its channels in registers in row
- * order; the eight warp sums are then added in warp order through shared memory. det
- * writes the block partial (summed by dt_cu_parts_finish); fast adds it into
- * dweight/dbias with atomics.
+/* One row of the backward as loaded: lane holds channels 4u .. 4u+3 for u = lane + 32 i, so
+ * every load and store of the warp is one contiguous run, the fp32 dinp included. */
+template <int NV4> struct ln_bwd_in {
+    uint2 x[NV4], g[NV4];
+    float4 d[NV4];
+    float m, r;
+};
+/* Issues all loads of a row at once (inp, dout, dinp, its statistics): one memory round trip
+ * a row instead of one for inp/dout and a second for dinp after the row sums. */
+template <int NV4>
+static __device__ __forceinline__ void ln_bwd_load(ln_bwd_in<NV4> &t, const bf16 *inp, const bf16 *dout,
+                                                   const float *dinp, const float *mean, const float *rstd,
+                                                   int row, int C, int lane) {
+    size_t base = (size_t)row * C;
+#pragma unroll
+    for (int i = 0; i < NV4; i++) {
+        int u = lane + 32 * i;
+        if (u < C / 4) {
+            t.x[i] = *reinterpret_cast<const uint2 *>(inp + base + u * 4);
+            t.g[i] = *reinterpret_cast<const uint2 *>(dout + base + u * 4);
+            t.d[i] = *reinterpret_cast<const float4 *>(dinp + base + u * 4);
+        }
+    }
+    t.m = mean[row];
+    t.r = rstd[row];
+}
+/* The rest of row `row`: its two sums (lane order, then a butterfly), dinp and dinp16, and
+ * the row's terms added into this warp's accumulators in row order: dweight/dbias in
+ * registers (ACC 0) or in the warp's shared rows sw/sb (ACC 1, float4 u = channels 4u..);
+ * with sumv, the bf16 values stored into dinp16 (as floats) into the warp's shared row ss. */
+template <int NV4, int ACC>
+static __device__ __forceinline__ void ln_bwd_row(const ln_bwd_in<NV4> &t, int row, float (&dw)[NV4][4],
+                                                  float (&db)[NV4][4], float4 *sw, float4 *sb, float4 *ss,
+                                                  int sumv, float *dinp, bf16 *dinp16, const float4 *w4, int C,
+                                                  int lane) {
+    int C4 = C / 4;
+    size_t base = (size_t)row * C;
+    float m = t.m, r = t.r, sdn = 0.0f, sdnn = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV4; i++) {
+        int u = lane + 32 * i;
+        if (u >= C4) continue;
+        float x[4], g[4];
+        ln_ld4(reinterpret_cast<const bf16 *>(&t.x[i]), x);
+        ln_ld4(reinterpret_cast<const bf16 *>(&t.g[i]), g);
+        float4 wv = w4[u];
+        float wk[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            float n = (x[k] - m) * r, dn = wk[k] * g[k];
+            sdn += dn;
+            sdnn += dn * n;
+        }
+    }
+    sdn = dt_warp_sum(sdn) / (float)C;
+    sdnn = dt_warp_sum(sdnn) / (float)C;
+#pragma unroll
+    for (int i = 0; i < NV4; i++) {
+        int u = lane + 32 * i;
+        if (u >= C4) continue;
+        float x[4], g[4], n[4];
+        ln_ld4(reinterpret_cast<const bf16 *>(&t.x[i]), x);
+        ln_ld4(reinterpret_cast<const bf16 *>(&t.g[i]), g);
+        float4 wv = w4[u];
+        float wk[4] = {wv.x, wv.y, wv.z, wv.w};
+        float di[4] = {t.d[i].x, t.d[i].y, t.d[i].z, t.d[i].w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            n[k] = (x[k] - m) * r;
+            float dn = wk[k] * g[k];
+            di[k] += (dn - sdn - n[k] * sdnn) * r;
+        }
+        if (ACC == 0) {
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                db[i][k] += g[k];
+                dw[i][k] = __fmaf_rn(n[k], g[k], dw[i][k]);
+            }
+        } else {
+            float4 a = sw[u], b = sb[u];
+            a.x = __fmaf_rn(n[0], g[0], a.x);
+            a.y = __fmaf_rn(n[1], g[1], a.y);
+            a.z = __fmaf_rn(n[2], g[2], a.z);
+            a.w = __fmaf_rn(n[3], g[3], a.w);
+            b.x += g[0];
+            b.y += g[1];
+            b.z += g[2];
+            b.w += g[3];
+            sw[u] = a;
+            sb[u] = b;
+        }
+        *reinterpret_cast<float4 *>(dinp + base + u * 4) = make_float4(di[0], di[1], di[2], di[3]);
+        __nv_bfloat162 lo = __floats2bfloat162_rn(di[0], di[1]), hi = __floats2bfloat162_rn(di[2], di[3]);
+        uint2 o;
+        o.x = *reinterpret_cast<uint32_t *>(&lo);
+        o.y = *reinterpret_cast<uint32_t *>(&hi);
+        *reinterpret_cast<uint2 *>(dinp16 + base + u * 4) = o;
+        if (sumv) { /* the values as stored: the column sums of dinp16 */
+            float2 fl = __bfloat1622float2(lo), fh = __bfloat1622float2(hi);
+            float4 s = ss[u];
+            s.x += fl.x;
+            s.y += fl.y;
+            s.z += fh.x;
+            s.w += fh.y;
+            ss[u] = s;
+        }
+    }
+}
+
+/* Backward. nparts = gridDim.x = dt_cu_ln_parts(N) blocks of LN_BWD_WARPS warps; the rows
+ * come in groups of LN_BWD_WARPS, block b takes groups b, b + nparts, b + 2 nparts, ... and
+ * its warp w row w of each, in order: the blocks in flight work on neighbouring rows (one
+ * sweep over the buffers instead of nparts separate streams: 1-2% faster at C = 768), and the
+ * partition is a function of N alone. A warp holds one row in registers (all its loads
+ * issued at once, ln_bwd_load) and accumulates dweight/dbias for its channels in row order,
+ * in registers (ACC 0) or in its shared rows (ACC 1, for widths whose registers would
+ * spill); the eight warp sums are then added in warp order through shared memory. det
+ * writes the block partial (summed by dt_cu_parts_finish); fast adds it into dweight/dbias
+ * with atomics.
  * With `sumv` (LN_SUM_*), each warp also adds the bf16 values it stores into dinp16 (as
  * floats) into its own shared row, in the same row order, and the eight rows are added in
- * warp order: the column sums of dinp16, a third partial vector. Shared, not registers
- * (ptxas, sm_90): a third register array took NV4 = 6 (C = 768) from 113 to 128 registers,
- * the cap of 2 blocks of 256 threads, and spilled 268 bytes at NV4 = 16; the shared row
- * takes 120 and 255 registers, no spills. */
-template <int NV4>
-__global__ void __launch_bounds__(32 * LN_BWD_WARPS, NV4 <= 6 ? 2 : 1) /* more would spill */
+ * warp order: the column sums of dinp16, a third partial vector.
+ * Shared memory: [LN_BWD_WARPS][2][C] (dweight, dbias: channel order, read and written as
+ * float4 at u, conflict-free 16-byte accesses), then (sumv) [LN_BWD_WARPS][C] the same way. */
+template <int NV4, int ACC, int MINB>
+__global__ void __launch_bounds__(32 * LN_BWD_WARPS, MINB)
 layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *sum, float *part,
                      const bf16 *dout, const bf16 *inp, const float *w, const float *mean,
                      const float *rstd, int N, int C, int det, int sumv) {
-    /* [LN_BWD_WARPS][2][C], channel c = 4u + k stored at k * C/4 + u: consecutive lanes
-     * (consecutive u) hit consecutive banks; then (sumv) [LN_BWD_WARPS][C] in channel order,
-     * read and written as float4 at u (conflict-free 16-byte accesses) */
-    extern __shared__ float sh[];
+    extern __shared__ float4 sh4[];
+    float *sh = reinterpret_cast<float *>(sh4);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, C4 = C / 4;
     float dw[NV4][4], db[NV4][4];
 #pragma unroll
     for (int i = 0; i < NV4; i++)
 #pragma unroll
         for (int k = 0; k < 4; k++) dw[i][k] = db[i][k] = 0.0f;
+    float4 *sw = sh4 + (size_t)warp * 2 * C4, *sb = sw + C4; /* this warp's rows; lane-owned */
     float *ssum = sh + (size_t)LN_BWD_WARPS * 2 * C;
-    float4 *ss = reinterpret_cast<float4 *>(ssum + (size_t)warp * C); /* this warp's row; lane-owned */
-    if (sumv)
-        for (int u = lane; u < C4; u += 32) ss[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float4 *ss = reinterpret_cast<float4 *>(ssum + (size_t)warp * C);
+    for (int u = lane; u < C4; u += 32) {
+        if (ACC) sw[u] = sb[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (sumv) ss[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
     const float4 *w4 = reinterpret_cast<const float4 *>(w);
-    int r0 = blockIdx.x * DT_CU_LN_ROWS, r1 = min(r0 + DT_CU_LN_ROWS, N);
-    for (int row = r0 + warp; row < r1; row += LN_BWD_WARPS) {
-        size_t base = (size_t)row * C;
-        uint2 xv[NV4], gv[NV4];
+    int row = blockIdx.x * LN_BWD_WARPS + warp, step = gridDim.x * LN_BWD_WARPS;
+    ln_bwd_in<NV4> cur;
+    if (row < N) ln_bwd_load(cur, inp, dout, dinp, mean, rstd, row, C, lane);
+    for (; row < N; row += step) {
+        int next = row + step;
+        ln_bwd_row<NV4, ACC>(cur, row, dw, db, sw, sb, ss, sumv, dinp, dinp16, w4, C, lane);
+        if (next >= N) break;
+        ln_bwd_load(cur, inp, dout, dinp, mean, rstd, next, C, lane);
+    }
+    if (ACC == 0)
 #pragma unroll
         for (int i = 0; i < NV4; i++) {
             int u = lane + 32 * i;
             if (u < C4) {
-                xv[i] = *reinterpret_cast<const uint2 *>(inp + base + u * 4);
-                gv[i] = *reinterpret_cast<const uint2 *>(dout + base + u * 4);
+                sw[u] = make_float4(dw[i][0], dw[i][1], dw[i][2], dw[i][3]);
+                sb[u] = make_float4(db[i][0], db[i][1], db[i][2], db[i][3]);
             }
         }
-        float m = mean[row], r = rstd[row], sdn = 0.0f, sdnn = 0.0f;
-#pragma unroll
-        for (int i = 0; i < NV4; i++) {
-            int u = lane + 32 * i;
-            if (u >= C4) continue;
-            float x[4], g[4];
-            ln_ld4(reinterpret_cast<const bf16 *>(&xv[i]), x);
-            ln_ld4(reinterpret_cast<const bf16 *>(&gv[i]), g);
-            float4 wv = w4[u];
-            float wk[4] = {wv.x, wv.y, wv.z, wv.w};
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                float n = (x[k] - m) * r, dn = wk[k] * g[k];
-                sdn += dn;
-                sdnn += dn * n;
-            }
-        }
-        sdn = dt_warp_sum(sdn) / (float)C;
-        sdnn = dt_warp_sum(sdnn) / (float)C;
-#pragma unroll
-        for (int i = 0; i < NV4; i++) {
-            int u = lane + 32 * i;
-            if (u >= C4) continue;
-            float x[4], g[4];
-            ln_ld4(reinterpret_cast<const bf16 *>(&xv[i]), x);
-            ln_ld4(reinterpret_cast<const bf16 *>(&gv[i]), g);
-            float4 wv = w4[u];
-            float wk[4] = {wv.x, wv.y, wv.z, wv.w};
-            float4 *dp = reinterpret_cast<float4 *>(dinp + base + u * 4);
-            float4 d = *dp;
-            float di[4] = {d.x, d.y, d.z, d.w};
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                float n = (x[k] - m) * r, dn = wk[k] * g[k];
-                db[i][k] += g[k];
-                dw[i][k] += n * g[k];
-                di[k] += (dn - sdn - n * sdnn) * r;
-            }
-            *dp = make_float4(di[0], di[1], di[2], di[3]);
-            __nv_bfloat162 lo = __floats2bfloat162_rn(di[0], di[1]), hi = __floats2bfloat162_rn(di[2], di[3]);
-            uint2 o;
-            o.x = *reinterpret_cast<uint32_t *>(&lo);
-            o.y = *reinterpret_cast<uint32_t *>(&hi);
-            *reinterpret_cast<uint2 *>(dinp16 + base + u * 4) = o;
-            if (sumv) { /* the values as stored: the column sums of dinp16 */
-                float2 fl = __bfloat1622float2(lo), fh = __bfloat1622float2(hi);
-                float4 t = ss[u];
-                t.x += fl.x;
-                t.y += fl.y;
-                t.z += fh.x;
-                t.w += fh.y;
-                ss[u] = t;
-            }
-        }
-    }
-    float *sw = sh + (size_t)warp * 2 * C, *sb = sw + C;
-#pragma unroll
-    for (int i = 0; i < NV4; i++) {
-        int u = lane + 32 * i;
-        if (u >= C4) continue;
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            sw[k * C4 + u] = dw[i][k];
-            sb[k * C4 + u] = db[i][k];
-        }
-    }
     __syncthreads();
-    ln_bwd_block_finish(sh, ssum, 4, 0, dweight, dbias, sum, part, C, det, sumv);
+    ln_bwd_block_finish(sh, ssum, 1, 0, dweight, dbias, sum, part, C, det, sumv);
 }
 
 /* The same backward for C > 8 * 32 * LN_MAX_NV or weights not 16-byte aligned: the warps
@@ -315,8 +367,7 @@ __global__ void layernorm_bwd_wide_kernel(float *dinp, bf16 *dinp16, float *dwei
         if (sumv) ds[c] = 0.0f;
     }
     __syncwarp();
-    int r0 = blockIdx.x * DT_CU_LN_ROWS, r1 = min(r0 + DT_CU_LN_ROWS, N);
-    for (int row = r0 + warp; row < r1; row += LN_BWD_WARPS) {
+    for (int row = blockIdx.x * LN_BWD_WARPS + warp; row < N; row += gridDim.x * LN_BWD_WARPS) {
         size_t base = (size_t)row * C;
         float m = mean[row], r = rstd[row], sdn = 0.0f, sdnn = 0.0f;
         for (int v = lane; v < C / 8; v += 32) {
@@ -342,7 +393,7 @@ __global__ void layernorm_bwd_wide_kernel(float *dinp, bf16 *dinp16, float *dwei
                 float g = __bfloat162float(gv.v[k]);
                 float n = (__bfloat162float(xv.v[k]) - m) * r, dn = w[c] * g;
                 db[k * C8 + v] += g;
-                dw[k * C8 + v] += n * g;
+                dw[k * C8 + v] = __fmaf_rn(n, g, dw[k * C8 + v]);
                 di[k] += (dn - sdn - n * sdnn) * r;
                 o.v[k] = __float2bfloat16(di[k]);
                 if (sumv) ds[k * C8 + v] += __bfloat162float(o.v[k]); /* the value as stored */
@@ -389,6 +440,31 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
     }
 #undef LN_FWD
 }
+
+/* One launch of the register backward kernel (the shared-memory opt-in set once per
+ * instantiation: up to DT_CU_LN_SMEM_MAX, the largest carveout so MINB blocks fit). */
+template <int NV4, int ACC, int MINB>
+static void ln_bwd_go(unsigned nparts, size_t shm, cudaStream_t s, float *dinp, bf16 *dinp16, float *dweight,
+                      float *dbias, float *sum, float *part, const bf16 *dout, const bf16 *inp, const float *w,
+                      const float *mean, const float *rstd, int N, int C, int det, int sumv) {
+    static int attr;
+    if (!attr) {
+        const void *k = (const void *)layernorm_bwd_kernel<NV4, ACC, MINB>;
+        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)DT_CU_LN_SMEM_MAX);
+        cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+        attr = 1;
+    }
+    unsigned nt = 32 * LN_BWD_WARPS;
+    layernorm_bwd_kernel<NV4, ACC, MINB><<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_kernel"), nt, shm, s>>>(
+        dinp, dinp16, dweight, dbias, sum, part, dout, inp, w, mean, rstd, N, C, det, sumv);
+}
+/* The register kernel's variant per width. Registers hold the row (inp, dout, dinp: 12 NV4
+ * registers) and, up to NV4 = LN_BWD_REG_ACC, the dweight/dbias accumulators (8 NV4): 128
+ * registers at NV4 = 6 (C = 768), 2 blocks an SM. Measured on the 124M shape (H200), the
+ * accumulators in shared rows are as fast (within 1%); 3 blocks an SM (80 registers, shared
+ * accumulators) 2-4% slower; prefetching the next row 1-2% slower. */
+#define LN_BWD_REG_ACC 6
+
 /* The backward launch of both entry points; sum NULL: no column sum. */
 static void ln_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *sum, float *part,
                    const bf16 *dout, const bf16 *inp, const float *weight, const float *mean,
@@ -396,12 +472,8 @@ static void ln_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, floa
     int det = dt_op_variant(DT_OP_LAYERNORM_BWD) == DT_VARIANT_DET, nparts = dt_cu_ln_parts(N);
     static int attr_set;
     if (!attr_set) { /* up to C = 3200 (the wide kernel, two vectors) */
-        const void *k[] = {(const void *)layernorm_bwd_wide_kernel, (const void *)layernorm_bwd_kernel<2>,
-                           (const void *)layernorm_bwd_kernel<4>, (const void *)layernorm_bwd_kernel<6>,
-                           (const void *)layernorm_bwd_kernel<8>, (const void *)layernorm_bwd_kernel<12>,
-                           (const void *)layernorm_bwd_kernel<16>};
-        for (int i = 0; i < 7; i++)
-            cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)DT_CU_LN_SMEM_MAX);
+        cudaFuncSetAttribute((const void *)layernorm_bwd_wide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)DT_CU_LN_SMEM_MAX);
         attr_set = 1;
     }
     unsigned nt = 32 * LN_BWD_WARPS;
@@ -411,8 +483,9 @@ static void ln_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, floa
     int sumv = !fused ? LN_SUM_NONE : dt_op_variant(DT_OP_BIAS_BWD) == DT_VARIANT_DET ? LN_SUM_DET : LN_SUM_FAST;
     size_t shm = dt_cu_ln_bwd_smem(C, fused);
     float *sum_part = part + (size_t)2 * nparts * C;
-#define LN_BWD(NV) layernorm_bwd_kernel<2 * NV><<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_kernel"), nt, shm, s>>>(dinp, dinp16, dweight, dbias, sum, part, \
-                                                                        dout, inp, weight, mean, rstd, N, C, det, sumv)
+#define LN_BWD(NV)                                                                                               \
+    ln_bwd_go<2 * NV, (2 * NV > LN_BWD_REG_ACC), (2 * NV <= LN_BWD_REG_ACC ? 2 : 1)>(                                \
+        nparts, shm, s, dinp, dinp16, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, det, sumv)
     switch (nv) {
     case 1: LN_BWD(1); break;
     case 2: LN_BWD(2); break;

@@ -150,10 +150,12 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
 /* dinp (fp32, N x C) += input gradient, dinp16 = bf16(dinp) after the update;
  * dweight/dbias (fp32, C) += their gradients. part: dt_cu_ln_part_floats(N, C, 0) floats
  * (2 * dt_cu_ln_parts(N) * C).
- * det: each block owns DT_CU_LN_ROWS rows and writes its partials; dt_cu_parts_finish adds
- *      them in a fixed order, on stream fs (forked from s with dt_cu_fork when fs != s, so
- *      the finish overlaps the next work; `part` must then stay untouched until fs is
- *      joined). fast: each block atomically adds its partials. */
+ * Rows are taken in groups of DT_CU_LN_WARPS: block b of nparts = dt_cu_ln_parts(N) takes
+ * groups b, b + nparts, ... (row w of each to its warp w, in order), a partition fixed by N.
+ * det: each block writes its partials; dt_cu_parts_finish adds them in a fixed order, on
+ *      stream fs (forked from s with dt_cu_fork when fs != s, so the finish overlaps the
+ *      next work; `part` must then stay untouched until fs is joined). fast: each block
+ *      atomically adds its partials. */
 void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *part,
                          const bf16 *dout, const bf16 *inp, const float *weight,
                          const float *mean, const float *rstd, int N, int C, cudaStream_t s,
@@ -162,8 +164,8 @@ void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias
  * dinp16 as its dout: sum (fp32, C) += the column sums of dinp16 (the bf16 values as stored,
  * added as floats: what dt_cu_colsum of dinp16 computes, in another order), so dinp16 is not
  * read back for it. Branch of the sum: DT_OP_BIAS_BWD (dweight/dbias keep
- * DT_OP_LAYERNORM_BWD). det: a third block partial per DT_CU_LN_ROWS rows, each block's warps
- * added in warp order, finished by dt_cu_parts_finish on fs; fast: each block atomically adds
+ * DT_OP_LAYERNORM_BWD). det: a third block partial (the same rows as dweight/dbias), each
+ * block's warps added in warp order, finished by dt_cu_parts_finish on fs; fast: each block atomically adds
  * its sums. part: dt_cu_ln_part_floats(N, C, 1) floats. The wide kernel past
  * dt_cu_ln_colsum_fused runs dt_cu_colsum over dinp16 after the kernel instead.
  * dinp, dinp16, dweight and dbias get the same bits as from dt_cu_layernorm_bwd. */

@@ -332,8 +332,8 @@ static void test_layernorm_accuracy(void) {
  * linear's bias gradient: dt_cu_layernorm_bwd_colsum) on every kernel path: the register
  * kernel at C 768 (NV4 6, the 124M shape), 1600 (NV4 16) and 64 (half the lanes idle),
  * the wide kernel with the sum fused (C 768, weights not 16-byte aligned) and past
- * dt_cu_colsum_fused (C 3072: dt_cu_colsum after the kernel); N not a multiple of the 32
- * block rows. For each of the four (layernorm_bwd, bias_bwd) branch pairs, from nonzero
+ * dt_cu_colsum_fused (C 3072: dt_cu_colsum after the kernel); N not a multiple of 64 (blocks
+ * of unequal row counts) nor, at 300, of the 8-row groups. For each of the four (layernorm_bwd, bias_bwd) branch pairs, from nonzero
  * dinp and sum (both accumulate):
  *  - sum against the fp64 column sums of the downloaded dinp16 (the bf16 values as stored)
  *    plus the start, rel 1e-5 (a sum of the fp32 values before rounding is ~1e-3 off here);
@@ -403,6 +403,79 @@ static void test_layernorm_colsum(void) {
         dt_op_clear_overrides();
         cudaFree(dx); cudaFree(dg); cudaFree(dmean); cudaFree(drstd); cudaFree(wbuf); cudaFree(part); cudaFree(part2);
     }
+}
+
+/* The det order of the LayerNorm backward's reductions, byte for byte: dweight, dbias and
+ * the fused column sum (dt_cu_layernorm_bwd_colsum, both branches det) from nonzero starts
+ * against a host replay of the order ops_cuda.h states: nparts = dt_cu_ln_parts(N) blocks,
+ * block b's warp w takes rows (b + k nparts) DT_CU_LN_WARPS + w for k = 0, 1, ... in order,
+ * accumulating fma(n, g, dw), db + g and sum + float(dinp16) from 0 (n = (x - mean) rstd);
+ * the block adds its warps in warp order from 0; dt_cu_parts_finish adds partials ty, ty +
+ * 8, ... per ty < 8, then the 8 sums in ty order, into the start. On the register kernel
+ * (C 768, accumulators in registers; C 1600, in shared rows; C 64, lanes idle) and the wide
+ * kernel (weights 4-byte aligned only), N not a multiple of the block groups. */
+static void test_layernorm_det_order(void) {
+    const struct { int N, C, misalign; } shapes[] = {{1000, 768, 0}, {300, 1600, 0}, {700, 64, 0}, {333, 768, 1}};
+    variant("layernorm_bwd=det");
+    variant("bias_bwd=det");
+    for (const auto &sh : shapes) {
+        const int N = sh.N, C = sh.C, W = DT_CU_LN_WARPS, nparts = dt_cu_ln_parts(N);
+        const size_t nc = (size_t)N * C;
+        vf x = rnd(nc, 2.0f), w = rnd(C), bias = rnd(C), dout = rnd(nc), dinp0 = rnd(nc), gw0 = rnd(C), gb0 = rnd(C),
+           sum0 = rnd(C), y(nc), mean(N), rstd(N);
+        dt_layernorm_fwd(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), N, C);
+        bf16 *dx = up16(x), *dg = up16(dout), *d16 = dev<bf16>(nc);
+        float *dmean = up32(mean), *drstd = up32(rstd), *wbuf = dev<float>(C + 1), *dw = wbuf + sh.misalign;
+        float *ddinp = up32(dinp0), *dgw = up32(gw0), *dgb = up32(gb0), *dsum = up32(sum0);
+        float *part = dev<float>(dt_cu_ln_part_floats(N, C, 1));
+        gpu_ok(cudaMemcpy(dw, w.data(), sizeof(float) * C, cudaMemcpyHostToDevice), "upload");
+        dt_cu_layernorm_bwd_colsum(ddinp, d16, dgw, dgb, dsum, part, dg, dx, dw, dmean, drstd, N, C, 0, 0);
+        vf got16 = down16(d16, nc), rw = gw0, rb = gb0, rs = sum0;
+        std::vector<float> pw((size_t)nparts * C), pb((size_t)nparts * C), ps((size_t)nparts * C);
+        for (int b = 0; b < nparts; b++)
+            for (int c = 0; c < C; c++) {
+                float tw = 0.0f, tb = 0.0f, ts = 0.0f;
+                for (int k = 0; k < W; k++) { /* warp order */
+                    float aw = 0.0f, ab = 0.0f, as = 0.0f;
+                    for (int row = b * W + k; row < N; row += nparts * W) { /* row order */
+                        size_t i = (size_t)row * C + c;
+                        float n = (x[i] - mean[row]) * rstd[row];
+                        aw = fmaf(n, dout[i], aw);
+                        ab += dout[i];
+                        as += got16[i];
+                    }
+                    tw += aw;
+                    tb += ab;
+                    ts += as;
+                }
+                pw[(size_t)b * C + c] = tw;
+                pb[(size_t)b * C + c] = tb;
+                ps[(size_t)b * C + c] = ts;
+            }
+        for (int c = 0; c < C; c++) { /* dt_cu_parts_finish */
+            float t[3] = {0.0f, 0.0f, 0.0f};
+            const std::vector<float> *p[3] = {&pw, &pb, &ps};
+            for (int j = 0; j < 3; j++)
+                for (int ty = 0; ty < 8; ty++) {
+                    float s = 0.0f;
+                    for (int k = ty; k < nparts; k += 8) s += (*p[j])[(size_t)k * C + c];
+                    t[j] += s;
+                }
+            rw[c] += t[0];
+            rb[c] += t[1];
+            rs[c] += t[2];
+        }
+        vf gw = down32(dgw, C), gb = down32(dgb, C), gs = down32(dsum, C);
+        CHECKF(!memcmp(gw.data(), rw.data(), sizeof(float) * C), "C %d N %d%s: det dweight differs from the host replay",
+               C, N, sh.misalign ? " (wide kernel)" : "");
+        CHECKF(!memcmp(gb.data(), rb.data(), sizeof(float) * C), "C %d N %d%s: det dbias differs from the host replay",
+               C, N, sh.misalign ? " (wide kernel)" : "");
+        CHECKF(!memcmp(gs.data(), rs.data(), sizeof(float) * C), "C %d N %d%s: det sum differs from the host replay",
+               C, N, sh.misalign ? " (wide kernel)" : "");
+        cudaFree(dx); cudaFree(dg); cudaFree(d16); cudaFree(dmean); cudaFree(drstd); cudaFree(wbuf);
+        cudaFree(ddinp); cudaFree(dgw); cudaFree(dgb); cudaFree(dsum); cudaFree(part);
+    }
+    dt_op_clear_overrides();
 }
 
 static void test_reduce_accuracy(void) {
@@ -872,6 +945,7 @@ int main(void) {
     RUN_SEL(test_encoder_accuracy);
     RUN_SEL(test_layernorm_accuracy);
     RUN_SEL(test_layernorm_colsum);
+    RUN_SEL(test_layernorm_det_order);
     RUN_SEL(test_reduce_accuracy);
     RUN_SEL(test_attention_accuracy);
     RUN_SEL(test_flash_accuracy);

@@ -517,6 +517,8 @@ static gcase cases[] = {
        65536, 64),
     OP("layernorm_bwd", "N=16384 C=768, fused column sums of dinp16", ln_bwd_setup, ln_bwd_run, FAST_RACES,
        16384, 768, LN_SUM),
+    OP("layernorm_bwd", "N=16384 C=1600, fused column sums (accumulators in shared rows)", ln_bwd_setup,
+       ln_bwd_run, FAST_RACES, 16384, 1600, LN_SUM),
     OP("layernorm_bwd", "N=16384 C=768, fused column sums, unaligned weights (wide kernel)", ln_bwd_setup,
        ln_bwd_run, FAST_RACES, 16384, 768, LN_SUM | LN_UNALIGNED),
     OP("layernorm_bwd", "N=16384 C=3072, column sums after the wide kernel (dt_cu_colsum)", ln_bwd_setup,

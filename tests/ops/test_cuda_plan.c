@@ -14,7 +14,8 @@ static void test_parts_and_grid(void) {
     CHECK(dt_cu_colsum_parts(DT_CU_COLSUM_ROWS) == 1);
     CHECK(dt_cu_colsum_parts(DT_CU_COLSUM_ROWS + 1) == 2);
     CHECK(dt_cu_colsum_parts(16384) == 16384 / DT_CU_COLSUM_ROWS);
-    CHECK(dt_cu_ln_parts(16384) == 16384 / DT_CU_LN_ROWS && dt_cu_ln_parts(33) == 2);
+    CHECK(dt_cu_ln_parts(16384) == 16384 / DT_CU_LN_ROWS && dt_cu_ln_parts(DT_CU_LN_ROWS + 1) == 2);
+    CHECK(dt_cu_ln_parts(16384) == 256); /* one wave of 2 blocks an SM on a 132-SM H200 */
     CHECK(dt_cu_reduce_blocks(0) == 1);
     CHECK(dt_cu_reduce_blocks(1) == 1);
     CHECK(dt_cu_reduce_blocks((size_t)DT_CU_RED_THREADS * 8 + 1) == 2);
@@ -35,9 +36,9 @@ static void test_ln_plan(void) {
     CHECK(dt_cu_ln_colsum_fused(2048, 0) && dt_cu_ln_colsum_fused(768, 1));
     CHECK(dt_cu_ln_colsum_fused(2128, 1) && !dt_cu_ln_colsum_fused(2136, 1));
     CHECK(!dt_cu_ln_colsum_fused(3072, 1));
-    CHECK(dt_cu_ln_part_floats(16384, 768, 0) == (size_t)2 * 512 * 768);
-    CHECK(dt_cu_ln_part_floats(16384, 768, 1) == (size_t)3 * 512 * 768);
-    CHECK(dt_cu_ln_part_floats(33, 64, 1) == (size_t)3 * 2 * 64);
+    CHECK(dt_cu_ln_part_floats(16384, 768, 0) == (size_t)2 * 256 * 768);
+    CHECK(dt_cu_ln_part_floats(16384, 768, 1) == (size_t)3 * 256 * 768);
+    CHECK(dt_cu_ln_part_floats(65, 64, 1) == (size_t)3 * 2 * 64);
     int rows[] = {1, 31, 32, 33, 64, 65, 1000, 16384};
     for (int i = 0; i < 8; i++) /* the fallback's partials fit the third region */
         CHECK(dt_cu_ln_part_floats(rows[i], 3072, 1) - dt_cu_ln_part_floats(rows[i], 3072, 0) >=
