@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One device call: build (or use carried binaries), run every GPU test, run `detrain bench`
-# (default vs deterministic) and the PyTorch peers, writing logs and results under $OUT.
+# (default vs deterministic) and the PyTorch peers, writing logs and results under $OUT
+# (at the end packed into $OUT/all.tgz, with log.txt, bench.txt/json, peers.json,
+# bench_gemm.txt and bench_attention.txt left beside it: the device tool returns 8 files).
 #   OUT       results folder (default /tmp/detrain-gpu)
 #   PEERS=0   skip the PyTorch peers;   STEPS=N   bench steps (default 20)
 #   GEMM_ATTN=1  also bench with the GEMM attention formulation (DT_ATTENTION=gemm; flash
@@ -89,4 +91,9 @@ if [ "${PEERS:-1}" != 0 ]; then
   PYTHONUNBUFFERED=1 timeout "${PEER_TIMEOUT:-300}" python3 bench/torch_peer.py --steps 10 --warmup 3 --json "$OUT/peers.json" || rc=1
 fi
 stamp "done rc=$rc (binaries: $(build/detrain-cuda --version 2>/dev/null))"
+# The device tool brings back at most 8 files from $OUT: everything goes into all.tgz, and
+# the summary files stay beside it.
+tar czf /tmp/gpu-all.tgz -C "$OUT" . 2>/dev/null && find "$OUT" -mindepth 1 \( -type f -o -type l \) \
+  ! -name log.txt ! -name bench.txt ! -name bench.json ! -name peers.json ! -name bench_gemm.txt \
+  ! -name bench_attention.txt -delete && find "$OUT" -mindepth 1 -type d -empty -delete && mv /tmp/gpu-all.tgz "$OUT/all.tgz"
 exit $rc
