@@ -44,6 +44,18 @@ static inline dt_status dt_cu_check(cudaError_t e, const char *what) {
         if (dt_st_ != DT_OK) return dt_st_;                              \
     } while (0)
 
+/* Shared-memory address of p; asynchronous 16-byte copies global -> shared (cp.async.cg:
+ * through L2 only), their groups and the waits for all but the newest / all groups. */
+static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+static __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
+}
+static __device__ __forceinline__ void cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
+static __device__ __forceinline__ void cp_wait1(void) { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+static __device__ __forceinline__ void cp_wait0(void) { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
 /* Eight bf16 in one 16-byte word. */
 struct __align__(16) dt_bf16x8 { bf16 v[8]; };
 

@@ -297,8 +297,7 @@ static dt_status heuristic_algo(dt_cu_blas *h, plan *p, const dt_cu_gemm_args *a
     return DT_OK;
 }
 
-/* Reads an algorithm's configuration back (every settable attribute). */
-static void cfg_of(const cublasLtMatmulAlgo_t *algo, dt_cu_gemm_cfg *c) {
+void dt_cu_gemm_cfg_read(const cublasLtMatmulAlgo_t *algo, dt_cu_gemm_cfg *c) {
     int32_t id = 0, splitk = 1;
     uint32_t tile = 0, stages = 0, scheme = 0, swizzle = 0, custom = 0;
     uint16_t inner = 0, cluster = 0;
@@ -454,7 +453,7 @@ static dt_status make_plan(dt_cu_blas *h, plan *p, const dt_cu_gemm_args *a, int
         }
     }
     if (!strcmp(p->source, "heuristic") && (st = heuristic_algo(h, p, a, det, epi, S)) != DT_OK) return st;
-    cfg_of(&p->algo, &p->cfg);
+    dt_cu_gemm_cfg_read(&p->algo, &p->cfg);
     if (S > 1) { /* the chunk partials' workspace, grown (never while a GEMM may read it) */
         size_t need = sizeof(float) * (size_t)S * a->M * a->N;
         if (need > h->split_bytes) {

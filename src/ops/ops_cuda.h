@@ -123,6 +123,9 @@ dt_status dt_cu_gemm_lt_of(dt_cu_blas *h, const dt_cu_gemm_args *a, dt_cu_gemm_l
 /* Benchmarks only: whether configuration cfg fits the call's plan (cublasLtMatmulAlgoCheck
  * against its descriptors): DT_OK and the workspace it needs, or DT_EUNSUPPORTED. */
 dt_status dt_cu_gemm_check_cfg(dt_cu_blas *h, const dt_cu_gemm_args *a, const dt_cu_gemm_cfg *cfg, size_t *ws);
+/* Reads an algorithm's configuration back (every settable attribute of cuBLASLt's algo
+ * config) into c. */
+void dt_cu_gemm_cfg_read(const cublasLtMatmulAlgo_t *algo, dt_cu_gemm_cfg *c);
 
 /* ---- embedding (encoder_cuda.cu), DT_OP_ENCODER_BWD ---------------------------------- */
 /* out (B,T,C) bf16 = wte[inp] + wpe[t], wte/wpe fp32; with hidden dropout on the sum. */

@@ -25,15 +25,6 @@
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
 
-static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-static __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
-}
-static __device__ __forceinline__ void cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
-static __device__ __forceinline__ void cp_wait1(void) { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
-static __device__ __forceinline__ void cp_wait0(void) { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 /* Orders this thread's generic-proxy shared-memory accesses (cp.async writes, stores) with
  * later async-proxy accesses (wgmma operand reads), and the reverse. */
 static __device__ __forceinline__ void fence_proxy_async(void) {

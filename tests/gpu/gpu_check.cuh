@@ -73,6 +73,30 @@ static vf down32(const float *d, size_t n) {
     gpu_ok(cudaMemcpy(v.data(), d, sizeof(float) * n, cudaMemcpyDeviceToHost), "download");
     return v;
 }
+/* The n bytes at device address d, after the device is idle (byte comparisons). */
+static std::vector<unsigned char> bytes_of(const void *d, size_t n) {
+    std::vector<unsigned char> h(n);
+    gpu_ok(cudaDeviceSynchronize(), "sync");
+    gpu_ok(cudaMemcpy(h.data(), d, n, cudaMemcpyDeviceToHost), "download");
+    return h;
+}
+/* 1 when device 0 is an sm_90 GPU (the warpgroup-MMA kernels are built for sm_90a alone);
+ * else 0, after saying why under the test's name. */
+static int gpu_is_sm90(const char *test) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+        fprintf(stderr, "%s: no CUDA device\n", test);
+        return 0;
+    }
+    cudaDeviceProp prop;
+    gpu_ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+    fprintf(stderr, "%s: %s (sm_%d%d)\n", test, prop.name, prop.major, prop.minor);
+    if (prop.major != 9 || prop.minor != 0) {
+        fprintf(stderr, "%s: the wgmma kernels are built for sm_90a only; this GPU cannot run them\n", test);
+        return 0;
+    }
+    return 1;
+}
 /* ||a - ref|| / ||ref|| in double; a NaN anywhere never passes. */
 static double relerr(const vf &a, const vf &ref) {
     double num = 0, den = 0;

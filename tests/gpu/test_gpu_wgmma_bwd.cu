@@ -41,13 +41,6 @@
 
 static const int HS = 64;
 
-static std::vector<unsigned char> bytes_of(const void *d, size_t n) {
-    std::vector<unsigned char> h(n);
-    gpu_ok(cudaDeviceSynchronize(), "sync");
-    gpu_ok(cudaMemcpy(h.data(), d, n, cudaMemcpyDeviceToHost), "download");
-    return h;
-}
-
 /* The backward of causal softmax attention (scale 1/8) in fp64 on the bf16 values of qkv
  * (B T, 3C) and dout (B T, C): dqkv (B T, 3C). P from the fp64 scores, D = sum_j P dP. */
 static void cpu_attention_bwd(const vf &qkv, const vf &dout, int B, int NH, int T, std::vector<double> &dqkv) {
@@ -308,18 +301,7 @@ static void test_gpt2(void) { test_shape(16, 12, 1024, 0, 1); }
 static void test_small_64key(void) { test_shape(2, 4, 960, 1, 0); }
 
 int main(void) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
-        fprintf(stderr, "test_gpu_wgmma_bwd: no CUDA device\n");
-        return 1;
-    }
-    cudaDeviceProp prop;
-    gpu_ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-    fprintf(stderr, "test_gpu_wgmma_bwd: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
-    if (prop.major != 9 || prop.minor != 0) {
-        fprintf(stderr, "test_gpu_wgmma_bwd: the wgmma kernel is built for sm_90a only; this GPU cannot run it\n");
-        return 1;
-    }
+    if (!gpu_is_sm90("test_gpu_wgmma_bwd")) return 1;
     RUN(test_small);
     RUN(test_gpt2);
     RUN(test_small_64key);

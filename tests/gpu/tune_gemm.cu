@@ -31,6 +31,7 @@
 #include "ops/ops_cuda.h"
 
 #include "gpu_check.cuh"
+#include "gemm_shapes.cuh"
 
 extern "C" {
 #include "dt_test.h"
@@ -40,17 +41,10 @@ extern "C" {
 #include <algorithm>
 #include <vector>
 
-static const int BT = 16384, C = 768, L = 12, VP = 50304;
-
-static bf16 *g_x, *g_y, *g_w, *g_bias, *g_aux, *g_ref;
-static float *g_dw, *g_db, *g_part, *g_dwref;
+static bf16 *g_ref;
+static float *g_dwref;
 static dt_cu_blas *g_h;
 static int g_cc;
-
-__global__ static void fill(bf16 *x, size_t n, uint32_t seed) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] = __float2bfloat16(dt_rng_uniform(seed, 1, 0, 0, i) - 0.5f);
-}
 
 __device__ static unsigned bits(float v) { return __float_as_uint(v); }
 __device__ static unsigned bits(bf16 v) { return __bfloat16_as_ushort(v); }
@@ -70,27 +64,6 @@ __global__ static void compare(const T *a, const T *b, size_t n, double *sums, u
     atomicAdd(&sums[0], d2);
     atomicAdd(&sums[1], r2);
     atomicAdd(cnt, c);
-}
-
-typedef struct shape {
-    const char *name;
-    int per_step;
-    int ta, tb, M, N, K, c_f32, bias, epi;
-} shape;
-
-static dt_cu_gemm_args args_of(const shape *s) {
-    dt_cu_gemm_args a;
-    memset(&a, 0, sizeof a);
-    a.ta = s->ta; a.tb = s->tb; a.M = s->M; a.N = s->N; a.K = s->K;
-    a.A = g_x; a.lda = s->ta ? s->M : s->K;
-    a.B = g_w; a.ldb = s->tb ? s->K : s->N;
-    a.C = s->c_f32 ? (void *)g_dw : (void *)g_y; a.ldc = s->N;
-    a.c_f32 = s->c_f32; a.alpha = 1.0f; a.beta = s->c_f32 ? 1.0f : 0.0f; a.batch = 1;
-    a.bias = s->bias ? g_bias : NULL;
-    a.epi = s->epi;
-    a.aux = g_aux;
-    if (s->epi == DT_CU_EPI_BGRAD) { a.dbias = g_db; a.dbias_part = g_part; }
-    return a;
 }
 
 static double now(void) {
@@ -121,20 +94,8 @@ static void add_cand(std::vector<cand> &v, const dt_cu_gemm_cfg &c, const char *
 }
 
 static dt_cu_gemm_cfg cfg_read(const cublasLtMatmulAlgo_t *algo) {
-    int32_t id = 0, splitk = 1;
-    uint32_t tile = 0, stages = 0, scheme = 0, swz = 0, custom = 0;
-    uint16_t inner = 0, cluster = 0;
-    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, NULL);
-    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, NULL);
-    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, NULL);
-    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, NULL);
-    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme, NULL);
-    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz, sizeof swz, NULL);
-    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof custom, NULL);
-    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &inner, sizeof inner, NULL);
-    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster, NULL);
-    dt_cu_gemm_cfg c = {id, (int)tile, (int)stages, splitk, (int)scheme, (int)swz, (int)custom, (int)inner,
-                        (int)cluster};
+    dt_cu_gemm_cfg c;
+    dt_cu_gemm_cfg_read(algo, &c);
     return c;
 }
 
@@ -626,24 +587,10 @@ int main(void) {
     g_cc = prop.major * 10 + prop.minor;
     printf("tune_gemm on %s (%d SMs, sm_%d), cuBLASLt %d\n", prop.name, prop.multiProcessorCount, g_cc,
            (int)cublasLtGetVersion());
-    size_t nx = (size_t)BT * VP, nw = (size_t)VP * C, ny = (size_t)BT * VP;
-    gpu_ok(cudaMalloc(&g_x, nx * 2), "x");
-    gpu_ok(cudaMalloc(&g_w, std::max(nw, (size_t)BT * 4 * C) * 2), "w");
-    gpu_ok(cudaMalloc(&g_y, ny * 2), "y");
+    size_t nx = 0, nw = 0, ny = (size_t)BT * VP;
+    gemm_operands(&nx, &nw);
     gpu_ok(cudaMalloc(&g_ref, ny * 2), "ref");
-    gpu_ok(cudaMalloc(&g_aux, (size_t)BT * 4 * C * 2), "aux");
-    gpu_ok(cudaMalloc(&g_bias, (size_t)VP * 2), "bias");
-    gpu_ok(cudaMalloc(&g_dw, nw * 4), "dw");
     gpu_ok(cudaMalloc(&g_dwref, nw * 4), "dwref");
-    gpu_ok(cudaMalloc(&g_db, (size_t)VP * 4), "db");
-    gpu_ok(cudaMalloc(&g_part, (size_t)dt_cu_colsum_parts(BT) * 4 * C * 4), "part");
-    fill<<<dt_cu_div(nx, 256), 256>>>(g_x, nx, 1);
-    fill<<<dt_cu_div(nw, 256), 256>>>(g_w, nw, 2);
-    fill<<<dt_cu_div((size_t)BT * 4 * C, 256), 256>>>(g_aux, (size_t)BT * 4 * C, 3);
-    fill<<<dt_cu_div(VP, 256), 256>>>(g_bias, VP, 4);
-    fill<<<dt_cu_div(ny, 256), 256>>>(g_y, ny, 5);
-    gpu_ok(cudaMemset(g_dw, 0, nw * 4), "memset");
-    gpu_ok(cudaMemset(g_db, 0, (size_t)VP * 4), "memset");
     CHECK_OK(dt_cu_blas_create(&g_h));
     variant("gemm=det");
     dt_cu_blas_use_table(g_h, 0); /* the baseline is the heuristic's det pick */
