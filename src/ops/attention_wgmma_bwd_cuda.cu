@@ -23,6 +23,8 @@
  * dP^T are committed) also waits for them, before P^T and dS^T are overwritten. The fourth
  * ring stage makes that safe: the refill at tile i overwrites tile i - 2's stage, whose
  * products were waited for during tile i - 1, before tile i's barrier.
+ * On request (dt_cu_flash_bwd_wgmma_force) kernel A runs on 128-query tiles instead, with a
+ * producer warpgroup: attention_wgmma_bwd_q128_cuda.cu (the same bits; not yet run on a GPU).
  * The dQ pass on wgmma: a warpgroup owns a 64-query block and sums dS K over key blocks in
  * order, the dS tiles (already the A fragments) as register operands; dt_cu_flash_bwd's
  * mma.sync dQ pass gives the same bits (dt_cu_flash_bwd_wgmma_force picks it).
@@ -70,43 +72,15 @@ static __device__ __forceinline__ void wgbwd_tile(float dk[32], float dv[32], fl
     reg_fence(s);
     reg_fence_a(p);
     reg_fence_a(ds);
-    /* P^T (in s): the mma.sync kernel A's operations (attention_flash_cuda.cu, kv_tile): one
-     * fused multiply-add, ex2.approx.ftz; keys above the query (key row > query column) 0. */
-#pragma unroll
-    for (int n = 0; n < 8; n++) {
-        const float2 l2 = *reinterpret_cast<const float2 *>(LDc + (n * 4 + t) * 4); /* queries 8n + 2t, + 1 */
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            float v = ex2(__fmaf_rn(s[4 * n + i], sl2, -((i & 1) ? l2.y : l2.x)));
-            if (DIAG && n * 8 + 2 * t + (i & 1) < row + 8 * (i >> 1)) v = 0.0f;
-            s[4 * n + i] = v;
-        }
-    }
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        p[k][0] = pack(s[8 * k], s[8 * k + 1]);     /* key row g, queries 16k + 2t, + 1 */
-        p[k][1] = pack(s[8 * k + 2], s[8 * k + 3]); /* key row g + 8 */
-        p[k][2] = pack(s[8 * k + 4], s[8 * k + 5]); /* key row g, queries 16k + 8 + 2t, + 1 */
-        p[k][3] = pack(s[8 * k + 6], s[8 * k + 7]); /* key row g + 8 */
-    }
+    /* P^T (in s), dS^T (in dp): the mma.sync kernel A's operations (wgmma_cuda.cuh) */
+    wg_bwd_p<DIAG>(s, LDc, sl2, row, t);
+    wg_pack_a(p, s);
     reg_fence(s); /* P^T done before the wait: its exponentials overlap dP^T's products */
     reg_fence_a(p);
     wg_wait0(); /* dP^T */
     reg_fence(dp);
-#pragma unroll
-    for (int n = 0; n < 8; n++) {
-        const float2 dd = *reinterpret_cast<const float2 *>(LDc + (n * 4 + t) * 4 + 2);
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            dp[4 * n + i] = __fmul_rn(s[4 * n + i], __fsub_rn(dp[4 * n + i], (i & 1) ? dd.y : dd.x));
-    }
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        ds[k][0] = pack(dp[8 * k], dp[8 * k + 1]);
-        ds[k][1] = pack(dp[8 * k + 2], dp[8 * k + 3]);
-        ds[k][2] = pack(dp[8 * k + 4], dp[8 * k + 5]);
-        ds[k][3] = pack(dp[8 * k + 6], dp[8 * k + 7]);
-    }
+    wg_bwd_ds(dp, s, LDc, t);
+    wg_pack_a(ds, dp);
     store_ds_tile(dst, ds);
     wg_fence();
 #pragma unroll
@@ -347,7 +321,10 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
     const int M = wgbwd_force_a == DT_CU_WGBWD_A_128 && nqb % 2 == 0 ? 2 : 1;
     const unsigned n = (unsigned)(BH * (nqb / M));
     const size_t sm = dt_wgbwd_smem(M, WGBWD_STAGES);
-    if (M == 2)
+    if (wgbwd_force_a == DT_CU_WGBWD_A_Q128 || wgbwd_force_a == DT_CU_WGBWD_A_Q128_K64)
+        dt_cu_flash_bwd_kv_wgmma_q128(dqkv, dS, bp, qkv, dout, LD, B, T, NH,
+                                      wgbwd_force_a == DT_CU_WGBWD_A_Q128 ? 2 : 1, s);
+    else if (M == 2)
         flash_bwd_kv_wgmma_kernel<2><<<dt_cu_noted(n, 256, sm, "flash_bwd_kv_wgmma_kernel<2>"), 256, sm, s>>>(
             dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);
     else

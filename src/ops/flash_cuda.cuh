@@ -107,5 +107,13 @@ void dt_cu_flash_bwd_prep(float *LD, const bf16 *dout, const bf16 *out, const fl
  * dt_flash_bwd_group(B NH). */
 void dt_cu_flash_bwd_dq(bf16 *dqkv, float *part, const bf16 *dS, const bf16 *qkv, int B, int T, int NH,
                         cudaStream_t s);
+/* Kernel A on 128-query tiles (attention_wgmma_bwd_q128_cuda.cu, sm_90a: a configuration of
+ * dt_cu_flash_bwd_wgmma): dK, dV rows of dqkv, the dS scratch and, when part is not NULL,
+ * the K and V columns' bias partials, from LD (the D kernel's) and the inputs; the bits of
+ * the 64-query kernel A. M = 2 (two consumer warpgroups, 128 keys a block; needs T % 128
+ * == 0, else M = 1 runs) or 1. Grid order from dt_flash_bwd_order with group
+ * dt_flash_bwd_group(B NH). */
+void dt_cu_flash_bwd_kv_wgmma_q128(bf16 *dqkv, bf16 *dS, float *part, const bf16 *qkv, const bf16 *dout,
+                                   const float *LD, int B, int T, int NH, int M, cudaStream_t s);
 
 #endif

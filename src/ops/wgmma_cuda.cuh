@@ -1,11 +1,17 @@
 /* Device pieces shared by the warpgroup-MMA (wgmma, sm_90a) attention kernels
- * (attention_wgmma_cuda.cu: the forward; attention_wgmma_bwd_cuda.cu: the backward): PTX
- * wrappers for cp.async, the proxy fence, wgmma m64n64k16 with both operands in shared
- * memory or A from registers, and the copy of a 64 x 64 bf16 tile into the 128-byte swizzle
- * (wgmma_desc.h). Include only from sources built for sm_90a (Makefile: WGMMA_OBJ).
+ * (attention_wgmma_cuda.cu: the forward; attention_wgmma_bwd_cuda.cu and
+ * attention_wgmma_bwd_q128_cuda.cu: the backward): PTX wrappers for cp.async, the proxy
+ * fence, wgmma m64n64k16 with both operands in shared memory or A from registers, wgmma
+ * m64n128k16 from shared memory, mbarriers and setmaxnreg, the copy of a 64 x 64 bf16 tile
+ * into the 128-byte swizzle (wgmma_desc.h), and the backward's elementwise steps on one
+ * 64-query half of an accumulator (P^T, dS^T, the A-fragment packing), which both kernel A
+ * sources call so that their elementwise operations are the same code. Include only from
+ * sources built for sm_90a (Makefile: WGMMA_OBJ).
  *
- * Accumulator layout (m64nNk16, f32): warp w of the warpgroup holds rows 16w..16w+15; lane
- * 4g + t holds d[4n + i] at row 16w + g + 8 (i >> 1), column 8n + 2t + (i & 1): per warp,
+ * Accumulator layout (m64nNk16, f32; N = 64: 32 registers, N = 128: 64): warp w of the
+ * warpgroup holds rows 16w..16w+15; lane 4g + t holds d[4n + i] at row 16w + g + 8 (i >> 1),
+ * column 8n + 2t + (i & 1): so columns 64..127 of an N = 128 accumulator are d[32..63] in
+ * the layout of an N = 64 one, and per warp,
  * the mma.sync m16n8 accumulator layout over 8 column groups, which is why the mma.sync
  * kernels' elementwise code (attention_flash_cuda.cu) runs unchanged on it.
  * Register A operand (m64n64k16): a[0..3] of warp w, lane 4g + t: rows 16w + g (a[0], a[2])
@@ -94,6 +100,78 @@ static __device__ __forceinline__ void wgmma_rs_t(float d[32], const uint32_t a[
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
 
+#define WG_D64                                                                                                 \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                  \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                         \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                         \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define WG_REGS64(k)                                                                                           \
+    k(d[0]), k(d[1]), k(d[2]), k(d[3]), k(d[4]), k(d[5]), k(d[6]), k(d[7]), k(d[8]), k(d[9]), k(d[10]),        \
+        k(d[11]), k(d[12]), k(d[13]), k(d[14]), k(d[15]), k(d[16]), k(d[17]), k(d[18]), k(d[19]), k(d[20]),    \
+        k(d[21]), k(d[22]), k(d[23]), k(d[24]), k(d[25]), k(d[26]), k(d[27]), k(d[28]), k(d[29]), k(d[30]),    \
+        k(d[31]), k(d[32]), k(d[33]), k(d[34]), k(d[35]), k(d[36]), k(d[37]), k(d[38]), k(d[39]), k(d[40]),    \
+        k(d[41]), k(d[42]), k(d[43]), k(d[44]), k(d[45]), k(d[46]), k(d[47]), k(d[48]), k(d[49]), k(d[50]),    \
+        k(d[51]), k(d[52]), k(d[53]), k(d[54]), k(d[55]), k(d[56]), k(d[57]), k(d[58]), k(d[59]), k(d[60]),    \
+        k(d[61]), k(d[62]), k(d[63])
+
+/* d (64 x 128 fp32: 64 per thread) = A B + d for A (64 x 16) and B (16 x 128) in shared
+ * memory, both K-major (a B of 128 rows: 16 groups of 8 rows, SBO apart). */
+static __device__ __forceinline__ void wgmma_ss_n128(float d[64], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WG_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : WG_REGS64("+f")
+                 : "l"(da), "l"(db), "r"(1));
+}
+/* d = A B (scale-d 0): the first k-step of a chain. d is an output only, so what it held
+ * before is dead to the compiler and its registers are free until here (with "+f" the
+ * previous tile's values would stay live across the products in flight before it). */
+static __device__ __forceinline__ void wgmma_ss_n128_first(float d[64], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WG_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : WG_REGS64("=f")
+                 : "l"(da), "l"(db), "r"(0));
+}
+
+/* ---- mbarriers and register reallocation (the producer/consumer kernel A) ---- */
+
+/* bar: the shared address of an 8-byte aligned mbarrier; a phase completes after count
+ * arrivals. Initialised by one thread, then fenced and published by a block barrier. */
+static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+static __device__ __forceinline__ void mbar_init_fence(void) {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+/* One arrival (release: this thread's earlier memory accesses happen before the phase
+ * completes for a waiter). */
+static __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+/* Waits (acquire) until the phase of parity `parity` has completed. */
+static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+/* The registers a thread of this warpgroup may use from here on (a multiple of 8, 24..256;
+ * the kernel must be launched with a register count from __launch_bounds__): dec gives
+ * registers back to the block's pool, inc waits until the pool has them. */
+template <int R> static __device__ __forceinline__ void setmaxnreg_dec(void) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <int R> static __device__ __forceinline__ void setmaxnreg_inc(void) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+/* A barrier of the nth threads (a multiple of 32) that execute it with this ID (1..15; 0 is
+ * __syncthreads'; a compile-time ID, so that ptxas reserves that one barrier alone). */
+template <int ID> static __device__ __forceinline__ void named_barrier(int nth) {
+    asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "r"(nth) : "memory");
+}
+
 /* cp.async of a 64-row tile (source rows ld elements apart) by NTH threads into the
  * swizzled layout at dst (1024-byte aligned). */
 template <int NTH>
@@ -102,6 +180,63 @@ static __device__ __forceinline__ void wg_cp_tile(unsigned char *dst, const bf16
     for (int u = 0; u < WB * 8 / NTH; u++) {
         int i = (int)threadIdx.x + u * NTH, r = i >> 3, c = i & 7;
         cp_async16(dst + dt_wgmma_sw128((uint32_t)r, (uint32_t)c), src + (size_t)r * ld + c * 8);
+    }
+}
+
+/* wg_cp_tile by NTH threads numbered ti = 0..NTH - 1 (not threadIdx.x: a producer warpgroup
+ * that is not the block's first). */
+template <int NTH>
+static __device__ __forceinline__ void wg_cp_tile_by(unsigned char *dst, const bf16 *src, size_t ld, int ti) {
+#pragma unroll
+    for (int u = 0; u < WB * 8 / NTH; u++) {
+        int i = ti + u * NTH, r = i >> 3, c = i & 7;
+        cp_async16(dst + dt_wgmma_sw128((uint32_t)r, (uint32_t)c), src + (size_t)r * ld + c * 8);
+    }
+}
+
+/* ---- the flash backward's elementwise steps on one 64-query half (kernel A) ----
+ * s, dp: 32 accumulators of one 64-query half of S^T, dP^T (a warpgroup's 64 keys x 64
+ * queries: all of an m64n64 accumulator, or d[0..31] / d[32..63] of an m64n128 one);
+ * LDc: those queries' {lse2, D} pairs ({lse2(2j), lse2(2j + 1), D(2j), D(2j + 1)}, 128
+ * floats); row = 16 warp + g (the thread's first key row), t = lane & 3. The operations are
+ * the mma.sync kernel A's (attention_flash_cuda.cu, kv_tile), which is what makes every
+ * wgmma configuration give its bits. */
+
+/* P^T = exp2(S^T sl2 - lse2) in place: one fused multiply-add, ex2.approx.ftz; when DIAG
+ * (the half is the key block's own query block) keys above the query (key row > query
+ * column) are 0. */
+template <bool DIAG>
+static __device__ __forceinline__ void wg_bwd_p(float s[32], const float *LDc, float sl2, int row, int t) {
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        const float2 l2 = *reinterpret_cast<const float2 *>(LDc + (n * 4 + t) * 4); /* queries 8n + 2t, + 1 */
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float v = ex2(__fmaf_rn(s[4 * n + i], sl2, -((i & 1) ? l2.y : l2.x)));
+            if (DIAG && n * 8 + 2 * t + (i & 1) < row + 8 * (i >> 1)) v = 0.0f;
+            s[4 * n + i] = v;
+        }
+    }
+}
+/* dS^T = P^T (dP^T - D) in place in dp (p: P^T from wg_bwd_p). */
+static __device__ __forceinline__ void wg_bwd_ds(float dp[32], const float p[32], const float *LDc, int t) {
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        const float2 dd = *reinterpret_cast<const float2 *>(LDc + (n * 4 + t) * 4 + 2);
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            dp[4 * n + i] = __fmul_rn(p[4 * n + i], __fsub_rn(dp[4 * n + i], (i & 1) ? dd.y : dd.x));
+    }
+}
+/* The 4 register A operands (16 queries each: a[k] for queries 16k..) of a half's bf16
+ * values: the rounding the dV and dK products and the dS scratch use. */
+static __device__ __forceinline__ void wg_pack_a(uint32_t a[4][4], const float d[32]) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        a[k][0] = pack(d[8 * k], d[8 * k + 1]);     /* key row g, queries 16k + 2t, + 1 */
+        a[k][1] = pack(d[8 * k + 2], d[8 * k + 3]); /* key row g + 8 */
+        a[k][2] = pack(d[8 * k + 4], d[8 * k + 5]); /* key row g, queries 16k + 8 + 2t, + 1 */
+        a[k][3] = pack(d[8 * k + 6], d[8 * k + 7]); /* key row g + 8 */
     }
 }
 

@@ -1,9 +1,13 @@
 /* The flash backward on warpgroup MMA (attention_wgmma_bwd_cuda.cu, dt_cu_flash_bwd_wgmma,
- * sm_90a; shared pieces in wgmma_cuda.cuh, flash_cuda.cuh and flash_layout.h) against the
+ * sm_90a; kernel A on 128-query tiles in attention_wgmma_bwd_q128_cuda.cu; shared pieces in
+ * wgmma_cuda.cuh, flash_cuda.cuh and flash_layout.h) against the
  * mma.sync flash backward (attention_flash_cuda.cu, dt_cu_flash_bwd) on the GPU machine
  * (built by `make cuda` into build/gpu-tests/). Per shape (B 2 NH 4 T 1024 and B 16 NH 12
  * T 1024: every configuration; B 2 NH 4 T 960: an odd count of 64-row blocks, where kernel A
- * and the wgmma dQ pass run one warpgroup a block whatever is asked), random bf16 qkv in
+ * (either tile) and the wgmma dQ pass run one (consumer) warpgroup a block whatever is asked;
+ * with one consumer warpgroup the 128-query kernel A meets every kind of tile on each shape:
+ * the diagonal block first, alone or with a full half, and a half tile at the end of an
+ * odd count of query blocks), random bf16 qkv in
  * [-2, 2) and dout in [-1, 1), out and lse from dt_cu_flash_fwd:
  *  1. against dt_cu_flash_bwd on the same inputs, with dqkv (and a guard after it), the
  *     scratch and the bias partials poisoned (0xff bytes: NaN) before each call, so an
@@ -13,8 +17,9 @@
  *     moves whole rows by O(max |f|)); then byte-identical dqkv and qkv bias gradient (the
  *     promise that the kernel choice does not change a run's bits: the same products in the
  *     same k order and the same elementwise code); the tolerances say how far off a
- *     failure is. Every configuration (kernel A with 64 or 128 keys a block, the mma.sync or
- *     the wgmma dQ pass) gives the same bytes; the guard after dqkv keeps its bytes;
+ *     failure is. Every configuration (kernel A with 64 or 128 keys a block or on 128-query
+ *     tiles, the mma.sync or the wgmma dQ pass) gives the same bytes; the guard after dqkv
+ *     keeps its bytes;
  *  2. on the small shapes, dQ, dK and dV of both kernels against an fp64 CPU backward of
  *     causal softmax attention on the same bf16 values, relative L2 <= 2e-2 each (bf16 P,
  *     dS and dO operands, 2^-9 relative each, in sums over up to 1024 keys or queries:
@@ -149,12 +154,16 @@ static void bufs_poison(bwd_bufs &u, int x, const vf &b0, cudaStream_t s) {
 
 /* The configurations of dt_cu_flash_bwd_wgmma (ops_cuda.h, dt_cu_flash_bwd_wgmma_force):
  * kernel A with one warpgroup (64 keys) or two (128 keys) a block, the dQ pass on mma.sync
- * or wgmma; the rule is the last one. */
-#define NCFG 4
-static const int cfg_a[NCFG] = {DT_CU_WGBWD_A_64, DT_CU_WGBWD_A_128, DT_CU_WGBWD_A_128, DT_CU_WGBWD_A_64};
-static const int cfg_dq[NCFG] = {DT_CU_WGBWD_DQ_MMA, DT_CU_WGBWD_DQ_MMA, DT_CU_WGBWD_DQ_WGMMA, DT_CU_WGBWD_DQ_WGMMA};
+ * or wgmma (the rule is the fourth); then kernel A on 128-query tiles
+ * (attention_wgmma_bwd_q128_cuda.cu) with two consumer warpgroups a block (one where T %
+ * 128 != 0) or one. */
+#define NCFG 6
+static const int cfg_a[NCFG] = {DT_CU_WGBWD_A_64, DT_CU_WGBWD_A_128, DT_CU_WGBWD_A_128,
+                                DT_CU_WGBWD_A_64, DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128_K64};
+static const int cfg_dq[NCFG] = {DT_CU_WGBWD_DQ_MMA,   DT_CU_WGBWD_DQ_MMA,   DT_CU_WGBWD_DQ_WGMMA,
+                                 DT_CU_WGBWD_DQ_WGMMA, DT_CU_WGBWD_DQ_WGMMA, DT_CU_WGBWD_DQ_WGMMA};
 static const char *const cfg_name[NCFG] = {"A 64, dQ mma.sync", "A 128, dQ mma.sync", "A 128, dQ wgmma",
-                                           "A 64, dQ wgmma"};
+                                           "A 64, dQ wgmma",    "A q128, dQ wgmma",   "A q128 k64, dQ wgmma"};
 struct timing { int B, NH, T; double mma, wg, cfg[NCFG], wg_nobias, prep, dq; };
 static std::vector<timing> g_times;
 
@@ -309,10 +318,11 @@ int main(void) {
     CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));
     /* wgmma: the rule, with and without the fused bias sums; then each configuration; D and
      * dQ mma: the D kernel and the mma.sync dQ pass alone; A = "A 64, dQ mma.sync" minus
-     * both (kernel A with the bias finish) */
+     * both (kernel A with the bias finish); A q128, A q128k64: A plus the difference of that
+     * configuration and "A 64, dQ wgmma" (the same dQ pass) */
     printf("%-16s %8s %8s %8s", "shape (ms)", "mma.sync", "wgmma", "no bias");
     for (int v = 0; v < NCFG; v++) printf(" %20s", cfg_name[v]);
-    printf(" %8s %8s %8s %8s\n", "D", "dQ mma", "A", "TF/s");
+    printf(" %8s %8s %8s %8s %8s %8s\n", "D", "dQ mma", "A", "A q128", "A q128k64", "TF/s");
     for (size_t i = 0; i < g_times.size(); i++) {
         const timing &t = g_times[i];
         double flop = 5.0 * 2.0 * t.B * t.NH * (double)t.T * t.T * HS / 2.0;
@@ -320,7 +330,9 @@ int main(void) {
         snprintf(sh, sizeof sh, "B%d NH%d T%d", t.B, t.NH, t.T);
         printf("%-16s %8.4f %8.4f %8.4f", sh, t.mma, t.wg, t.wg_nobias);
         for (int v = 0; v < NCFG; v++) printf(" %20.4f", t.cfg[v]);
-        printf(" %8.4f %8.4f %8.4f %8.1f\n", t.prep, t.dq, t.cfg[0] - t.prep - t.dq, flop / (t.wg * 1e9));
+        const double a64 = t.cfg[0] - t.prep - t.dq;
+        printf(" %8.4f %8.4f %8.4f %8.4f %8.4f %8.1f\n", t.prep, t.dq, a64, a64 + t.cfg[4] - t.cfg[3],
+               a64 + t.cfg[5] - t.cfg[3], flop / (t.wg * 1e9));
     }
     return dt_test_report();
 }

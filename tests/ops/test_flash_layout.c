@@ -7,7 +7,12 @@
  *  - dt_flash_ds_tile: the lower-triangular (qb, kb <= qb) tiles onto 0 .. tiles - 1;
  *  - the shared memory of the wgmma kernel A in each configuration and of the wgmma dQ
  *    pass: every tile 1024-byte aligned (the 128-byte swizzle atom), nothing overlapping,
- *    and the blocks an SM each is built for within an SM's 228 KB. */
+ *    and the blocks an SM each is built for within an SM's 228 KB;
+ *  - the 128-query kernel A (attention_wgmma_bwd_q128_cuda.cu): its walk gives every
+ *    warpgroup the query blocks kb.. nqb - 1 in order, the diagonal one masked (the
+ *    64-query kernel's k order: the bit-equality argument), with only the kinds of tile its
+ *    dispatch handles where it handles them; its shared memory as above, mbarriers 8-byte
+ *    aligned; its setmaxnreg split fits the registers a block is launched with. */
 #include "ops/flash_layout.h"
 
 #include "dt_test.h"
@@ -98,6 +103,92 @@ static void test_wgbwd_smem(void) {
     }
 }
 
+/* The 128-query kernel A's configurations: (M consumer warpgroups, stages). */
+static const int wgq_cfg[][2] = {{2, DT_WGQ_STAGES_M2}, {1, DT_WGQ_STAGES_M1}};
+
+/* Its walk: for every head length (M = 2: even nqb only), block and warpgroup, the halves
+ * that get products are the query blocks kb, kb + 1, .., nqb - 1 in this order (each once,
+ * the first DIAG, the others FULL); tile 0 is one of the kinds the prologue handles for that
+ * M, tiles 1 .. dt_wgq_loop_end - 1 are (FULL, FULL), and a tile after the loop is the
+ * last one, (FULL, SKIP), with M = 1 only. */
+static void test_wgq_walk(void) {
+    for (size_t k = 0; k < sizeof wgq_cfg / sizeof wgq_cfg[0]; k++) {
+        const int M = wgq_cfg[k][0];
+        for (int nqb = 1; nqb <= 40; nqb++) {
+            if (nqb % M) continue;
+            int bad = 0;
+            for (int r = 0; r < nqb / M; r++) {
+                const int kb0 = M * r, n = dt_wgq_tiles(nqb, kb0);
+                for (int kb = kb0; kb < kb0 + M; kb++) {
+                    int next = kb, end = dt_wgq_loop_end(nqb, kb0, kb);
+                    if (end < 1 || end > n || (end < n && (M != 1 || end != n - 1))) bad++;
+                    for (int j = 0; j < n; j++) {
+                        int h[2];
+                        for (int hh = 0; hh < 2; hh++) {
+                            const int qb = kb0 + 2 * j + hh;
+                            h[hh] = dt_wgq_half(qb, kb, nqb);
+                            if (h[hh] == DT_WGQ_SKIP) continue;
+                            if (qb != next++) bad++; /* the 64-query kernel's order */
+                            if ((h[hh] == DT_WGQ_DIAG) != (qb == kb)) bad++;
+                        }
+                        if (j == 0) { /* the prologue: (DIAG, FULL); M = 2 (SKIP, DIAG); M = 1 (DIAG, SKIP) */
+                            int ok = (h[0] == DT_WGQ_DIAG && h[1] == DT_WGQ_FULL) ||
+                                     (M == 2 && h[0] == DT_WGQ_SKIP && h[1] == DT_WGQ_DIAG) ||
+                                     (M == 1 && h[0] == DT_WGQ_DIAG && h[1] == DT_WGQ_SKIP);
+                            if (!ok) bad++;
+                        } else if (j < end) { /* the loop */
+                            if (h[0] != DT_WGQ_FULL || h[1] != DT_WGQ_FULL) bad++;
+                        } else if (M != 1 || h[0] != DT_WGQ_FULL || h[1] != DT_WGQ_SKIP) {
+                            bad++; /* the tail */
+                        }
+                    }
+                    if (next != nqb) bad++; /* every query block from kb on */
+                }
+            }
+            CHECKF(bad == 0, "128-query kernel A walk (M %d, nqb %d): %d tiles out of place", M, nqb, bad);
+        }
+    }
+}
+
+static void test_wgq_smem(void) {
+    for (size_t k = 0; k < sizeof wgq_cfg / sizeof wgq_cfg[0]; k++) {
+        const int M = wgq_cfg[k][0], nst = wgq_cfg[k][1], per_sm = dt_wgq_per_sm(M);
+        uint32_t off[64], len[64], align[64];
+        int n = 0;
+        for (int j = 0; j < M; j++) {
+            off[n] = dt_wgq_k_off(M, j), len[n] = DT_WGBWD_TILE, align[n++] = 1024;
+            off[n] = dt_wgq_v_off(M, j), len[n] = DT_WGBWD_TILE, align[n++] = 1024;
+        }
+        for (int st = 0; st < nst; st++) {
+            off[n] = dt_wgq_q_off(M, st), len[n] = 2 * DT_WGBWD_TILE, align[n++] = 1024;
+            off[n] = dt_wgq_do_off(M, st), len[n] = 2 * DT_WGBWD_TILE, align[n++] = 1024;
+            off[n] = dt_wgq_ld_off(M, nst, st), len[n] = 1024, align[n++] = 16;
+            off[n] = dt_wgq_full_off(M, nst, st), len[n] = 8, align[n++] = 8;
+            off[n] = dt_wgq_empty_off(M, nst, st), len[n] = 8, align[n++] = 8;
+        }
+        int bad = 0;
+        for (int a = 0; a < n; a++) {
+            if (off[a] % align[a]) bad++;
+            if (off[a] + len[a] + 1024 > dt_wgq_smem(M, nst)) bad++; /* + the alignment slack */
+            for (int b = 0; b < a; b++)
+                if (off[a] < off[b] + len[b] && off[b] < off[a] + len[a]) bad++;
+        }
+        CHECKF(bad == 0, "128-query kernel A shared memory (M %d, %d stages): %d misplaced pieces", M, nst, bad);
+        /* the bias partial reduction reuses the K tiles: 4 warps x 128 floats a warpgroup */
+        CHECK((uint32_t)M * 4u * 128u * 4u <= (uint32_t)M * DT_WGBWD_TILE);
+        uint32_t need = (uint32_t)per_sm * (dt_wgq_smem(M, nst) + 1024u);
+        CHECKF(need <= 228u * 1024u, "128-query kernel A (M %d, %d stages): %d blocks need %u bytes of an SM", M, nst,
+               per_sm, need);
+        /* registers: the split fits the block's launch count (else setmaxnreg.inc never
+         * returns), each count a multiple of 8 in 24..256 (setmaxnreg's operand) */
+        const int launch = dt_wgq_launch_regs(M), prod = DT_WGQ_PRODUCER_REGS, cons = DT_WGQ_CONSUMER_REGS(M);
+        CHECKF(prod + M * cons <= (M + 1) * launch, "128-query kernel A (M %d): %d + %d x %d registers > %d x %d", M,
+               prod, M, cons, M + 1, launch);
+        CHECK(prod % 8 == 0 && cons % 8 == 0 && prod >= 24 && cons <= 256 && prod <= launch && cons >= launch);
+        CHECK(per_sm * 128 * (M + 1) * launch <= 65536);
+    }
+}
+
 /* The wgmma dQ pass: tiles 1024-byte aligned, disjoint, 2 (M = 2) or 3 (M = 1) blocks an SM. */
 static void test_wgdq_smem(void) {
     for (int M = 1; M <= 2; M++) {
@@ -126,5 +217,7 @@ int main(void) {
     RUN(test_ds_tiles);
     RUN(test_wgbwd_smem);
     RUN(test_wgdq_smem);
+    RUN(test_wgq_walk);
+    RUN(test_wgq_smem);
     return dt_test_report();
 }
