@@ -12,14 +12,16 @@
  * rate. As m64n128k16 they read 6 KB per 64 cycles (the key operand once for 128 queries).
  *
  * A block: M consumer warpgroups (64 keys each: key blocks kb0 = M r .. kb0 + M - 1, r the
- * rank of dt_flash_bwd_order) and one producer warpgroup. The producer copies (cp.async) the
- * K and V tiles, then per query tile j the 128 rows of Q and dO (query blocks kb0 + 2j,
- * kb0 + 2j + 1; the second absent past the end) and their {lse2, D} pairs into stage j % NST;
- * it waits for its own copies, fences them for the tensor cores (fence.proxy.async) and
- * arrives on the stage's "full" mbarrier, and before refilling a stage waits on its "empty"
- * one. It keeps 24 registers (setmaxnreg); the consumers take the rest (240 with M = 2,
- * 232 with M = 1). No block barrier in the loop: the warpgroups drift apart and one's
- * elementwise work overlaps another's products.
+ * rank of dt_flash_bwd_order) and one producer warpgroup. Each consumer copies its own K
+ * and V tiles (cp.async) and waits for them once. The producer copies (cp.async), per query
+ * tile j, the 128 rows of Q and dO (query blocks kb0 + 2j, kb0 + 2j + 1; the second absent
+ * past the end) and their {lse2, D} pairs into stage j % NST; it waits for its own copies,
+ * fences them for the tensor cores (fence.proxy.async) and arrives on the stage's "full"
+ * mbarrier, and before refilling a stage waits on its "empty" one, on which every consumer
+ * thread arrives once its products of that stage are done. The producer keeps 24 registers
+ * (setmaxnreg), the consumers take the rest (240 with M = 2, 232 with M = 1; flash_layout.h).
+ * No block barrier in the loop: the warpgroups drift apart and one's elementwise work can
+ * overlap another's products.
  * Per tile a consumer warpgroup (row = 16 warp + g, its first key row) issues
  *   S^T = K Q^T     (4 wgmma m64n128k16, A = K, B = Q, both K-major; 64 accumulators),
  * waits for the previous tile's dV and dK products (wgmma.wait_group 1: the only older
@@ -126,8 +128,8 @@ static __device__ __forceinline__ void wgq_tile(float dk[32], float dv[32], floa
     reg_fence(s + 32);
     if (H0 != DT_WGQ_SKIP) wg_bwd_p<H0 == DT_WGQ_DIAG>(s, LDc, sl2, row, t);
     if (H1 != DT_WGQ_SKIP) wg_bwd_p<H1 == DT_WGQ_DIAG>(s + 32, LDc + 128, sl2, row, t);
-    reg_fence(s); /* P^T done before the wait: its exponentials overlap dP^T's products */
-    reg_fence(s + 32);
+    reg_fence(s); /* P^T before the wait in the source, to overlap dP^T's products; ptxas */
+    reg_fence(s + 32); /* (13.0) still hoists the wait above most exponentials (docs/cuda.md) */
     wg_wait0(); /* dP^T */
     reg_fence(dp);
     reg_fence(dp + 32);

@@ -268,7 +268,7 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
                            cudaStream_t fs);
 /* Benchmarks only (tests/gpu/test_gpu_wgmma_bwd.cu): later calls of dt_cu_flash_bwd_wgmma
  * run kernel A in configuration kernel_a and the dQ pass dq (0 for either: the rule). The
- * bits do not depend on either (tested). */
+ * bits do not depend on either (tested; the DT_CU_WGBWD_A_Q128* ones not yet run). */
 enum {
     DT_CU_WGBWD_A_RULE = 0,
     DT_CU_WGBWD_A_128, /* two warpgroups (128 keys) a block sharing each Q/dO fill, 1 block an
