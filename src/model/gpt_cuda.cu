@@ -41,14 +41,14 @@ struct dt_gpt_cuda {
     const char *fusion_note; /* the fusions asked for (DT_GEMM_EPILOGUES: off, gelu, bgrad, all) */
     cudaStream_t s, fin;  /* main stream; det partial finishes (joined at the end of backward) */
     cudaEvent_t join;
+    /* set by zero_grad: the next backward's weight-gradient GEMMs write their gradients
+     * (beta 0) instead of adding to them, so zero_grad clears only the other tensors */
+    int grad_fresh;
     /* Weight gradients on a second stream (DT_BWD_OVERLAP, default on): the backward's
      * weight-gradient GEMMs run on wgs, through their own cuBLASLt handle and workspace
      * (blas_w: the same plans, so the same bits), while m->s goes on with the input
      * gradients. A dW GEMM reads its dout buffer after m->s made it (ev_ready); before
-     * m->s writes that buffer again it waits for the GEMM's event in reads[] (claim). */
-    /* set by zero_grad: the next backward's weight-gradient GEMMs write their gradients
-     * (beta 0) instead of adding to them, so zero_grad clears only the other tensors */
-    int grad_fresh;
+     * m->s writes that buffer again it waits for the GEMM's event in reads (claim). */
     int overlap;     /* asked for (create); this backward uses it when m->ov */
     int ov;
     cudaStream_t wgs;
@@ -257,10 +257,7 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
                        "flash-mma (flash without the sm_90 warpgroup-MMA kernels), gemm", force);
     }
     m->flash = dt_cu_flash_supported(C, NH, T, &ad) && !(force && !strcmp(force, "gemm"));
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ==
-        cudaSuccess && cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess)
-        m->flash_wgmma = m->flash && major == 9 && minor == 0 && !(force && !strcmp(force, "flash-mma"));
+    m->flash_wgmma = m->flash && dt_cu_device_cc() == 90 && !(force && !strcmp(force, "flash-mma"));
     DMALLOC(m->param, n, "parameters");
     DMALLOC(m->grad, n, "gradients");
     DMALLOC(m->adam_m, n, "AdamW m");
@@ -479,7 +476,6 @@ static dt_status join_fin(dt_gpt_cuda *m) {
     return dt_cu_check(cudaStreamWaitEvent(m->s, m->join, 0), "cudaStreamWaitEvent");
 }
 
-/* --inject-nondeterminism: flips the lowest bit of n elements at p after `op`. */
 /* m->s is about to write buf: wait for the weight-gradient GEMM that still reads it. */
 static dt_status claim(dt_gpt_cuda *m, const void *buf) {
     int k = dt_cu_reads_claim(&m->reads, buf);
@@ -495,7 +491,8 @@ static dt_status note_read(dt_gpt_cuda *m, const void *buf) {
     return dt_cu_check(cudaEventRecord(m->ev_read[k], m->wgs), "cudaEventRecord");
 }
 
-/* Makes m->s wait for everything queued on m->wgs (the end of a backward). */
+/* Makes m->s wait for everything queued on m->wgs (before the embedding backward, which
+ * adds into wte's gradient; every later use of the gradients comes after it). */
 static dt_status join_wgs(dt_gpt_cuda *m) {
     if (!m->ov) return DT_OK;
     dt_cu_reads_clear(&m->reads);
@@ -503,6 +500,7 @@ static dt_status join_wgs(dt_gpt_cuda *m) {
     return dt_cu_check(cudaStreamWaitEvent(m->s, m->ev_wdone, 0), "cudaStreamWaitEvent");
 }
 
+/* --inject-nondeterminism: flips the lowest bit of n elements at p after `op`. */
 static dt_status inject(dt_gpt_cuda *m, const char *op, void *p, size_t n, int esize) {
     return dt_gtrace_inject(op, m->step, p, n, esize, m->s);
 }

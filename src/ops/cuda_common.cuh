@@ -44,6 +44,17 @@ static inline dt_status dt_cu_check(cudaError_t e, const char *what) {
         if (dt_st_ != DT_OK) return dt_st_;                              \
     } while (0)
 
+/* The current device's compute capability as major * 10 + minor (90: the H100/H200, where
+ * the sm_90a kernels run), or -1 when it cannot be read (no usable GPU). */
+static inline int dt_cu_device_cc(void) {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+        return -1;
+    return major * 10 + minor;
+}
+
 /* Shared-memory address of p; asynchronous 16-byte copies global -> shared (cp.async.cg:
  * through L2 only), their groups and the waits for all but the newest / all groups. */
 static __device__ __forceinline__ uint32_t smem_u32(const void *p) {

@@ -83,16 +83,12 @@ dt_status dt_cu_blas_create(dt_cu_blas **out) {
     dt_status st = dt_cu_gemm_table_env(getenv("DT_GEMM_TABLE"), &table_on);
     if (st != DT_OK) return st;
     dt_runtime_mark(DT_LIB_CUDA | DT_LIB_CUBLAS);
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-        return dt_fail(DT_EUNSUPPORTED, "cannot read the compute capability of CUDA device %d: is a GPU visible?",
-                       dev);
+    int cc = dt_cu_device_cc();
+    if (cc < 0) return dt_fail(DT_EUNSUPPORTED, "cannot read the CUDA device's compute capability: is a GPU visible?");
     dt_cu_blas *h = (dt_cu_blas *)calloc(1, sizeof *h);
     if (!h) return dt_fail(DT_ENOMEM, "out of memory for the cuBLASLt handle");
     h->table_on = table_on;
-    h->cc = major * 10 + minor;
+    h->cc = cc;
     if (cublasLtCreate(&h->lt) != CUBLAS_STATUS_SUCCESS) {
         free(h);
         return dt_fail(DT_EUNSUPPORTED, "cublasLtCreate failed: is a CUDA GPU visible?");
@@ -267,16 +263,11 @@ static dt_status heuristic_algo(dt_cu_blas *h, plan *p, const dt_cu_gemm_args *a
                        p->batch, a->c_f32 ? "fp32" : "bf16", epi, S);
     dt_cu_gemm_cand cand[FORCE_CANDS];
     for (int i = 0; i < nres; i++) {
-        uint32_t splitk = 1, scheme = 0;
-        int id = 0;
-        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, NULL);
-        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
-                                             sizeof splitk, NULL);
-        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
-                                             &scheme, sizeof scheme, NULL);
-        cand[i].algo_id = id;
-        cand[i].split_k = (int)splitk;
-        cand[i].reduction_scheme = (int)scheme;
+        dt_cu_gemm_cfg c;
+        dt_cu_gemm_cfg_read(&res[i].algo, &c);
+        cand[i].algo_id = c.algo_id;
+        cand[i].split_k = c.split_k;
+        cand[i].reduction_scheme = c.scheme;
         cand[i].workspace = res[i].workspaceSize;
         cand[i].ok = res[i].state == CUBLAS_STATUS_SUCCESS;
     }

@@ -28,23 +28,13 @@
  * Exits non-zero on any failed check; prints a table last. */
 #include "ops/ops_cuda.h"
 
-extern "C" {
-#include "dt_test.h"
-}
+#include "gpu_check.cuh"
 
 #include <algorithm>
 #include <vector>
 
 static const int B = 16, T = 1024, C = 768, NH = 12, BT = B * T;
 
-static void ok(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) { fprintf(stderr, "bench_attention: %s: %s\n", what, cudaGetErrorString(e)); exit(2); }
-}
-template <typename T_> static T_ *dev(size_t n) {
-    T_ *p = NULL;
-    ok(cudaMalloc(&p, sizeof(T_) * n), "cudaMalloc");
-    return p;
-}
 /* Random bf16 in [-a, a) from a fixed integer hash (no zeros-only data). */
 static bf16 *rnd16(size_t n, float a, uint32_t seed) {
     std::vector<bf16> h(n);
@@ -54,16 +44,8 @@ static bf16 *rnd16(size_t n, float a, uint32_t seed) {
         h[i] = __float2bfloat16(((float)(x >> 8) / 16777216.0f * 2.0f - 1.0f) * a);
     }
     bf16 *d = dev<bf16>(n);
-    ok(cudaMemcpy(d, h.data(), sizeof(bf16) * n, cudaMemcpyHostToDevice), "upload");
+    gpu_ok(cudaMemcpy(d, h.data(), sizeof(bf16) * n, cudaMemcpyHostToDevice), "upload");
     return d;
-}
-static std::vector<float> down(const bf16 *d, size_t n) {
-    std::vector<bf16> h(n);
-    ok(cudaDeviceSynchronize(), "sync");
-    ok(cudaMemcpy(h.data(), d, sizeof(bf16) * n, cudaMemcpyDeviceToHost), "download");
-    std::vector<float> v(n);
-    for (size_t i = 0; i < n; i++) v[i] = __bfloat162float(h[i]);
-    return v;
 }
 /* ||a - r|| / ||r|| over part p (0 q, 1 k, 2 v) of (BT, parts*C) rows; NaN -> 1e30. */
 static double relerr(const std::vector<float> &a, const std::vector<float> &r, int parts, int p) {
@@ -78,13 +60,6 @@ static double relerr(const std::vector<float> &a, const std::vector<float> &r, i
         }
     return sqrt(num / (den > 0 ? den : 1e-300));
 }
-static std::vector<unsigned char> bytes(const void *d, size_t n) {
-    std::vector<unsigned char> h(n);
-    ok(cudaDeviceSynchronize(), "sync");
-    ok(cudaMemcpy(h.data(), d, n, cudaMemcpyDeviceToHost), "download");
-    return h;
-}
-
 struct ctx {
     dt_cu_blas *blas;
     bf16 *qkv, *dout, *out, *att, *scr, *dqkv;
@@ -108,34 +83,9 @@ static void flash_bwd_nobias(ctx *c) {
     dt_cu_flash_bwd(c->dqkv, NULL, NULL, c->bscr, c->dout, c->qkv, c->out, c->lse, B, T, C, NH, 0, 0);
 }
 static void qkv_colsum(ctx *c) { dt_cu_colsum(c->cacc, c->cpart, c->dqkv, BT, 3 * C, 0, 0); }
-static std::vector<float> down32(const float *d, size_t n) {
-    std::vector<float> v(n);
-    ok(cudaDeviceSynchronize(), "sync");
-    ok(cudaMemcpy(v.data(), d, sizeof(float) * n, cudaMemcpyDeviceToHost), "download");
-    return v;
-}
 
-/* Median ms of fn over 20 runs (3 warm-ups). */
-static float timeit(void (*fn)(ctx *), ctx *c) {
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    for (int i = 0; i < 3; i++) fn(c);
-    std::vector<float> ms;
-    for (int i = 0; i < 20; i++) {
-        cudaEventRecord(a, 0);
-        fn(c);
-        cudaEventRecord(b, 0);
-        ok(cudaEventSynchronize(b), "timing run");
-        float x;
-        cudaEventElapsedTime(&x, a, b);
-        ms.push_back(x);
-    }
-    std::sort(ms.begin(), ms.end());
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return ms[ms.size() / 2];
-}
+/* Median ms of fn (gpu_median_ms: 20 runs after 3 warm-ups). */
+static float timeit(void (*fn)(ctx *), ctx *c) { return (float)gpu_median_ms([&] { fn(c); }); }
 
 int main(void) {
     int n = 0;
@@ -166,31 +116,31 @@ int main(void) {
     dt_op_override("attention_bwd=det");
     gemm_fwd(&c);
     gemm_bwd(&c);
-    std::vector<float> rout = down(c.out, (size_t)BT * C), rdqkv = down(c.dqkv, (size_t)BT * 3 * C);
+    std::vector<float> rout = down16(c.out, (size_t)BT * C), rdqkv = down16(c.dqkv, (size_t)BT * 3 * C);
     const char *pn[3] = {"dQ", "dK", "dV"};
     for (int br = 0; br < 2; br++) {
         dt_op_override(br ? "attention_bwd=fast" : "attention_bwd=det");
         dt_op_override(br ? "bias_bwd=fast" : "bias_bwd=det");
-        ok(cudaMemset(c.out, 0xff, sizeof(bf16) * BT * C), "poison");
-        ok(cudaMemset(c.dqkv, 0xff, sizeof(bf16) * BT * 3 * C), "poison");
-        ok(cudaMemset(c.lse, 0xff, sizeof(float) * B * NH * T), "poison");
+        gpu_ok(cudaMemset(c.out, 0xff, sizeof(bf16) * BT * C), "poison");
+        gpu_ok(cudaMemset(c.dqkv, 0xff, sizeof(bf16) * BT * 3 * C), "poison");
+        gpu_ok(cudaMemset(c.lse, 0xff, sizeof(float) * B * NH * T), "poison");
         flash_fwd(&c);
-        ok(cudaGetLastError(), "flash fwd launch");
-        std::vector<float> fout = down(c.out, (size_t)BT * C);
+        gpu_ok(cudaGetLastError(), "flash fwd launch");
+        std::vector<float> fout = down16(c.out, (size_t)BT * C);
         if (!br) {
             std::vector<float> l((size_t)B * NH * T);
-            ok(cudaMemcpy(l.data(), c.lse, sizeof(float) * l.size(), cudaMemcpyDeviceToHost), "download");
+            gpu_ok(cudaMemcpy(l.data(), c.lse, sizeof(float) * l.size(), cudaMemcpyDeviceToHost), "download");
             size_t bad = 0;
             for (float x : l) bad += !(x > -1e30f && x < 1e30f);
             CHECKF(bad == 0, "flash fwd: %zu lse values not written or not finite", bad);
         }
-        ok(cudaMemset(c.dbias, 0, sizeof(float) * 3 * C), "zero dbias");
-        ok(cudaMemset(c.bpart, 0xff, sizeof(float) * nbp), "poison");
+        gpu_ok(cudaMemset(c.dbias, 0, sizeof(float) * 3 * C), "zero dbias");
+        gpu_ok(cudaMemset(c.bpart, 0xff, sizeof(float) * nbp), "poison");
         flash_bwd(&c);
-        ok(cudaGetLastError(), "flash bwd launch");
-        std::vector<float> fd = down(c.dqkv, (size_t)BT * 3 * C);
+        gpu_ok(cudaGetLastError(), "flash bwd launch");
+        std::vector<float> fd = down16(c.dqkv, (size_t)BT * 3 * C);
         {   /* the fused bias sums against dt_cu_colsum of the same dqkv */
-            ok(cudaMemset(c.cacc, 0, sizeof(float) * 3 * C), "zero colsum");
+            gpu_ok(cudaMemset(c.cacc, 0, sizeof(float) * 3 * C), "zero colsum");
             qkv_colsum(&c);
             std::vector<float> fb = down32(c.dbias, 3 * C), cb = down32(c.cacc, 3 * C);
             double worst = 0;
@@ -224,10 +174,10 @@ int main(void) {
         float *l2 = dev<float>((size_t)NH * T2);
         flash_fwd(&c);
         dt_cu_flash_fwd(o2, l2, c.qkv, 1, T2, C, NH, 0);
-        ok(cudaGetLastError(), "flash fwd T2 launch");
-        int same_o = bytes(o2, sizeof(bf16) * T2 * C) == bytes(c.out, sizeof(bf16) * T2 * C), same_l = 1;
+        gpu_ok(cudaGetLastError(), "flash fwd T2 launch");
+        int same_o = bytes_of(o2, sizeof(bf16) * T2 * C) == bytes_of(c.out, sizeof(bf16) * T2 * C), same_l = 1;
         for (int h = 0; h < NH; h++)
-            same_l &= bytes(l2 + (size_t)h * T2, sizeof(float) * T2) == bytes(c.lse + (size_t)h * T, sizeof(float) * T2);
+            same_l &= bytes_of(l2 + (size_t)h * T2, sizeof(float) * T2) == bytes_of(c.lse + (size_t)h * T, sizeof(float) * T2);
         CHECKF(same_o && same_l, "flash fwd: T=%d (64-row blocks) differs from T=%d (128-row blocks) on rows 0..%d: out %s, lse %s",
                T2, T, T2 - 1, same_o ? "same" : "differs", same_l ? "same" : "differs");
         printf("check flash fwd 64-row vs 128-row tiling (T %d vs %d): %s\n", T2, T, same_o && same_l ? "byte-identical" : "DIFFER");
@@ -242,13 +192,13 @@ int main(void) {
     dt_op_override("bias_bwd=det");
     const size_t nfb = sizeof(bf16) * BT * 3 * C + sizeof(float) * 3 * C; /* dqkv, then the bias sums */
     for (int r = 0; r < 3; r++) {
-        ok(cudaMemset(c.bscr, (int)(0x5a * r), c.nbscr), "poison scratch");
-        ok(cudaMemset(c.bpart, (int)(0x5a * r), sizeof(float) * nbp), "poison bias partials");
-        ok(cudaMemset(c.dbias, 0, sizeof(float) * 3 * C), "zero dbias");
+        gpu_ok(cudaMemset(c.bscr, (int)(0x5a * r), c.nbscr), "poison scratch");
+        gpu_ok(cudaMemset(c.bpart, (int)(0x5a * r), sizeof(float) * nbp), "poison bias partials");
+        gpu_ok(cudaMemset(c.dbias, 0, sizeof(float) * 3 * C), "zero dbias");
         flash_fwd(&c);
         flash_bwd(&c);
-        std::vector<unsigned char> cur = bytes(c.out, sizeof(bf16) * BT * C), l = bytes(c.lse, sizeof(float) * B * NH * T),
-                                   d = bytes(c.dqkv, sizeof(bf16) * BT * 3 * C), db = bytes(c.dbias, sizeof(float) * 3 * C);
+        std::vector<unsigned char> cur = bytes_of(c.out, sizeof(bf16) * BT * C), l = bytes_of(c.lse, sizeof(float) * B * NH * T),
+                                   d = bytes_of(c.dqkv, sizeof(bf16) * BT * 3 * C), db = bytes_of(c.dbias, sizeof(float) * 3 * C);
         cur.insert(cur.end(), l.begin(), l.end());
         cur.insert(cur.end(), d.begin(), d.end());
         cur.insert(cur.end(), db.begin(), db.end());
@@ -259,11 +209,11 @@ int main(void) {
     printf("replay flash fwd + bwd det x3 (out, lse, dqkv, bias sums): %s\n", same ? "byte-identical" : "DIFFER");
     dt_op_override("attention_bwd=fast");
     dt_op_override("bias_bwd=fast");
-    ok(cudaMemset(c.bscr, 0xff, c.nbscr), "poison scratch");
-    ok(cudaMemset(c.bpart, 0xff, sizeof(float) * nbp), "poison bias partials");
-    ok(cudaMemset(c.dbias, 0, sizeof(float) * 3 * C), "zero dbias");
+    gpu_ok(cudaMemset(c.bscr, 0xff, c.nbscr), "poison scratch");
+    gpu_ok(cudaMemset(c.bpart, 0xff, sizeof(float) * nbp), "poison bias partials");
+    gpu_ok(cudaMemset(c.dbias, 0, sizeof(float) * 3 * C), "zero dbias");
     flash_bwd(&c);
-    std::vector<unsigned char> fastb = bytes(c.dqkv, sizeof(bf16) * BT * 3 * C), fastd = bytes(c.dbias, sizeof(float) * 3 * C);
+    std::vector<unsigned char> fastb = bytes_of(c.dqkv, sizeof(bf16) * BT * 3 * C), fastd = bytes_of(c.dbias, sizeof(float) * 3 * C);
     fastb.insert(fastb.end(), fastd.begin(), fastd.end());
     same = fastb.size() == nfb && !memcmp(fastb.data(), first.data() + first.size() - nfb, nfb);
     CHECKF(same, "flash bwd fast: dqkv or the bias sums differ from det's (the branches run the same kernels)");
@@ -288,7 +238,7 @@ int main(void) {
         dt_op_override(strstr(rows[i].var, "fast") ? "bias_bwd=fast" : "bias_bwd=det");
         if (i == 2) flash_fwd(&c);
         ms[i] = timeit(rows[i].fn, &c);
-        ok(cudaGetLastError(), rows[i].name);
+        gpu_ok(cudaGetLastError(), rows[i].name);
     }
     dt_op_clear_overrides();
     printf("\nattention, B %d NH %d T %d D 64 bf16, one layer (median of 20)\n", B, NH, T);

@@ -1,5 +1,4 @@
-/* Helpers shared by the GPU tests and benchmarks (test_gpu_ops.cu, bench_ops.cu,
- * bench_gemm.cu): device buffers from host vectors and back, bf16-rounded random inputs
+/* Helpers shared by the GPU tests and benchmarks (tests/gpu/*.cu): device buffers from host vectors and back, bf16-rounded random inputs
  * (the CPU reference reads the same values), the relative-L2 check against a CPU result,
  * and the event-timed median of a call. Header-only: each test binary
  * includes it once. A CUDA error here ends the test with exit status 2. */
