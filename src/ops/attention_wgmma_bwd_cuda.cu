@@ -7,8 +7,10 @@
  * (Makefile: WGMMA_OBJ).
  *
  * The D kernel (lse log2(e), D = rowsum(dO O)) is dt_cu_flash_bwd's (flash_cuda.cuh). Kernel
- * A on wgmma m64n64k16, in the transposed formulation: a block owns M key blocks of 64 (the
- * rule M = 1, 2 blocks an SM; M = 2 where T % 128 == 0 on request), one consumer warpgroup
+ * A, by the rule, runs on 128-query tiles with a producer warpgroup:
+ * attention_wgmma_bwd_q128_cuda.cu (the same bits). On request (dt_cu_flash_bwd_wgmma_force)
+ * it runs on 64-query tiles, here: on wgmma m64n64k16, in the transposed formulation: a
+ * block owns M key blocks of 64 (M = 1, 2 blocks an SM; M = 2 where T % 128 == 0), one consumer warpgroup
  * each, and walks the query tiles qb = its first key block .. in order; the M warpgroups
  * share each Q, dO and LD fill (a 4-stage cp.async ring, one barrier a tile, 128-byte
  * swizzled tiles as in the forward). Per query tile a warpgroup issues
@@ -23,8 +25,6 @@
  * dP^T are committed) also waits for them, before P^T and dS^T are overwritten. The fourth
  * ring stage makes that safe: the refill at tile i overwrites tile i - 2's stage, whose
  * products were waited for during tile i - 1, before tile i's barrier.
- * On request (dt_cu_flash_bwd_wgmma_force) kernel A runs on 128-query tiles instead, with a
- * producer warpgroup: attention_wgmma_bwd_q128_cuda.cu (the same bits; not yet run on a GPU).
  * The dQ pass on wgmma: a warpgroup owns a 64-query block and sums dS K over key blocks in
  * order, the dS tiles (already the A fragments) as register operands; dt_cu_flash_bwd's
  * mma.sync dQ pass gives the same bits (dt_cu_flash_bwd_wgmma_force picks it).
@@ -294,10 +294,10 @@ void dt_cu_flash_bwd_wgmma_force(int kernel_a, int dq) {
     wgbwd_force_dq = dq;
 }
 
-/* The rule (bench: tests/gpu/test_gpu_wgmma_bwd.cu, docs/cuda.md): kernel A with one
- * warpgroup a block (2 blocks an SM, independent, so one's exponentials overlap the other's
- * products: faster than two warpgroups sharing each Q/dO fill in lockstep), the wgmma dQ
- * pass. */
+/* The rule (bench: tests/gpu/test_gpu_wgmma_bwd.cu, docs/cuda.md): kernel A on 128-query
+ * tiles (two consumer warpgroups and a producer a block where T % 128 == 0, else one consumer
+ * and 2 blocks an SM; 5% faster than the 64-query kernel at GPT-2 124M on the H200), the
+ * wgmma dQ pass. */
 void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
                            const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
                            cudaStream_t fs) {
@@ -321,9 +321,10 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
     const int M = wgbwd_force_a == DT_CU_WGBWD_A_128 && nqb % 2 == 0 ? 2 : 1;
     const unsigned n = (unsigned)(BH * (nqb / M));
     const size_t sm = dt_wgbwd_smem(M, WGBWD_STAGES);
-    if (wgbwd_force_a == DT_CU_WGBWD_A_Q128 || wgbwd_force_a == DT_CU_WGBWD_A_Q128_K64)
+    if (wgbwd_force_a == DT_CU_WGBWD_A_RULE || wgbwd_force_a == DT_CU_WGBWD_A_Q128 ||
+        wgbwd_force_a == DT_CU_WGBWD_A_Q128_K64)
         dt_cu_flash_bwd_kv_wgmma_q128(dqkv, dS, bp, qkv, dout, LD, B, T, NH,
-                                      wgbwd_force_a == DT_CU_WGBWD_A_Q128 ? 2 : 1, s);
+                                      wgbwd_force_a == DT_CU_WGBWD_A_Q128_K64 ? 1 : 2, s);
     else if (M == 2)
         flash_bwd_kv_wgmma_kernel<2><<<dt_cu_noted(n, 256, sm, "flash_bwd_kv_wgmma_kernel<2>"), 256, sm, s>>>(
             dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);

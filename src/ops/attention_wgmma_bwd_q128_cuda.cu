@@ -1,11 +1,11 @@
 /* Kernel A of the flash backward on warpgroup MMA with 128-query tiles (sm_90a):
  * dt_cu_flash_bwd_kv_wgmma_q128 (flash_cuda.cuh), a configuration of dt_cu_flash_bwd_wgmma
- * (attention_wgmma_bwd_cuda.cu) that dt_cu_flash_bwd_wgmma_force selects
- * (DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128_K64); not the rule. It writes what the 64-query
+ * (attention_wgmma_bwd_cuda.cu): its rule, with M = 2 where T % 128 == 0
+ * (DT_CU_WGBWD_A_Q128_K64 forces M = 1). It writes what the 64-query
  * kernel A (flash_bwd_kv_wgmma_kernel) writes, with the same bits: the dK and dV rows of
  * dqkv, the dS scratch tiles and the bias partials of the K and V columns.
- * Not yet run on a GPU: written in a session without device time, checked by ptxas only
- * (docs/cuda.md); tests/gpu/test_gpu_wgmma_bwd.cu compares its bytes in both configurations.
+ * tests/gpu/test_gpu_wgmma_bwd.cu compares its bytes in both configurations (identical on
+ * the H200) and times them: docs/cuda.md.
  *
  * Why: the 64-query kernel's S^T = K Q^T and dP^T = V dO^T are m64n64k16 products with both
  * operands in shared memory, 4 KB read per 32-cycle product: the shared-memory port's whole
@@ -209,9 +209,22 @@ __global__ void __launch_bounds__(128 * (M + 1), M == 1 ? 2 : 1)
         const size_t r0 = (size_t)kb0 * WB + (size_t)(pt >> 3); /* this thread's first row */
         const bf16 *qp = base + r0 * C3 + (pt & 7) * 8, *op = dbase + r0 * C + (pt & 7) * 8;
         const float *lp = ldbase + kb0 * 2 * WB + pt * 4;
+        /* Tile j - 1's "full" arrival waits until tile j's copies are issued (its landing
+         * overlaps them), except where the refill of tile j's stage waits for the release
+         * of tile j - NST, which the consumers give as they start tile j - NST + 1: with 2
+         * stages that is tile j - 1 itself, so it is announced first (else a deadlock). */
+        int pending = 0; /* tile j - 1 copied and not yet announced */
         for (int j = 0; j < n; j++) {
             const int st = j % NST, nu = kb0 + 2 * j + 1 < nqb ? 8 : 4; /* rows / 16 */
-            if (j >= NST) mbar_wait(sb + dt_wgq_empty_off(M, NST, st), (uint32_t)(j / NST - 1) & 1u);
+            if (j >= NST) {
+                if (NST == 2 && pending) {
+                    cp_wait0();
+                    fence_proxy_async();
+                    mbar_arrive(sb + dt_wgq_full_off(M, NST, (j - 1) % NST));
+                    pending = 0;
+                }
+                mbar_wait(sb + dt_wgq_empty_off(M, NST, st), (uint32_t)(j / NST - 1) & 1u);
+            }
             rows(sm + dt_wgq_q_off(M, st), qp, C3, nu);
             rows(sm + dt_wgq_do_off(M, st), op, C, nu);
             if (pt < 8 * nu) cp_async16(sm + dt_wgq_ld_off(M, NST, st) + pt * 16, lp);
@@ -219,11 +232,12 @@ __global__ void __launch_bounds__(128 * (M + 1), M == 1 ? 2 : 1)
             qp += (size_t)2 * WB * C3;
             op += (size_t)2 * WB * C;
             lp += 4 * WB;
-            if (j > 0) { /* tile j - 1 has landed for this thread */
+            if (pending) { /* tile j - 1 has landed for this thread */
                 cp_wait1();
                 fence_proxy_async();
                 mbar_arrive(sb + dt_wgq_full_off(M, NST, (j - 1) % NST));
             }
+            pending = 1;
         }
         cp_wait0();
         fence_proxy_async();

@@ -268,17 +268,17 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
                            cudaStream_t fs);
 /* Benchmarks only (tests/gpu/test_gpu_wgmma_bwd.cu): later calls of dt_cu_flash_bwd_wgmma
  * run kernel A in configuration kernel_a and the dQ pass dq (0 for either: the rule). The
- * bits do not depend on either (tested; the DT_CU_WGBWD_A_Q128* ones not yet run). */
+ * bits do not depend on either (tested). */
 enum {
     DT_CU_WGBWD_A_RULE = 0,
     DT_CU_WGBWD_A_128, /* two warpgroups (128 keys) a block sharing each Q/dO fill, 1 block an
                         * SM (where T % 128 == 0) */
-    DT_CU_WGBWD_A_64,  /* one warpgroup (64 keys) a block, 2 blocks an SM: the rule */
+    DT_CU_WGBWD_A_64,  /* one warpgroup (64 keys) a block, 2 blocks an SM */
     DT_CU_WGBWD_A_Q128, /* 128-query tiles (attention_wgmma_bwd_q128_cuda.cu): two consumer
                          * warpgroups (128 keys) and a producer a block, 1 block an SM (where
-                         * T % 128 == 0, else as DT_CU_WGBWD_A_Q128_K64). Not yet run on a GPU */
+                         * T % 128 == 0, else as DT_CU_WGBWD_A_Q128_K64): the rule */
     DT_CU_WGBWD_A_Q128_K64 /* 128-query tiles, one consumer warpgroup (64 keys) and a producer
-                            * a block, 2 blocks an SM. Not yet run on a GPU */
+                            * a block, 2 blocks an SM */
 };
 enum {
     DT_CU_WGBWD_DQ_RULE = 0,

@@ -308,12 +308,21 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
 static void test_small(void) { test_shape(2, 4, 1024, 1, 1); }
 static void test_gpt2(void) { test_shape(16, 12, 1024, 0, 1); }
 static void test_small_64key(void) { test_shape(2, 4, 960, 1, 0); }
+/* The fewest query blocks: one (only the diagonal half of one tile), two (one block of the
+ * two-consumer form, the second warpgroup's first half skipped) and three (the one-consumer
+ * form ending on a half tile). */
+static void test_few_blocks(void) {
+    test_shape(1, 2, 64, 1, 0);
+    test_shape(1, 2, 128, 1, 0);
+    test_shape(3, 1, 192, 1, 0);
+}
 
 int main(void) {
     if (!gpu_is_sm90("test_gpu_wgmma_bwd")) return 1;
     RUN(test_small);
     RUN(test_gpt2);
     RUN(test_small_64key);
+    RUN(test_few_blocks);
     cudaError_t e = cudaDeviceSynchronize();
     CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));
     /* wgmma: the rule, with and without the fused bias sums; then each configuration; D and
