@@ -61,6 +61,7 @@ struct dt_gpt_cuda {
     bf16 *param16;
     dt_cu_chunk *chunks;
     int nchunks;
+    double *pn_part; /* AdamW's per-chunk sums of parameter squares (the parameter norm) */
     float *decay;
     int decay_set;
     float decay_value;
@@ -328,6 +329,10 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
         decay[i] = (float)m->params[i].decay;
     }
     size_t nch = dt_cu_adamw_chunks(offs, nums, DT_NUM_PARAM_TENSORS, DT_CU_ADAMW_CHUNK, NULL, 0);
+    m->nchunks = (int)nch;
+    DMALLOC(m->chunks, nch, "AdamW table"); /* before the host buffers below: a failure leaks none */
+    DMALLOC(m->pn_part, nch, "scratch");
+    DMALLOC(m->decay, DT_NUM_PARAM_TENSORS, "AdamW table");
     dt_cu_chunk *hch = (dt_cu_chunk *)malloc(sizeof *hch * nch);
     /* pinned, so the uploads are asynchronous (the buckets are built while the GPU runs) */
     m->h_count = (int *)malloc(sizeof(int) * Vp);
@@ -342,9 +347,6 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
         return dt_fail(DT_ENOMEM, "out of host memory for the GPU model's batch buffers");
     }
     dt_cu_adamw_chunks(offs, nums, DT_NUM_PARAM_TENSORS, DT_CU_ADAMW_CHUNK, hch, nch);
-    m->nchunks = (int)nch;
-    DMALLOC(m->chunks, nch, "AdamW table");
-    DMALLOC(m->decay, DT_NUM_PARAM_TENSORS, "AdamW table");
     st = dt_cu_check(cudaMemcpy(m->chunks, hch, sizeof *hch * nch, cudaMemcpyHostToDevice), "upload");
     free(hch);
     if (st == DT_OK) st = dt_cu_check(cudaMemcpy(m->decay, decay, sizeof decay, cudaMemcpyHostToDevice), "upload");
@@ -370,7 +372,7 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
                     m->lnf_mean, m->lnf_rstd, m->losses, m->dres, m->part, m->dres16, m->dproj16,
                     m->dc1, m->dqkv, m->dfch, m->dfchg, m->att_scratch, m->red_part, m->stats,
                     m->zeros, m->d_in, m->d_tg, m->d_order, m->d_segtok, m->d_segstart, m->chunks,
-                    m->decay, m->att_lse};
+                    m->decay, m->att_lse, m->pn_part};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
     for (int i = 0; i < MAX_EVENTS; i++)
         if (m->ev[i]) cudaEventDestroy(m->ev[i]);
@@ -482,7 +484,8 @@ static dt_status claim(dt_gpt_cuda *m, const void *buf) {
     return k < 0 ? DT_OK : dt_cu_check(cudaStreamWaitEvent(m->s, m->ev_read[k], 0), "cudaStreamWaitEvent");
 }
 
-/* The weight-gradient GEMM just queued on m->wgs reads buf: record when it is done. */
+/* The weight-gradient GEMM (and bias column sum) just queued on m->wgs reads buf: record
+ * when it is done. */
 static dt_status note_read(dt_gpt_cuda *m, const void *buf) {
     int k = dt_cu_reads_note(&m->reads, buf);
     if (k < 0)
@@ -627,22 +630,22 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
     dt_cu_gemm_args g = {1, 0, OC, IC, N, dout, OC, 0, inp, IC, 0, dw, IC, 0, 1, 1.0f, m->grad_fresh ? 0.0f : 1.0f, 1, NULL,
                          bgrad ? DT_CU_EPI_BGRAD : DT_CU_EPI_DEFAULT, NULL, bgrad ? db : NULL,
                          bgrad ? next_part(m) : NULL};
-    if (m->ov) {
-        TRY(dt_cu_gemm_fin(m->blas_w, &g, m->wgs, m->fin));
-        TRY(note_read(m, dout));
-    } else {
-        TRY(dt_cu_gemm_fin(m->blas, &g, m->s, m->fin));
-    }
+    /* the weight gradient and the bias column sum, which read only dout: on m->wgs when
+     * overlapping, where the (memory-bound) column sum runs beside the main stream's
+     * (compute-bound) input-gradient GEMMs */
+    cudaStream_t ws = m->ov ? m->wgs : m->s;
+    TRY(dt_cu_gemm_fin(m->ov ? m->blas_w : m->blas, &g, ws, m->fin));
     gemm_info(m, h_, bgrad ? "dw, db (bias-gradient epilogue, chunk partials added in order)" : "dw");
     if (summed && h_) dt_trace_kernel_info(h_, "db: the column sums of dy, added by layernorm_bwd (fused)");
     if (db && !bgrad && !summed) {
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_BIAS_BWD);
-        dt_cu_colsum(db, next_part(m), dout, N, OC, m->s, m->fin);
+        dt_cu_colsum(db, next_part(m), dout, N, OC, ws, m->fin);
         rend(m, DT_R_BIAS_BWD);
         rbegin(m, DT_R_MATMUL_BWD);
         if (h_) dt_trace_kernel_info(h_, "db: colsum %s rows=%d cols=%d", variant_name(DT_OP_BIAS_BWD), N, OC);
     }
+    if (m->ov) TRY(note_read(m, dout)); /* after both readers */
     TRY(inject(m, op, dinp, (size_t)N * IC, 2));
     OP_END((OUT("dx", dinp, BF, N, IC), OUT("dw", dw, F32, OC, IC), OUT("db", db, F32, 1, db ? OC : 0)));
     return DT_OK;
@@ -1091,10 +1094,22 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
         state_tensors(m, &in, 0);
         TRY(dt_gtrace_begin(&h, DT_TRACE_SEMANTIC, DT_PHASE_OPT, "grad_stats", variant_name(DT_OP_NORM), &in, m->s));
     }
+    /* The parameter norm: summed by AdamW as it reads the parameters (no pass of its own),
+     * except when the grad_stats event reports it before AdamW runs: then by the same
+     * kernel without the update (the same bits either way). */
+    int pn_fused = h == NULL;
     rbegin(m, DT_R_NORM);
     dt_cu_reduce(m->stats + 1, m->zeros, m->red_part, m->grad, m->num_params, 1, det, m->s);
-    dt_cu_reduce(m->stats + 2, NULL, m->red_part, m->param, m->num_params, 1, det, m->s);
     sqrt_kernel<<<1, 1, 0, m->s>>>(m->stats);
+    if (!pn_fused) {
+        dt_cu_adamw_args pa;
+        memset(&pa, 0, sizeof pa);
+        pa.chunks = m->chunks;
+        pa.nchunks = m->nchunks;
+        pa.pnorm_part = m->pn_part;
+        dt_cu_adamw_pnorm(m->param, &pa, m->s);
+        dt_cu_sum_parts(m->stats + 2, m->pn_part, m->nchunks, m->s);
+    }
     rend(m, DT_R_NORM);
     double hs[4];
     long long z = 0;
@@ -1124,6 +1139,7 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
     a.decay = NULL;
     a.chunks = m->chunks;
     a.nchunks = m->nchunks;
+    a.pnorm_part = pn_fused ? m->pn_part : NULL;
     /* weight decay per tensor: 0 where the tensor does not decay */
     if (!m->decay_set || m->decay_value != c->weight_decay) { /* a blocking upload, once */
         float wd[DT_NUM_PARAM_TENSORS];
@@ -1142,6 +1158,7 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
     }
     rbegin(m, DT_R_ADAMW);
     dt_cu_adamw(m->param, m->param16, m->grad, m->adam_m, m->adam_v, &a, m->s);
+    if (pn_fused) dt_cu_sum_parts(m->stats + 2, m->pn_part, m->nchunks, m->s);
     rend(m, DT_R_ADAMW);
     TRY(inject(m, "adamw", m->param, m->num_params, 4));
     if (h) {

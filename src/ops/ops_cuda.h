@@ -207,6 +207,9 @@ void dt_cu_parts_finish(float *acc, float *acc2, const float *part, int nparts, 
  * fast: blocks as many as the device keeps busy, partials added with atomics. */
 void dt_cu_reduce(double *out, long long *zeros, double *part, const float *x, size_t n,
                   int square, int det, cudaStream_t s);
+/* out[0] = part[0] + ... + part[nparts - 1] in fp64, in dt_cu_reduce's fixed order (one
+ * block; thread t adds partials t, t + 1024, ..., then the block tree). */
+void dt_cu_sum_parts(double *out, const double *part, int nparts, cudaStream_t s);
 
 /* ---- attention (attention_cuda.cu), DT_OP_ATTENTION_BWD ----------------------------- */
 /* Scratch the attention needs for B, T, C, NH (bf16 elements): see dt_cu_attention_scratch. */
@@ -317,10 +320,18 @@ typedef struct dt_cu_adamw_args {
     const float *decay;         /* device: weight decay per tensor */
     const dt_cu_chunk *chunks;  /* device: dt_cu_adamw_chunks of the parameter slab */
     int nchunks;
+    double *pnorm_part;         /* device, nchunks doubles, or NULL: see dt_cu_adamw */
 } dt_cu_adamw_args;
 /* One fused launch over every parameter tensor (one block per chunk): the CPU update of
- * optim/adamw.c per element, then param16 = bf16(param). */
+ * optim/adamw.c per element, then param16 = bf16(param). With a->pnorm_part, block i also
+ * writes pnorm_part[i] = the fp64 sum of the squares of chunk i's parameters before the
+ * update (each thread adds its elements in the order it visits them, then dt_block_sum's
+ * fixed tree), so the parameter norm costs no pass of its own: dt_cu_sum_parts adds them. */
 void dt_cu_adamw(float *param, bf16 *param16, const float *grad, float *m, float *v,
                  const dt_cu_adamw_args *a, cudaStream_t s);
+/* Only a->pnorm_part, as dt_cu_adamw would write it (the same bits), without the update:
+ * the parameter norm where it is needed before the update (the grad_stats trace event).
+ * Reads a->chunks and param. */
+void dt_cu_adamw_pnorm(const float *param, const dt_cu_adamw_args *a, cudaStream_t s);
 
 #endif

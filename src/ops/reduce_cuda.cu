@@ -142,7 +142,8 @@ __global__ void reduce_part_kernel(double *out, long long *zeros, double *part, 
     }
 }
 
-/* det: one block adds the block partials; thread t takes partials t, t + 1024, ... */
+/* det: one block adds the block partials; thread t takes partials t, t + 1024, ...; zpart
+ * may be NULL (no zero count) */
 __global__ void reduce_finish_kernel(double *out, long long *zeros, const double *part,
                                      const long long *zpart, int nparts) {
     __shared__ double sd[32];
@@ -151,7 +152,7 @@ __global__ void reduce_finish_kernel(double *out, long long *zeros, const double
     long long z = 0;
     for (int k = threadIdx.x; k < nparts; k += blockDim.x) {
         acc += part[k];
-        z += zpart[k];
+        if (zpart) z += zpart[k];
     }
     acc = dt_block_sum(acc, sd);
     z = dt_block_sum(z, sz);
@@ -181,4 +182,8 @@ void dt_cu_reduce(double *out, long long *zeros, double *part, const float *x, s
         if (zeros) cudaMemsetAsync(zeros, 0, sizeof(long long), s);
         reduce_part_kernel<<<dt_cu_noted(nsm * 8, DT_CU_RED_THREADS, 0, "reduce_part_kernel"), DT_CU_RED_THREADS, 0, s>>>(out, zeros, NULL, NULL, x, n, square, 0, vec);
     }
+}
+
+void dt_cu_sum_parts(double *out, const double *part, int nparts, cudaStream_t s) {
+    reduce_finish_kernel<<<dt_cu_noted(1, 1024, 0, "reduce_finish_kernel"), 1024, 0, s>>>(out, NULL, part, NULL, nparts);
 }

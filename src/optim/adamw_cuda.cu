@@ -2,7 +2,9 @@
  * parameter tensor, one block per chunk of dt_cu_adamw_chunks. The per-element update is
  * the CPU's (optim/adamw.c), then the bf16 copy the GEMMs read is refreshed. Elementwise:
  * deterministic by nature. The clip factor is computed on the device from the device grad
- * norm, with the CPU's formula, so the step needs no host round trip. */
+ * norm, with the CPU's formula, so the step needs no host round trip. On request each block
+ * also sums the squares of its chunk's parameters as it reads them (the parameter norm of
+ * the step's statistics, without a pass of its own). */
 #include "ops/ops_cuda.h"
 
 /* The update of one element (optim/adamw.c's expression order). */
@@ -16,29 +18,49 @@ static __device__ __forceinline__ float adamw_one(float &p, float g, float &m, f
     return p;
 }
 
+/* The block's sum of its threads' sq into a.pnorm_part[block] (when asked for). */
+static __device__ __forceinline__ void adamw_pnorm(const dt_cu_adamw_args &a, double sq) {
+    __shared__ double sd[32];
+    if (!a.pnorm_part) return;
+    sq = dt_block_sum(sq, sd);
+    if (threadIdx.x == 0) a.pnorm_part[blockIdx.x] = sq;
+}
+
 #define ADAMW_THREADS 512
 #define ADAMW_UNROLL 2
 
 /* One block per chunk. Chunks whose start and length are multiples of 4 (every tensor of
  * the GPT models) go by float4, ADAMW_UNROLL vectors loaded before any is updated; others
- * element by element. One writer per element either way. */
+ * element by element. One writer per element either way. With a.pnorm_part a thread adds
+ * the squares of the old parameters it updates in its visiting order (vectors j, j +
+ * ADAMW_THREADS, ..., each vector's elements in order), and the block its threads in
+ * dt_block_sum's tree: a fixed order. UPDATE = 0 only sums (dt_cu_adamw_pnorm): the same
+ * visiting order, so the same bits. */
+template <int UPDATE>
 __global__ void __launch_bounds__(ADAMW_THREADS)
 adamw_kernel(float *__restrict__ param, bf16 *__restrict__ param16, const float *__restrict__ grad,
              float *__restrict__ m, float *__restrict__ v, dt_cu_adamw_args a) {
     dt_cu_chunk ch = a.chunks[blockIdx.x];
-    double gn = *a.grad_norm;
-    float clip = 1.0f;
-    if (a.clip_grad > 0.0f && gn > a.clip_grad) clip = (float)(a.clip_grad / (gn + 1e-6));
-    float wd = a.decay[ch.tensor];
+    float clip = 1.0f, wd = 0.0f;
+    if (UPDATE) {
+        double gn = *a.grad_norm;
+        if (a.clip_grad > 0.0f && gn > a.clip_grad) clip = (float)(a.clip_grad / (gn + 1e-6));
+        wd = a.decay[ch.tensor];
+    }
+    double sq = 0.0; /* this thread's sum of old p^2 (a.pnorm_part) */
     if ((ch.start | ch.len) & 3u) {
         for (uint32_t j = threadIdx.x; j < ch.len; j += blockDim.x) {
             size_t k = ch.start + j;
-            float p = param[k], mk = m[k], vk = v[k];
+            float p = param[k];
+            sq += (double)p * (double)p;
+            if (!UPDATE) continue;
+            float mk = m[k], vk = v[k];
             param16[k] = __float2bfloat16(adamw_one(p, grad[k], mk, vk, a, clip, wd));
             m[k] = mk;
             v[k] = vk;
             param[k] = p;
         }
+        adamw_pnorm(a, sq);
         return;
     }
     float4 *p4 = reinterpret_cast<float4 *>(param + ch.start), *m4 = reinterpret_cast<float4 *>(m + ch.start);
@@ -53,15 +75,22 @@ adamw_kernel(float *__restrict__ param, bf16 *__restrict__ param16, const float 
             uint32_t j = j0 + u * ADAMW_THREADS;
             if (j < n4) {
                 P[u] = p4[j];
-                G[u] = g4[j];
-                Mv[u] = m4[j];
-                Vv[u] = v4[j];
+                if (UPDATE) {
+                    G[u] = g4[j];
+                    Mv[u] = m4[j];
+                    Vv[u] = v4[j];
+                }
             }
         }
 #pragma unroll
         for (int u = 0; u < ADAMW_UNROLL; u++) {
             uint32_t j = j0 + u * ADAMW_THREADS;
             if (j >= n4) continue;
+            sq += (double)P[u].x * (double)P[u].x;
+            sq += (double)P[u].y * (double)P[u].y;
+            sq += (double)P[u].z * (double)P[u].z;
+            sq += (double)P[u].w * (double)P[u].w;
+            if (!UPDATE) continue;
             adamw_one(P[u].x, G[u].x, Mv[u].x, Vv[u].x, a, clip, wd);
             adamw_one(P[u].y, G[u].y, Mv[u].y, Vv[u].y, a, clip, wd);
             adamw_one(P[u].z, G[u].z, Mv[u].z, Vv[u].z, a, clip, wd);
@@ -76,9 +105,15 @@ adamw_kernel(float *__restrict__ param, bf16 *__restrict__ param16, const float 
             h4[j] = h;
         }
     }
+    adamw_pnorm(a, sq);
 }
 
 void dt_cu_adamw(float *param, bf16 *param16, const float *grad, float *m, float *v,
                  const dt_cu_adamw_args *a, cudaStream_t s) {
-    adamw_kernel<<<dt_cu_noted(a->nchunks, ADAMW_THREADS, 0, "adamw_kernel"), ADAMW_THREADS, 0, s>>>(param, param16, grad, m, v, *a);
+    adamw_kernel<1><<<dt_cu_noted(a->nchunks, ADAMW_THREADS, 0, "adamw_kernel"), ADAMW_THREADS, 0, s>>>(param, param16, grad, m, v, *a);
+}
+
+void dt_cu_adamw_pnorm(const float *param, const dt_cu_adamw_args *a, cudaStream_t s) {
+    adamw_kernel<0><<<dt_cu_noted(a->nchunks, ADAMW_THREADS, 0, "adamw_kernel<0>"), ADAMW_THREADS, 0, s>>>(
+        (float *)param, NULL, NULL, NULL, NULL, *a);
 }

@@ -177,7 +177,9 @@ static void check_crossentropy(int N, int V, int Vp) {
 }
 
 /* AdamW against optim/adamw.c's per-element expression in fp32 on the CPU; chunks of both
- * kinds (float4 and element-wise). */
+ * kinds (float4 and element-wise); the fused parameter norm (pnorm_part, dt_cu_sum_parts)
+ * against the fp64 sum of the old parameters' squares, and dt_cu_adamw_pnorm's bytes
+ * (before the update) against the fused ones. */
 static void check_adamw(void) {
     const size_t n = 3 * 65536 + 4 * 1000 + 7;
     vf p = rnd(n), g = rnd(n, 0.1f), m = rnd(n, 0.01f), v(n);
@@ -209,8 +211,20 @@ static void check_adamw(void) {
     dt_cu_chunk *dch = dev<dt_cu_chunk>(nch);
     gpu_ok(cudaMemcpy(dch, ch.data(), sizeof(dt_cu_chunk) * nch, cudaMemcpyHostToDevice), "upload");
     bf16 *dp16 = dev<bf16>(n);
-    a.grad_norm = dgn; a.decay = dwd; a.chunks = dch; a.nchunks = (int)nch;
+    double *dpn = dev<double>(nch), *dpsum = dev<double>(1), *dpn0 = dev<double>(nch);
+    a.grad_norm = dgn; a.decay = dwd; a.chunks = dch; a.nchunks = (int)nch; a.pnorm_part = dpn0;
+    dt_cu_adamw_pnorm(dp, &a, 0);
+    a.pnorm_part = dpn;
     dt_cu_adamw(dp, dp16, dg, dm, dv, &a, 0);
+    CHECKF(bytes_of(dpn0, nch * sizeof(double)) == bytes_of(dpn, nch * sizeof(double)),
+           "adamw: dt_cu_adamw_pnorm's chunk sums differ in their bytes from the fused ones");
+    dt_cu_sum_parts(dpsum, dpn, (int)nch, 0);
+    gpu_ok(cudaGetLastError(), "adamw launch");
+    double psum = 0.0, pref = 0.0;
+    gpu_ok(cudaMemcpy(&psum, dpsum, sizeof psum, cudaMemcpyDeviceToHost), "download");
+    for (size_t i = 0; i < n; i++) pref += (double)p[i] * (double)p[i];
+    CHECKF(fabs(psum - pref) <= 1e-12 * pref, "adamw parameter sum of squares %.17g, fp64 reference %.17g", psum,
+           pref);
     vf gp = down32(dp, n);
     CHECK_RELF(gp, pr, 1e-6, "adamw params");
     CHECK_RELF(down32(dm, n), mr, 1e-6, "adamw m");
@@ -220,7 +234,7 @@ static void check_adamw(void) {
     for (size_t i = 0; i < n; i++) bad += g16[i] != __bfloat162float(__float2bfloat16(gp[i]));
     CHECKF(bad == 0, "%zu bf16 parameter copies differ from bf16(param)", bad);
     cudaFree(dp); cudaFree(dg); cudaFree(dm); cudaFree(dv); cudaFree(dwd); cudaFree(dgn); cudaFree(dch);
-    cudaFree(dp16);
+    cudaFree(dp16); cudaFree(dpn); cudaFree(dpsum); cudaFree(dpn0);
 }
 
 static void check_reduce(void) {
@@ -284,7 +298,7 @@ struct bufs {
     int *tg;
     float *p, *grad, *m, *v, *decay;
     bf16 *p16;
-    double *gn, *red_out, *red_part;
+    double *gn, *red_out, *red_part, *pn_out;
     long long *zeros;
     dt_cu_chunk *chunks;
     int nchunks;
@@ -322,7 +336,11 @@ static void op_gelu_bwd(void) { dt_cu_gelu_bwd(g.d3, g.x3, g.g3, (size_t)NR * 4 
 static void op_gelu_bwd_colsum(void) { dt_cu_gelu_bwd_colsum(g.d3, g.acc, g.part, g.x3, g.g3, NR, 4 * CH, 0, g_fs); }
 #endif
 static void op_ce(void) { dt_cu_crossentropy(g.losses, g.logits, g.tg, 1.0f / NR, NR, VV, VP, 0); }
-static void op_adamw(void) { dt_cu_adamw(g.p, g.p16, g.grad, g.m, g.v, &g.aa, 0); }
+/* AdamW as the model runs it: with the parameter norm's chunk sums, then their sum */
+static void op_adamw(void) {
+    dt_cu_adamw(g.p, g.p16, g.grad, g.m, g.v, &g.aa, 0);
+    dt_cu_sum_parts(g.pn_out, g.aa.pnorm_part, g.aa.nchunks, 0);
+}
 static int g_red_det = 1;
 static void op_norm(void) { dt_cu_reduce(g.red_out, g.zeros, g.red_part, g.grad, g.np, 1, g_red_det, 0); }
 
@@ -372,7 +390,7 @@ static void take_gelu(std::vector<unsigned char> *o) { grab(o, g.acc, 4 * CH); g
 #endif
 static void take_ce(std::vector<unsigned char> *o) { grab(o, g.losses, NR); grab(o, g.logits, (size_t)NR * VP); }
 static void take_adamw(std::vector<unsigned char> *o) {
-    grab(o, g.p, g.np); grab(o, g.m, g.np); grab(o, g.v, g.np); grab(o, g.p16, g.np);
+    grab(o, g.p, g.np); grab(o, g.m, g.np); grab(o, g.v, g.np); grab(o, g.p16, g.np); grab(o, g.pn_out, 1);
 }
 static void take_norm(std::vector<unsigned char> *o) { grab(o, g.red_out, 1); grab(o, g.zeros, 1); }
 
@@ -510,6 +528,8 @@ static void setup(void) {
     dt_cu_adamw_args &a = g.aa;
     a.lr = 6e-4f; a.beta1 = 0.9f; a.beta2 = 0.95f; a.eps = 1e-8f; a.bc1 = 0.1f; a.bc2 = 0.05f;
     a.clip_grad = 1.0f; a.grad_norm = g.gn; a.decay = g.decay; a.chunks = g.chunks; a.nchunks = (int)nch;
+    a.pnorm_part = dev<double>(nch);
+    g.pn_out = dev<double>(1);
     g.red_out = dev<double>(1); g.red_part = dev<double>(2 * DT_CU_RED_MAX_BLOCKS); g.zeros = dev<long long>(1);
     g_busy = dev<float>(1 << 24);
     gpu_ok(cudaStreamCreateWithFlags(&g_side, cudaStreamNonBlocking), "stream");

@@ -329,6 +329,9 @@ static void adamw_setup(dt_kset *s, gcase *c) {
     dt_kv_fill(add(s, "m", DT_KH_F32, DT_KH_IN, {(int64_t)n}), 32, -0.01, 0.01);
     dt_kv_fill(add(s, "v", DT_KH_F32, DT_KH_IN, {(int64_t)n}), 33, 0, 1e-4);
     add(s, "param16", DT_KH_BF16, DT_KH_OUT, {(int64_t)n});
+    /* the fused parameter norm: the chunks' sums of squares, then their sum */
+    add(s, "pnorm_part", DT_KH_F64, DT_KH_OUT, {(int64_t)nch});
+    add(s, "pnorm", DT_KH_F64, DT_KH_OUT, {1});
 }
 static void adamw_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     CASE(ctx);
@@ -345,7 +348,9 @@ static void adamw_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     a.decay = F(s, "decay");
     a.chunks = (const dt_cu_chunk *)I(s, "chunks");
     a.nchunks = c->aux;
+    a.pnorm_part = D(s, "pnorm_part");
     dt_cu_adamw(F(s, "param"), H(s, "param16"), F(s, "grad"), F(s, "m"), F(s, "v"), &a, 0);
+    dt_cu_sum_parts(D(s, "pnorm"), a.pnorm_part, a.nchunks, 0);
 }
 
 /* ---- elementwise: GELU forward + backward, dropout; p: n (dropout‰) -------------------- */
