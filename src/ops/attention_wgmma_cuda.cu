@@ -51,17 +51,35 @@
  * per-thread partial sums l are updated, corr is the factor of the change of the max, for o.
  * DIAG: key column c is visible to local row r iff c <= r. Explicit _rn operations: no
  * contraction. */
-template <bool DIAG>
+template <bool DIAG, bool TREE>
 static __device__ __forceinline__ void wg_softmax_s(float s[32], float m[2], float l[2], float corr[2], int row, int t,
                                                     float sl2) {
     float mx[2] = {-INFINITY, -INFINITY};
+    if (TREE) { /* the maxima as a tree, 4 steps deep instead of 16: a max is exact, so any
+                 * order gives the same value (a zero's sign aside, which no later value sees) */
 #pragma unroll
-    for (int n = 0; n < 8; n++)
+        for (int n = 0; n < 8; n++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            if (DIAG && n * 8 + 2 * t + (i & 1) > row + 8 * (i >> 1)) s[4 * n + i] = -INFINITY;
-            mx[i >> 1] = fmaxf(mx[i >> 1], s[4 * n + i]);
+            for (int i = 0; i < 4; i++)
+                if (DIAG && n * 8 + 2 * t + (i & 1) > row + 8 * (i >> 1)) s[4 * n + i] = -INFINITY;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float a[8]; /* a[n]: columns 8n + 2t, + 1 */
+#pragma unroll
+            for (int n = 0; n < 8; n++) a[n] = fmaxf(s[4 * n + 2 * r], s[4 * n + 2 * r + 1]);
+#pragma unroll
+            for (int n = 0; n < 4; n++) a[n] = fmaxf(a[n], a[n + 4]);
+            mx[r] = fmaxf(fmaxf(a[0], a[2]), fmaxf(a[1], a[3]));
         }
+    } else {
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                if (DIAG && n * 8 + 2 * t + (i & 1) > row + 8 * (i >> 1)) s[4 * n + i] = -INFINITY;
+                mx[i >> 1] = fmaxf(mx[i >> 1], s[4 * n + i]);
+            }
+    }
     float ms[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -136,7 +154,7 @@ static __device__ __forceinline__ void wg_tile(float o[32], float m[2], float l[
     wg_wait0();
     reg_fence(s);
     float corr[2];
-    wg_softmax_s<DIAG>(s, m, l, corr, row, t, sl2);
+    wg_softmax_s<DIAG, false>(s, m, l, corr, row, t, sl2);
     wg_rescale(o, corr);
     uint32_t p[4][4];
     wg_pack_p(p, s);
@@ -169,7 +187,7 @@ static __device__ __forceinline__ void wg_pipe_tile(float s[32], float o[32], ui
     }
     reg_fence(s);
     float corr[2];
-    wg_softmax_s<DIAG>(s, m, l, corr, row, t, sl2);
+    wg_softmax_s<DIAG, true>(s, m, l, corr, row, t, sl2);
     /* The exponentials before the wait, so that they overlap P V. ptxas (CUDA 13.0) hoists
      * wgmma.wait_group over register-only work (it moved this wait up to the row maxima,
      * before every exponential); it keeps it after a shared-memory store, so the row sums,
