@@ -38,10 +38,14 @@
 
 #include <stdint.h>
 
-#define FSTAGES(PIPE) ((PIPE) ? 4 : 3) /* K/V ring depth (see the kernel) */
+/* The kernels (flash_fwd_wgmma_kernel's KIND) and their K/V ring depths (see the kernel). */
+#define FK_SERIAL 0
+#define FK_PIPE 1
+#define FK_PONG 2
+#define FSTAGES(KIND) ((KIND) == FK_SERIAL ? 3 : (KIND) == FK_PIPE ? 4 : 5)
 /* Q (M tiles), then K, V per stage; + 1024 so that the tiles can start 1024-byte aligned
  * (the swizzle atom: wgmma_desc.h). */
-#define FSMEM(M, PIPE) ((size_t)((M) + 2 * FSTAGES(PIPE)) * WTILE + 1024)
+#define FSMEM(M, KIND) ((size_t)((M) + 2 * FSTAGES(KIND)) * WTILE + 1024)
 
 /* ---- the kernel (accumulator and register-A layouts: wgmma_cuda.cuh) ------------------ */
 
@@ -213,24 +217,57 @@ static __device__ __forceinline__ void wg_pipe_last(float o[32], uint32_t p[4][4
     reg_fence_a(p);
 }
 
-/* Grid (B NH T / (64 M)), 128 M threads, FSMEM(M, PIPE) bytes of dynamic shared memory.
+/* One key tile of the second warpgroup of the ping-pong kernel: waits for the products it
+ * issued in the previous tile (S of that tile, in s, and the P V before it), runs the softmax
+ * of that tile (its K at sK's predecessor: only its V, at sVp, is read here), rescales o,
+ * packs P and issues S of this tile (K at sK) and that P V, and leaves them in flight. Per
+ * row the operations of wg_tile in the same order, one tile later. */
+static __device__ __forceinline__ void wg_pong_tile(float s[32], float o[32], uint32_t p[4][4], float m[2], float l[2],
+                                                    uint64_t dq, uint32_t sK, uint32_t sVp, int row, int t, float sl2) {
+    wg_wait0();
+    reg_fence(s);
+    reg_fence(o);
+    reg_fence_a(p);
+    float corr[2];
+    wg_softmax_s<false, true>(s, m, l, corr, row, t, sl2);
+    wg_rescale(o, corr);
+    wg_pack_p(p, s);
+    reg_fence(s);
+    reg_fence(o);
+    wg_fence();
+    wg_mma_s(s, dq, desc_k(sK));
+    wg_mma_pv(o, p, desc_v(sVp));
+    wg_commit();
+}
+
+/* Grid (B NH T / (64 M)), 128 M threads, FSMEM(M, KIND) bytes of dynamic shared memory.
  * Block i owns head bh = i % (B NH) and query rows 64 j0 .. 64 (j0 + M) - 1, the heavy (late)
- * query blocks of every head first; warpgroup wg owns query block j0 + wg. PIPE: the
- * pipelined tile order (wg_pipe_tile) with a 4-stage ring: the refill after tile kt's barrier
- * overwrites tile kt - 2's stage, whose P V every warpgroup waited for during tile kt - 1
- * (tile kt - 1's V is still read during tile kt); else wg_tile with 3 stages. ptxas (CUDA
- * 13.0): 128 registers (M = 2), 145 (M = 1 pipelined), 162 (M = 1 serial), no spills; with
- * FSMEM 81 KB (M = 2 pipelined) or 73 KB (M = 1 pipelined), 2 or 3 blocks an SM. */
-template <int M, bool PIPE>
+ * query blocks of every head first; warpgroup wg owns query block j0 + wg. KIND:
+ *   FK_SERIAL: wg_tile, 3 stages (the refill after tile kt's barrier takes tile kt - 1's
+ *     stage, which every warpgroup finished with before that barrier);
+ *   FK_PIPE: wg_pipe_tile, 4 stages: the refill after tile kt's barrier overwrites tile
+ *     kt - 2's stage, whose P V every warpgroup waited for during tile kt - 1 (tile kt - 1's
+ *     V is still read during tile kt);
+ *   FK_PONG (M = 2): warpgroup 0 as FK_PIPE, warpgroup 1 one phase later (wg_pong_tile: its
+ *     softmax while warpgroup 0's products run, its products in flight across the barrier,
+ *     while warpgroup 0 runs its softmax), 5 stages: tile j's V is read up to warpgroup 1's
+ *     wait in tile j + 2, so the refill after tile kt's barrier takes tile kt - 3's stage.
+ * ptxas (CUDA 13.0): 128 registers (M = 2), 145 (M = 1 pipelined), 162 (M = 1 serial), no
+ * spills; with FSMEM 81 KB (M = 2 pipelined) or 73 KB (M = 1 pipelined), 2 or 3 blocks an SM. */
+template <int M, int KIND>
 __global__ void __launch_bounds__(128 * M, M == 1 ? 3 : 2)
     flash_fwd_wgmma_kernel(bf16 *out, float *lse, const bf16 *qkv, int T, int NH, float sl2) {
-    constexpr int S = FSTAGES(PIPE);
+    constexpr int S = FSTAGES(KIND);
+    static_assert(KIND != FK_PONG || M == 2, "the ping-pong kernel pairs two warpgroups");
     extern __shared__ __align__(1024) unsigned char wsm_raw[];
     const uint32_t raw = smem_u32(wsm_raw), pad = (1024u - (raw & 1023u)) & 1023u;
     unsigned char *sm = wsm_raw + pad; /* Q tiles, then stage i: K at 2 i WTILE, V after it */
     const uint32_t sQ = raw + pad, sKV = sQ + M * WTILE;
-    const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2,
-              t = lane & 3;
+    /* FK_PONG: wg through a shuffle, so that ptxas knows it is the same on every lane of a
+     * warp and the branches on it are no divergent paths, where it serializes every wgmma of
+     * the kernel when one is left in flight (C7518) */
+    const int tid = (int)threadIdx.x, wg = KIND == FK_PONG ? __shfl_sync(0xffffffffu, tid >> 7, 0) : tid >> 7,
+              warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int nqb = T / (M * WB), BH = (int)gridDim.x / nqb, bh = (int)blockIdx.x % BH, b = bh / NH, h = bh % NH;
     const int j0 = (nqb - 1 - (int)blockIdx.x / BH) * M, nk = j0 + M, jq = j0 + wg; /* key tiles 0..nk-1 */
     const int C = NH * WD, C3 = 3 * C, row = warp * 16 + g;
@@ -258,29 +295,62 @@ __global__ void __launch_bounds__(128 * M, M == 1 ? 3 : 2)
     for (int k = 0; k < 4; k++)
 #pragma unroll
         for (int i = 0; i < 4; i++) p[k][i] = 0u;
-    int st = 0; /* stage of tile kt */
-    for (int kt = 0; kt < nk; kt++) {
+    /* One barrier a tile: after it tile kt has landed for every thread (and is ordered before
+     * the tensor cores' reads) and every warpgroup is done with the stage refilled. The
+     * ping-pong kernel's warpgroups run it from two loops: barrier.sync without .aligned. */
+    auto top = [&](int kt, int st) {
         cp_wait1();          /* this thread's copies of tile kt (and of Q) are done */
         fence_proxy_async(); /* ... and ordered before the tensor cores' reads */
-        __syncthreads();     /* everyone's are; every warpgroup is done with the stage refilled */
+        if (KIND == FK_PONG) asm volatile("barrier.sync 0;\n" ::: "memory");
+        else __syncthreads();
         if (kt + 2 < nk) load(st + 2 < S ? st + 2 : st + 2 - S, kt + 2);
         cp_commit(); /* possibly empty: one group per tile keeps the wait count fixed */
-        const uint32_t sK = sKV + (uint32_t)(st * 2 * WTILE);
-        if (PIPE) {
-            const uint32_t sVp = sKV + (uint32_t)((st == 0 ? S - 1 : st - 1) * 2 * WTILE + WTILE);
+    };
+    const auto stage = [&](int st) { return sKV + (uint32_t)(st * 2 * WTILE); }; /* K; V at + WTILE */
+    int st = 0; /* stage of tile kt */
+    if (KIND == FK_PONG && wg == 1) { /* its own loop: its products stay in flight across it */
+        for (int kt = 0; kt < nk; kt++) {
+            top(kt, st);
+            const uint32_t sK = stage(st), sVp = stage(st == 0 ? S - 1 : st - 1) + WTILE;
             if (kt == 0) {
+                wg_fence();
+                wg_mma_s(s, dq, desc_k(sK));
+                wg_commit();
+            } else {
+                wg_pong_tile(s, o, p, m, l, dq, sK, sVp, row, t, sl2); /* tile kt - 1 < jq */
+            }
+            st = st == S - 1 ? 0 : st + 1;
+        }
+        wg_wait0(); /* the diagonal tile, the last */
+        reg_fence(s);
+        reg_fence(o);
+        reg_fence_a(p);
+        float corr[2];
+        wg_softmax_s<true, true>(s, m, l, corr, row, t, sl2);
+        wg_rescale(o, corr);
+        wg_pack_p(p, s);
+        wg_pipe_last(o, p, stage(st == 0 ? S - 1 : st - 1) + WTILE);
+    } else {
+        for (int kt = 0; kt < nk; kt++) {
+            top(kt, st);
+            const uint32_t sK = stage(st), sVp = stage(st == 0 ? S - 1 : st - 1) + WTILE;
+            if (KIND == FK_SERIAL) {
+                if (kt < jq) wg_tile<false>(o, m, l, dq, sK, row, t, sl2); /* the mask only on */
+                else if (kt == jq) wg_tile<true>(o, m, l, dq, sK, row, t, sl2); /* the diagonal tile */
+            } else if (kt == 0) {
                 if (jq == 0) wg_pipe_tile<true, false>(s, o, p, m, l, dq, sK, sVp, anchor, row, t, sl2);
                 else wg_pipe_tile<false, false>(s, o, p, m, l, dq, sK, sVp, anchor, row, t, sl2);
-            } else if (kt < jq) wg_pipe_tile<false, true>(s, o, p, m, l, dq, sK, sVp, anchor, row, t, sl2);
-            else if (kt == jq) wg_pipe_tile<true, true>(s, o, p, m, l, dq, sK, sVp, anchor, row, t, sl2);
-            else if (kt == jq + 1) wg_pipe_last(o, p, sVp);
-        } else {
-            if (kt < jq) wg_tile<false>(o, m, l, dq, sK, row, t, sl2); /* the mask only on */
-            else if (kt == jq) wg_tile<true>(o, m, l, dq, sK, row, t, sl2); /* the diagonal tile */
+            } else if (kt < jq) {
+                wg_pipe_tile<false, true>(s, o, p, m, l, dq, sK, sVp, anchor, row, t, sl2);
+            } else if (kt == jq) {
+                wg_pipe_tile<true, true>(s, o, p, m, l, dq, sK, sVp, anchor, row, t, sl2);
+            } else if (kt == jq + 1) {
+                wg_pipe_last(o, p, sVp);
+            }
+            st = st == S - 1 ? 0 : st + 1;
         }
-        st = st == S - 1 ? 0 : st + 1;
+        if (KIND != FK_SERIAL && jq == nk - 1) wg_pipe_last(o, p, stage(st == 0 ? S - 1 : st - 1) + WTILE);
     }
-    if (PIPE && jq == nk - 1) wg_pipe_last(o, p, sKV + (uint32_t)((st == 0 ? S - 1 : st - 1) * 2 * WTILE + WTILE));
     cp_wait0();
     /* Row sums by xor butterfly (the same bits on the 4 lanes of a row); the bf16 rows go to
      * the warp's own rows of its warpgroup's Q tile (read only by that warpgroup's finished
@@ -317,36 +387,40 @@ static int wgfwd_force; /* benchmarks only (dt_cu_flash_fwd_wgmma_force): 0 = th
 
 void dt_cu_flash_fwd_wgmma_force(int kernel) { wgfwd_force = kernel; }
 
-template <int M, bool PIPE>
+template <int M, int KIND>
 static void launch(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2, cudaStream_t s,
                    const char *name) {
     static int attr_set; /* more than 48 KB of shared memory: raised once per kernel */
-    const size_t smem = FSMEM(M, PIPE);
+    const size_t smem = FSMEM(M, KIND);
     if (!attr_set) {
-        cudaFuncSetAttribute(flash_fwd_wgmma_kernel<M, PIPE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaFuncSetAttribute(flash_fwd_wgmma_kernel<M, KIND>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         attr_set = 1;
     }
     const unsigned g = (unsigned)(B * NH * (T / (M * WB)));
-    flash_fwd_wgmma_kernel<M, PIPE><<<dt_cu_noted(g, 128 * M, smem, name), 128 * M, smem, s>>>(out, lse, qkv, T, NH,
+    flash_fwd_wgmma_kernel<M, KIND><<<dt_cu_noted(g, 128 * M, smem, name), 128 * M, smem, s>>>(out, lse, qkv, T, NH,
                                                                                               sl2);
 }
 
-/* The rule (timed in tests/gpu/test_gpu_wgmma.cu): the pipelined kernel, two warpgroups a
- * block where T % 128 == 0 (2 blocks, 8 warps an SM). */
+/* The rule (timed in tests/gpu/test_gpu_wgmma.cu): the ping-pong kernel where T % 128 == 0
+ * (2 blocks, 8 warps an SM), else the pipelined one with one warpgroup a block. */
 void dt_cu_flash_fwd_wgmma(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH, cudaStream_t s) {
     const float sl2 = LOG2E / sqrtf((float)WD);
     const int two = T % (2 * WB) == 0;
     switch (wgfwd_force) {
     case DT_CU_WGFWD_SERIAL:
-        if (two) launch<2, false>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<2, serial>");
-        else launch<1, false>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<1, serial>");
+        if (two) launch<2, FK_SERIAL>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<2, serial>");
+        else launch<1, FK_SERIAL>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<1, serial>");
+        break;
+    case DT_CU_WGFWD_PIPE:
+        if (two) launch<2, FK_PIPE>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<2, pipe>");
+        else launch<1, FK_PIPE>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<1, pipe>");
         break;
     case DT_CU_WGFWD_PIPE_64:
-        launch<1, true>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<1, pipe>");
+        launch<1, FK_PIPE>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<1, pipe>");
         break;
     default:
-        if (two) launch<2, true>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<2, pipe>");
-        else launch<1, true>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<1, pipe>");
+        if (two) launch<2, FK_PONG>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<2, pong>");
+        else launch<1, FK_PIPE>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<1, pipe>");
     }
     (void)C;
 }

@@ -262,8 +262,11 @@ enum {
     DT_CU_WGFWD_SERIAL, /* each product waited for at once (session 4's kernel), two
                          * warpgroups a block where T % 128 == 0 */
     DT_CU_WGFWD_PIPE,   /* S of a tile overlaps P V of the one before, two warpgroups a block
-                         * where T % 128 == 0: the rule */
-    DT_CU_WGFWD_PIPE_64 /* the pipelined kernel with one warpgroup a block, 3 blocks an SM */
+                         * where T % 128 == 0 */
+    DT_CU_WGFWD_PIPE_64, /* the pipelined kernel with one warpgroup a block, 3 blocks an SM */
+    DT_CU_WGFWD_PONG     /* where T % 128 == 0 the second warpgroup a phase after the first
+                          * (its softmax while the first one's products run); else
+                          * DT_CU_WGFWD_PIPE: the rule */
 };
 void dt_cu_flash_fwd_wgmma_force(int kernel);
 /* The flash backward on warpgroup MMA (attention_wgmma_bwd_cuda.cu, built for sm_90a only;

@@ -2,8 +2,8 @@
  * the model's forward on sm_90) against the mma.sync flash forward (attention_flash_cuda.cu,
  * dt_cu_flash_fwd; the PTX wrappers of both wgmma kernels are wgmma_cuda.cuh) on the GPU
  * machine (built by `make cuda` into build/gpu-tests/), in each of its configurations
- * (dt_cu_flash_fwd_wgmma_force: the serial kernel of session 4, the pipelined rule, the
- * pipelined kernel with one warpgroup a block). Per shape (B 2 NH 4 T 1024 and B 16 NH 12
+ * (dt_cu_flash_fwd_wgmma_force: the serial kernel of session 4, the pipelined one, the
+ * pipelined one with one warpgroup a block, the ping-pong rule). Per shape (B 2 NH 4 T 1024 and B 16 NH 12
  * T 1024: two warpgroups a block, except in "pipelined 64"; B 2 NH 4 T 960: one warpgroup a
  * block in every configuration), random bf16 qkv in [-2, 2):
  *  1. accuracy against dt_cu_flash_fwd on the same inputs, both outputs poisoned (0xff
@@ -74,10 +74,10 @@ static double maxabs(const vf &a, const vf &r) {
     return m;
 }
 
-/* The configurations of dt_cu_flash_fwd_wgmma (ops_cuda.h); the rule is the second. */
-#define NCFG 3
-static const int cfg[NCFG] = {DT_CU_WGFWD_SERIAL, DT_CU_WGFWD_PIPE, DT_CU_WGFWD_PIPE_64};
-static const char *const cfg_name[NCFG] = {"serial", "pipelined", "pipelined 64"};
+/* The configurations of dt_cu_flash_fwd_wgmma (ops_cuda.h); the rule is the last. */
+#define NCFG 4
+static const int cfg[NCFG] = {DT_CU_WGFWD_SERIAL, DT_CU_WGFWD_PIPE, DT_CU_WGFWD_PIPE_64, DT_CU_WGFWD_PONG};
+static const char *const cfg_name[NCFG] = {"serial", "pipelined", "pipelined 64", "ping-pong"};
 struct timing { int B, NH, T; double ms_mma, ms_cfg[NCFG]; };
 static std::vector<timing> g_times;
 
@@ -167,7 +167,7 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
 
     /* 3. timing */
     if (timed) {
-        timing tm = {B, NH, T, 0, {0, 0, 0}};
+        timing tm = {B, NH, T, 0, {0, 0, 0, 0}};
         tm.ms_mma = gpu_median_ms([&] { dt_cu_flash_fwd(of, lf, qkv, B, T, C, NH, 0); });
         for (int v = 0; v < NCFG; v++) {
             dt_cu_flash_fwd_wgmma_force(cfg[v]);
