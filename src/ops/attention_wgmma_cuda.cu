@@ -17,12 +17,21 @@
  *   O += P V: 4 x wgmma m64n64k16 with P (bf16) from registers as A (the accumulator
  *     repacked, same as the mma.sync A fragments) and V from shared memory as B through an
  *     MN-major descriptor (imm-trans-b = 1: V's rows are keys, channels contiguous).
- * The rule, the pipelined kernel (wg_pipe_tile, a 4-stage ring), issues S_j and then
- * P_{j-1} V_{j-1} as two wgmma groups, waits for S_j alone (wait_group 1), computes the
- * exponentials of tile j while P_{j-1} V_{j-1} still runs, waits for it, rescales O and
- * packs P_j: the warpgroup's tensor-core work overlaps its own softmax. The serial kernel
- * (wg_tile, 3 stages; session 4's, kept for the benchmark) waits for each product at once.
- * Both apply the same operations to each row in the same order (O is rescaled by tile j's
+ Three schedules of these steps (flash_fwd_wgmma_kernel's KIND):
+ *   serial (wg_tile; session 4's kernel, kept for the benchmark): each product waited for
+ *     at once;
+ *   pipelined (wg_pipe_tile): S_j and then P_{j-1} V_{j-1} issued as two wgmma groups, S_j
+ *     waited for alone (wait_group 1), tile j's exponentials computed while P_{j-1} V_{j-1}
+ *     runs, then it is waited for, O rescaled and P_j packed;
+ *   ping-pong (the rule where T % 128 == 0): the block's first warpgroup pipelined, the
+ *     second one phase later (wg_pong_tile): right after each tile's barrier it runs the
+ *     softmax of the S it issued before the barrier while the first one's products run, then
+ *     issues its next S and P V and leaves them in flight across the barrier while the first
+ *     one runs its softmax. The two warpgroups of a block otherwise reach the MUFU and the
+ *     tensor cores at the same moments (one barrier a tile), each idling the other unit.
+ * Per layer at GPT-2 124M shapes on an H200 (tests/gpu/test_gpu_wgmma.cu, bench/RESULTS.md,
+ * session 5): serial 0.0898 ms, pipelined 0.0895, ping-pong 0.0829 (mma.sync 0.1066).
+ * All apply the same operations to each row in the same order (O is rescaled by tile j's
  * max after P_{j-1} V_{j-1} has added to it), hence the same bits. Accumulators are fenced
  * (wgmma.fence) before they are issued on and read only after their wait. cp.async writes
  * shared memory through the generic proxy and wgmma reads it through the async proxy: every
@@ -252,8 +261,9 @@ static __device__ __forceinline__ void wg_pong_tile(float s[32], float o[32], ui
  *     softmax while warpgroup 0's products run, its products in flight across the barrier,
  *     while warpgroup 0 runs its softmax), 5 stages: tile j's V is read up to warpgroup 1's
  *     wait in tile j + 2, so the refill after tile kt's barrier takes tile kt - 3's stage.
- * ptxas (CUDA 13.0): 128 registers (M = 2), 145 (M = 1 pipelined), 162 (M = 1 serial), no
- * spills; with FSMEM 81 KB (M = 2 pipelined) or 73 KB (M = 1 pipelined), 2 or 3 blocks an SM. */
+ * ptxas (CUDA 13.0): 128 registers (M = 2: ping-pong, serial; pipelined 126), 142 (M = 1
+ * pipelined), 162 (M = 1 serial), no spills, no serialized wgmma; FSMEM 97 KB (ping-pong),
+ * 81 KB (M = 2 pipelined), 73 KB (M = 1 pipelined): 2 blocks (8 warps) or 3 (M = 1) an SM. */
 template <int M, int KIND>
 __global__ void __launch_bounds__(128 * M, M == 1 ? 3 : 2)
     flash_fwd_wgmma_kernel(bf16 *out, float *lse, const bf16 *qkv, int T, int NH, float sl2) {
