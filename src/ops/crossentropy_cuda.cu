@@ -76,13 +76,9 @@ __global__ void crossentropy_wide_kernel(float *losses, bf16 *logits, const int 
 }
 
 #define CE_ROW_THREADS 512
+#define CE_GROUP 4 /* vectors a thread takes per step of the online (max, sum) */
 #define CE_SMEM_MAX (200 * 1024)
 #define CE_LOG2E 1.4426950408889634f
-
-static __device__ __forceinline__ void ce_cp_async16(void *dst, const void *src) {
-    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
-}
 
 /* 2^x by the hardware approximation (relative error about 2^-22), subnormal results
  * flushed to 0: a pure function of x, so as deterministic as any fp32 operation. Half the
@@ -93,65 +89,139 @@ static __device__ __forceinline__ float ce_exp2(float x) {
     return y;
 }
 
-/* One block per row, the row read from DRAM once: copied into shared memory (cp.async, every
- * vector in flight at once), then three passes over the copy: the max, the sum of
- * exp(x - max), and dlogits written over the logits. Thread t visits vectors t, t + 512, ...
- * in column order; the sums are added by dt_block_sum's fixed tree (the max is exact in any
- * order): every operation's order is fixed by the thread index.
+/* Waits until at most `pending` of this thread's newest cp.async groups are in flight
+ * (wait_group takes an immediate; above 7 it waits for 7, which only waits longer). */
+static __device__ __forceinline__ void ce_wait(int pending) {
+    switch (pending) {
+    case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 5;\n" ::: "memory"); break;
+    case 6: asm volatile("cp.async.wait_group 6;\n" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 7;\n" ::: "memory"); break;
+    }
+}
+
+/* Rows that fit shared memory: persistent blocks (as many as fit the GPU at once), block b
+ * taking rows b, b + gridDim.x, ... The row lives in shared memory, but thread t only ever
+ * touches its own vectors t, t + 512, ... (its "stripes"), so no barrier guards the copy:
+ *  1. online (max, sum): the thread's stripes CE_GROUP at a time, each group a cp.async
+ *     group of its own, taken as soon as it has landed (the later groups still in flight):
+ *     the group's max, the running sum rescaled when the max grows, then the group's
+ *     exp(x - max) added in column order;
+ *  2. the block's pair: a warp butterfly (max, then the sum rescaled to the warp max), the
+ *     warps' pairs through shared memory (one barrier), and every warp merges them by the
+ *     same butterfly, so every thread holds the same bits of lse without a second barrier;
+ *  3. dlogits = (exp(x - lse) - onehot) * dloss from the copy, stored over the logits; each
+ *     stripe's slot is then refilled with the next row's vector (cp.async), so the next
+ *     row's read overlaps this row's writes. The target's owner writes the loss.
+ * The order of every operation is a function of the thread index, the row length and the
+ * constants here: the bits do not depend on the grid, the schedule or the SM count.
  * exp(x - a) = 2^(x log2(e) - a log2(e)), one fused multiply-add and one ex2. */
 __global__ void __launch_bounds__(CE_ROW_THREADS, 2)
-crossentropy_kernel(float *losses, bf16 *logits, const int *targets, float dloss, int V, int Vp) {
+crossentropy_kernel(float *losses, bf16 *logits, const int *targets, float dloss, int N, int V, int Vp) {
     extern __shared__ __align__(16) unsigned char ce_sh[];
-    __shared__ float red[32];
-    const bf16 *row = reinterpret_cast<const bf16 *>(ce_sh);
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nvec = Vp / 8;
-    bf16 *x = logits + (size_t)blockIdx.x * Vp;
-    for (int v = threadIdx.x; v < nvec; v += CE_ROW_THREADS) ce_cp_async16(ce_sh + v * 16, x + v * 8);
-    asm volatile("cp.async.commit_group;\n" ::);
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-    __syncthreads();
-    float m = -INFINITY;
-    for (int v = threadIdx.x; v < nvec; v += CE_ROW_THREADS) {
-        dt_bf16x8 xv = dt_ld8(row + v * 8);
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-            if (v * 8 + k < V) m = fmaxf(m, __bfloat162float(xv.v[k]));
+    __shared__ float red_m[2][CE_ROW_THREADS / 32], red_s[2][CE_ROW_THREADS / 32]; /* by row parity */
+    const bf16 *sx = reinterpret_cast<const bf16 *>(ce_sh);
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const int nvec = Vp / 8, I = (nvec + CE_ROW_THREADS - 1) / CE_ROW_THREADS, ng = (I + CE_GROUP - 1) / CE_GROUP;
+    int row = blockIdx.x;
+    const bf16 *x0 = logits + (size_t)row * Vp;
+    for (int i = 0; i < I; i++) {
+        int v = t + i * CE_ROW_THREADS;
+        if (v < nvec) cp_async16(ce_sh + v * 16, x0 + v * 8);
+        if (i % CE_GROUP == CE_GROUP - 1 || i == I - 1) cp_commit();
     }
-    m = dt_warp_max(m);
-    if (lane == 0) red[warp] = m;
-    __syncthreads();
-    float M = red[0];
-    for (int w = 1; w < CE_ROW_THREADS / 32; w++) M = fmaxf(M, red[w]);
-    float s = 0.0f, ml = M * CE_LOG2E;
-    for (int v = threadIdx.x; v < nvec; v += CE_ROW_THREADS) {
-        dt_bf16x8 xv = dt_ld8(row + v * 8);
-        if (v * 8 + 8 <= V) { /* every vector but the one holding the padding */
+    for (int par = 0; row < N; row += gridDim.x, par ^= 1) {
+        const int tgt = targets[row];
+        float m = -INFINITY, s = 0.0f;
+        for (int g = 0; g < ng; g++) {
+            ce_wait(ng - 1 - g);
+            float xf[CE_GROUP * 8];
+            const int v0 = t + g * CE_GROUP * CE_ROW_THREADS;
+            if ((v0 + (CE_GROUP - 1) * CE_ROW_THREADS) * 8 + 8 <= V) { /* every column real */
 #pragma unroll
-            for (int k = 0; k < 8; k++) s += ce_exp2(fmaf(__bfloat162float(xv.v[k]), CE_LOG2E, -ml));
-        } else {
+                for (int j = 0; j < CE_GROUP; j++) {
+                    dt_bf16x8 xv = dt_ld8(sx + (v0 + j * CE_ROW_THREADS) * 8);
 #pragma unroll
-            for (int k = 0; k < 8; k++)
-                if (v * 8 + k < V) s += ce_exp2(fmaf(__bfloat162float(xv.v[k]), CE_LOG2E, -ml));
-        }
-    }
-    float lse = M + logf(dt_block_sum(s, red)); /* its first barrier orders the reads of M */
-    int tgt = targets[blockIdx.x];
-    if (threadIdx.x == 0) losses[blockIdx.x] = lse - __bfloat162float(row[tgt]);
-    if (dloss == 0.0f) return;
-    float ll = lse * CE_LOG2E;
-    for (int v = threadIdx.x; v < nvec; v += CE_ROW_THREADS) {
-        dt_bf16x8 xv = dt_ld8(row + v * 8), o;
+                    for (int k = 0; k < 8; k++) xf[j * 8 + k] = __bfloat162float(xv.v[k]);
+                }
+            } else { /* past the row or padding: -inf, which adds exactly 0 */
 #pragma unroll
-        for (int k = 0; k < 8; k++) {
-            int c = v * 8 + k;
-            float g = 0.0f;
-            if (c < V) {
-                g = ce_exp2(fmaf(__bfloat162float(xv.v[k]), CE_LOG2E, -ll)) * dloss;
-                if (c == tgt) g -= dloss;
+                for (int j = 0; j < CE_GROUP; j++) {
+                    const int v = v0 + j * CE_ROW_THREADS;
+                    dt_bf16x8 xv;
+                    if (v < nvec) xv = dt_ld8(sx + v * 8);
+#pragma unroll
+                    for (int k = 0; k < 8; k++)
+                        xf[j * 8 + k] = v < nvec && v * 8 + k < V ? __bfloat162float(xv.v[k]) : -INFINITY;
+                }
             }
-            o.v[k] = __float2bfloat16(g);
+            float gm = xf[0];
+#pragma unroll
+            for (int e = 1; e < CE_GROUP * 8; e++) gm = fmaxf(gm, xf[e]);
+            if (gm > m) { /* from -inf: s is 0 and 2^-inf is 0 */
+                s *= ce_exp2((m - gm) * CE_LOG2E);
+                m = gm;
+            }
+            if (m != -INFINITY) {
+                const float ml = m * CE_LOG2E;
+#pragma unroll
+                for (int e = 0; e < CE_GROUP * 8; e++) s += ce_exp2(fmaf(xf[e], CE_LOG2E, -ml));
+            }
         }
-        dt_st8(x + v * 8, o);
+        const float wm = dt_warp_max(m);
+        s = dt_warp_sum(m == -INFINITY ? 0.0f : s * ce_exp2((m - wm) * CE_LOG2E));
+        if (lane == 0) {
+            red_m[par][warp] = wm;
+            red_s[par][warp] = s;
+        }
+        /* Row r's red[r & 1] is rewritten at row r + 2, after every thread passed row r + 1's
+         * barrier, so after every read of it for row r. */
+        __syncthreads();
+        const float bm = lane < CE_ROW_THREADS / 32 ? red_m[par][lane] : -INFINITY;
+        const float bs = lane < CE_ROW_THREADS / 32 ? red_s[par][lane] : 0.0f;
+        const float M = dt_warp_max(bm);
+        const float lse = M + logf(dt_warp_sum(bm == -INFINITY ? 0.0f : bs * ce_exp2((bm - M) * CE_LOG2E)));
+        const float ll = lse * CE_LOG2E;
+        bf16 *x = logits + (size_t)row * Vp;
+        const int next = row + gridDim.x, tv = tgt >> 3;
+        for (int i = 0; i < I; i++) {
+            const int v = t + i * CE_ROW_THREADS;
+            if (v < nvec) {
+                dt_bf16x8 xv = dt_ld8(sx + v * 8), o;
+                if (v * 8 + 8 <= V && v != tv) {
+                    if (dloss != 0.0f) {
+#pragma unroll
+                        for (int k = 0; k < 8; k += 2) {
+                            float a = ce_exp2(fmaf(__bfloat162float(xv.v[k]), CE_LOG2E, -ll)) * dloss;
+                            float b = ce_exp2(fmaf(__bfloat162float(xv.v[k + 1]), CE_LOG2E, -ll)) * dloss;
+                            *reinterpret_cast<__nv_bfloat162 *>(&o.v[k]) = __floats2bfloat162_rn(a, b);
+                        }
+                        dt_st8(x + v * 8, o);
+                    }
+                } else { /* the target's vector or one holding padding */
+#pragma unroll
+                    for (int k = 0; k < 8; k++) {
+                        const int c = v * 8 + k;
+                        const float xk = __bfloat162float(xv.v[k]);
+                        float gk = 0.0f;
+                        if (c < V) gk = ce_exp2(fmaf(xk, CE_LOG2E, -ll)) * dloss;
+                        if (c == tgt) {
+                            gk -= dloss;
+                            losses[row] = lse - xk;
+                        }
+                        o.v[k] = __float2bfloat16(gk);
+                    }
+                    if (dloss != 0.0f) dt_st8(x + v * 8, o);
+                }
+                /* xv was used above: this thread's read of the slot is done */
+                if (next < N) cp_async16(ce_sh + v * 16, logits + (size_t)next * Vp + v * 8);
+            }
+            if (i % CE_GROUP == CE_GROUP - 1 || i == I - 1) cp_commit();
+        }
     }
 }
 
@@ -162,10 +232,19 @@ void dt_cu_crossentropy(float *losses, bf16 *logits, const int *targets, float d
         crossentropy_wide_kernel<<<dt_cu_noted(N, CE_THREADS, 0, "crossentropy_wide_kernel"), CE_THREADS, 0, s>>>(losses, logits, targets, dloss, V, Vp);
         return;
     }
-    static int attr_set;
-    if (!attr_set) {
+    /* As many blocks as fit the GPU at once (the bits do not depend on it) */
+    static size_t grid_shm;
+    static int grid_blocks;
+    if (grid_shm != shm) {
+        int dev = 0, sms = 1, per_sm = 1;
         cudaFuncSetAttribute(crossentropy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CE_SMEM_MAX);
-        attr_set = 1;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, crossentropy_kernel, CE_ROW_THREADS, shm);
+        grid_blocks = (per_sm > 0 ? per_sm : 1) * sms;
+        grid_shm = shm;
     }
-    crossentropy_kernel<<<dt_cu_noted(N, CE_ROW_THREADS, shm, "crossentropy_kernel"), CE_ROW_THREADS, shm, s>>>(losses, logits, targets, dloss, V, Vp);
+    int grid = N < grid_blocks ? N : grid_blocks;
+    if (grid <= 0) return;
+    crossentropy_kernel<<<dt_cu_noted(grid, CE_ROW_THREADS, shm, "crossentropy_kernel"), CE_ROW_THREADS, shm, s>>>(losses, logits, targets, dloss, N, V, Vp);
 }
