@@ -782,8 +782,7 @@ static void test_flash_fwd_tilings(void) {
  * 1e-5, dlogits 1e-2, padded columns exactly 0). Targets include column 0, the last real
  * column V - 1 and the first column of its (partly padded) vector. Then, by bytes: dloss = 0
  * gives the same losses and leaves the logits alone, and the first 48 rows of the run equal
- * a run of those 48 rows alone (there every block takes one row; here, with N above the
- * grid, blocks take several, the next row's copy overlapping the current one's writes). */
+ * a run of those 48 rows alone (a row's bits depend on its own logits only). */
 static void check_crossentropy(int N, int V, int Vp) {
     vf logits = rnd((size_t)N * Vp, 4.0f);
     std::vector<int> tg(N);
@@ -826,10 +825,10 @@ static void check_crossentropy(int N, int V, int Vp) {
 }
 
 static void test_crossentropy_accuracy(void) {
-    check_crossentropy(64, 1000, 1024);      /* fewer rows than blocks: one row a block */
-    check_crossentropy(1000, 4101, 4160);    /* V % 8 = 5 and 7 all-padding vectors; several rows a block */
+    check_crossentropy(64, 1000, 1024);      /* 2 stripes: one copy group */
+    check_crossentropy(1000, 4101, 4160);    /* V % 8 = 5 and 7 all-padding vectors */
     check_crossentropy(600, 8, 8);           /* one vector a row, one busy thread */
-    check_crossentropy(600, 50257, 50304);   /* GPT-2's vocabulary, several rows a block */
+    check_crossentropy(600, 50257, 50304);   /* GPT-2's vocabulary: 13 stripes, 4 copy groups */
     check_crossentropy(3, 100000, 100000);   /* the widest row that fits shared memory (7 copy groups) */
     check_crossentropy(3, 120000, 120000);   /* wider: the two-read kernel */
 }
