@@ -69,15 +69,6 @@ static __device__ __forceinline__ void reg_fence_a8(uint32_t a[8][4]) {
     reg_fence_a(a + 4);
 }
 
-/* Stores the bitwise or of the 64 values of s to the shared word at sink: an instruction
- * with a side effect that needs every value (the sink is never read). */
-static __device__ __forceinline__ void sink_store(uint32_t sink, const float s[64]) {
-    uint32_t x = 0u;
-#pragma unroll
-    for (int i = 0; i < 64; i++) x |= __float_as_uint(s[i]);
-    asm volatile("st.shared.u32 [%0], %1;" ::"r"(sink), "r"(x) : "memory");
-}
-
 /* A half's kind (DT_WGQ_*) as a type, to pick a wgq_tile instantiation from a lambda. */
 template <int K> struct wgq_kind { static constexpr int value = K; };
 
@@ -102,8 +93,7 @@ template <int H0, int H1>
 static __device__ __forceinline__ void wgq_tile(float dk[32], float dv[32], float s[64], float dp[64],
                                                 uint32_t p[8][4], uint32_t ds[8][4], uint32_t sK, uint32_t sV,
                                                 uint32_t sQ, uint32_t sdO, const float *LDc, uint4 *dst0,
-                                                uint4 *dst1, uint32_t release, uint32_t sink, float sl2, int row,
-                                                int t) {
+                                                uint4 *dst1, uint32_t release, float sl2, int row, int t) {
     /* K-major operands: SBO 1024 (8 rows of 128 bytes), +32 bytes (+2 encoded) a 16-channel
      * step, Q and dO 128 rows (16 groups of 8, the two 64-row tiles back to back); MN-major
      * dO, Q: SBO 1024 (8 query rows), +16 rows (2048 bytes, +128 encoded) a step: steps 4..7
@@ -138,10 +128,8 @@ static __device__ __forceinline__ void wgq_tile(float dk[32], float dv[32], floa
     reg_fence(s + 32);
     if (H0 != DT_WGQ_SKIP) wg_bwd_p<H0 == DT_WGQ_DIAG>(s, LDc, sl2, row, t);
     if (H1 != DT_WGQ_SKIP) wg_bwd_p<H1 == DT_WGQ_DIAG>(s + 32, LDc + 128, sl2, row, t);
-    /* P^T before the wait, to overlap dP^T's products: ptxas (13.0) hoists a wgmma wait above
-     * register-only work (it left 4 of 32 exponentials before it), but not above a store to
-     * shared memory, so a word that depends on every P^T value goes to this thread's sink */
-    if (sink) sink_store(sink, s); /* 0 with M = 1, where the word costs a spill */
+    reg_fence(s); /* P^T before the wait in the source, to overlap dP^T's products; ptxas */
+    reg_fence(s + 32); /* (13.0) still hoists the wait above most exponentials (docs/cuda.md) */
     wg_wait0(); /* dP^T */
     reg_fence(dp);
     reg_fence(dp + 32);
@@ -279,7 +267,6 @@ __global__ void __launch_bounds__(128 * (M + 1), M == 1 ? 2 : 1)
 #pragma unroll
         for (int i = 0; i < 4; i++) p[k][i] = ds[k][i] = 0u;
     const uint32_t sK = sb + dt_wgq_k_off(M, wg), sV = sb + dt_wgq_v_off(M, wg);
-    const uint32_t sink = sb + dt_wgq_sink_off(M, NST) + 4u * (uint32_t)tid; /* consumers: tid < 128 M */
     cp_wait0(); /* K, V landed for this thread: fenced for the tensor cores, then for all */
     fence_proxy_async();
     named_barrier<1>(128 * M);
@@ -294,7 +281,7 @@ __global__ void __launch_bounds__(128 * (M + 1), M == 1 ? 2 : 1)
         const float *LDc = reinterpret_cast<const float *>(sm + dt_wgq_ld_off(M, NST, st));
         uint4 *d0 = dsg + dt_flash_ds_tile(qb, kb) * (WB * WB / 8), *d1 = dsg + dt_flash_ds_tile(qb + 1, kb) * (WB * WB / 8);
         wgq_tile<decltype(h0)::value, decltype(h1)::value>(dk, dv, s, dp, p, ds, sK, sV, sQ, sdO, LDc, d0, d1, rel,
-                                                             M == 2 ? sink : 0u, sl2, row, t);
+                                                             sl2, row, t);
     };
     using SKIP = wgq_kind<DT_WGQ_SKIP>;
     using DIAG = wgq_kind<DT_WGQ_DIAG>;

@@ -72,9 +72,8 @@ DT_FLASH_FN int dt_wgq_half(int qb, int kb, int nqb) {
  * (M), then per stage a Q tile and a dO tile of 128 rows (two 64-row swizzled tiles each,
  * 16 KB: an m64n128 B operand K-major, SBO 1024, and an MN-major one of 8 k-steps, 2 KB
  * apart), then per stage the 128 queries' {lse log2(e), D} pairs (1 KB), then the 2 nst
- * mbarriers (8 bytes each: the stages' "full", then their "empty"), then a 4-byte sink a
- * consumer thread (written, never read: see wgq_tile). The total includes 1024 bytes of
- * slack for aligning the base. */
+ * mbarriers (8 bytes each: the stages' "full", then their "empty"). The total includes
+ * 1024 bytes of slack for aligning the base. */
 DT_FLASH_FN uint32_t dt_wgq_k_off(int M, int j) { (void)M; return (uint32_t)j * DT_WGBWD_TILE; }
 DT_FLASH_FN uint32_t dt_wgq_v_off(int M, int j) { return (uint32_t)(M + j) * DT_WGBWD_TILE; }
 DT_FLASH_FN uint32_t dt_wgq_q_off(int M, int st) { return (uint32_t)(2 * M + 4 * st) * DT_WGBWD_TILE; }
@@ -86,8 +85,7 @@ DT_FLASH_FN uint32_t dt_wgq_full_off(int M, int nst, int st) { return dt_wgq_ld_
 DT_FLASH_FN uint32_t dt_wgq_empty_off(int M, int nst, int st) {
     return dt_wgq_ld_off(M, nst, nst) + (uint32_t)(nst + st) * 8u;
 }
-DT_FLASH_FN uint32_t dt_wgq_sink_off(int M, int nst) { return dt_wgq_empty_off(M, nst, nst); }
-DT_FLASH_FN uint32_t dt_wgq_smem(int M, int nst) { return dt_wgq_sink_off(M, nst) + 512u * (uint32_t)M + 1024u; }
+DT_FLASH_FN uint32_t dt_wgq_smem(int M, int nst) { return dt_wgq_empty_off(M, nst, nst) + 1024u; }
 /* Its configurations: M = 2 with 4 stages, one block an SM; M = 1 with 2 stages, two blocks
  * an SM (a third stage would not fit twice). */
 #define DT_WGQ_STAGES_M2 4

@@ -166,7 +166,6 @@ static void test_wgq_smem(void) {
             off[n] = dt_wgq_full_off(M, nst, st), len[n] = 8, align[n++] = 8;
             off[n] = dt_wgq_empty_off(M, nst, st), len[n] = 8, align[n++] = 8;
         }
-        off[n] = dt_wgq_sink_off(M, nst), len[n] = 4u * 128u * (uint32_t)M, align[n++] = 4;
         int bad = 0;
         for (int a = 0; a < n; a++) {
             if (off[a] % align[a]) bad++;
