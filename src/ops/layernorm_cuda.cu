@@ -6,49 +6,33 @@
 
 #define LN_EPS 1e-5f
 
-/* Cache hints of the streams every kernel here reads or writes once: the loads skip L1 and
- * mark their L2 lines evict-first (an L2 policy made once a thread), the fp32 dinp and the
- * residual `res` are stored evict-first (.cs; read again only a layer or a step later), and
- * the outputs the next GEMM reads (out, dinp16) are stored plainly so they may stay in L2.
- * Measured on the 124M shape (H200, bench/RESULTS.md, session 5 helper ln2): forward 0.0284
- * vs 0.0302 ms back to back, backward 3-4% with the prefetch below. The bits do not depend
- * on them. */
+/* Cache hints of the forward's streams, each read or written once: the loads of a and b skip
+ * L1 and mark their L2 lines evict-first (a policy made once a thread), the residual `res`
+ * is stored evict-first (.cs: read again only by the next LayerNorm), and `out`, which the
+ * next GEMM reads, is stored plainly so it may stay in L2. The bits do not depend on them.
+ * Measured on the 124M shape (H200, bench/RESULTS.md, session 5 helper ln2): 0.0281 vs
+ * 0.0305 ms back to back with the no-dropout kernel below (either alone: 0.0297-0.0302).
+ * The same hints with an L2 prefetch of the next row made the backward 4% faster alone but
+ * not in the model's step (layernorm_bwd range 1.569 vs 1.543 ms det): not kept there. */
 static __device__ __forceinline__ uint64_t ln_evict_first(void) {
     uint64_t p;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
     return p;
 }
-static __device__ __forceinline__ uint2 ln_ld_once2(const void *p, uint64_t pol) {
-    uint2 r;
-    asm("ld.global.L1::no_allocate.L2::cache_hint.v2.u32 {%0,%1}, [%2], %3;" : "=r"(r.x), "=r"(r.y) : "l"(p), "l"(pol));
-    return r;
-}
-static __device__ __forceinline__ uint4 ln_ld_once4(const void *p, uint64_t pol) {
+static __device__ __forceinline__ dt_bf16x8 ln_ld_once8(const bf16 *p, uint64_t pol) {
     uint4 r;
     asm("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
         : "l"(p), "l"(pol));
-    return r;
-}
-static __device__ __forceinline__ dt_bf16x8 ln_ld_once8(const bf16 *p, uint64_t pol) {
-    uint4 u = ln_ld_once4(p, pol);
-    return *reinterpret_cast<dt_bf16x8 *>(&u);
-}
-static __device__ __forceinline__ float4 ln_ld_once_f4(const float *p, uint64_t pol) {
-    uint4 u = ln_ld_once4(p, pol);
-    return make_float4(__uint_as_float(u.x), __uint_as_float(u.y), __uint_as_float(u.z), __uint_as_float(u.w));
-}
-/* L2 prefetch of [p, p + bytes): one bulk request (p 16-byte aligned, bytes a multiple of 16). */
-static __device__ __forceinline__ void ln_prefetch_l2(const void *p, unsigned bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "r"(bytes)
-                 : "memory");
+    return *reinterpret_cast<dt_bf16x8 *>(&r);
 }
 
 /* Forward, optionally fused with the residual add res = a + dropout(b); lane holds vectors
  * v = lane + 32 i (i < NV) of its row in registers, so the row is read once. The sums run
  * over i then k in the lane, then a butterfly: the same order for every launch. */
 #define LN_FWD_THREADS 64 /* 2 rows a block: on the 124M shape 0.0305 ms back to back, 4 rows 0.0313, 8 rows 0.0330 (H200) */
-/* DROP 0: no dropout code (p = 0; 56 registers instead of 74 at NV 3: more warps an SM). */
+/* DROP 0: the kernel for p = 0, without the dropout code (58 registers instead of 74 at
+ * NV 3: more warps an SM; 0.0302 vs 0.0308 ms back to back without the hints). */
 template <int NV, int DROP>
 __global__ void __launch_bounds__(LN_FWD_THREADS) layernorm_fwd_kernel(bf16 *out, float *mean, float *rstd, bf16 *res,
                                                             const bf16 *a, const bf16 *b, const float *w,
@@ -235,31 +219,19 @@ template <int NV4> struct ln_bwd_in {
 template <int NV4>
 static __device__ __forceinline__ void ln_bwd_load(ln_bwd_in<NV4> &t, const bf16 *inp, const bf16 *dout,
                                                    const float *dinp, const float *mean, const float *rstd,
-                                                   int row, int C, int lane, uint64_t pol) {
+                                                   int row, int C, int lane) {
     size_t base = (size_t)row * C;
 #pragma unroll
     for (int i = 0; i < NV4; i++) {
         int u = lane + 32 * i;
         if (u < C / 4) {
-            t.x[i] = ln_ld_once2(inp + base + u * 4, pol);
-            t.g[i] = ln_ld_once2(dout + base + u * 4, pol);
-            t.d[i] = ln_ld_once_f4(dinp + base + u * 4, pol);
+            t.x[i] = *reinterpret_cast<const uint2 *>(inp + base + u * 4);
+            t.g[i] = *reinterpret_cast<const uint2 *>(dout + base + u * 4);
+            t.d[i] = *reinterpret_cast<const float4 *>(dinp + base + u * 4);
         }
     }
     t.m = mean[row];
     t.r = rstd[row];
-}
-/* Lane 0 asks L2 for row `row` of inp, dout and dinp (three bulk prefetches), one row ahead
- * of the warp's loads: the next row streams in from DRAM while this one waits for its own
- * loads and is computed, without registers to hold it (a register prefetch of the next row
- * measured 1-2% slower; two rows ahead, 15-20% slower: the L2 lines are evicted before use). */
-static __device__ __forceinline__ void ln_bwd_prefetch(const bf16 *inp, const bf16 *dout, const float *dinp,
-                                                       int row, int C, int lane) {
-    if (lane) return;
-    size_t base = (size_t)row * C;
-    ln_prefetch_l2(inp + base, (unsigned)C * 2u);
-    ln_prefetch_l2(dout + base, (unsigned)C * 2u);
-    ln_prefetch_l2(dinp + base, (unsigned)C * 4u);
 }
 /* The rest of row `row`: its two sums (lane order, then a butterfly), dinp and dinp16, and
  * the row's terms added into this warp's accumulators in row order: dweight/dbias in
@@ -326,7 +298,7 @@ static __device__ __forceinline__ void ln_bwd_row(const ln_bwd_in<NV4> &t, int r
             sw[u] = a;
             sb[u] = b;
         }
-        __stcs(reinterpret_cast<float4 *>(dinp + base + u * 4), make_float4(di[0], di[1], di[2], di[3]));
+        *reinterpret_cast<float4 *>(dinp + base + u * 4) = make_float4(di[0], di[1], di[2], di[3]);
         __nv_bfloat162 lo = __floats2bfloat162_rn(di[0], di[1]), hi = __floats2bfloat162_rn(di[2], di[3]);
         uint2 o;
         o.x = *reinterpret_cast<uint32_t *>(&lo);
@@ -349,8 +321,7 @@ static __device__ __forceinline__ void ln_bwd_row(const ln_bwd_in<NV4> &t, int r
  * its warp w row w of each, in order: the blocks in flight work on neighbouring rows (one
  * sweep over the buffers instead of nparts separate streams: 1-2% faster at C = 768), and the
  * partition is a function of N alone. A warp holds one row in registers (all its loads
- * issued at once, ln_bwd_load, while lane 0 has L2 prefetch the warp's next row,
- * ln_bwd_prefetch) and accumulates dweight/dbias for its channels in row order,
+ * issued at once, ln_bwd_load) and accumulates dweight/dbias for its channels in row order,
  * in registers (ACC 0) or in its shared rows (ACC 1, for widths whose registers would
  * spill); the eight warp sums are then added in warp order through shared memory. det
  * writes the block partial (summed by dt_cu_parts_finish); fast adds it into dweight/dbias
@@ -381,17 +352,14 @@ layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, fl
         if (sumv) ss[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
     const float4 *w4 = reinterpret_cast<const float4 *>(w);
-    uint64_t pol = ln_evict_first();
     int row = blockIdx.x * LN_BWD_WARPS + warp, step = gridDim.x * LN_BWD_WARPS;
     ln_bwd_in<NV4> cur;
-    if (row < N) ln_bwd_load(cur, inp, dout, dinp, mean, rstd, row, C, lane, pol);
-    if (row + step < N) ln_bwd_prefetch(inp, dout, dinp, row + step, C, lane);
+    if (row < N) ln_bwd_load(cur, inp, dout, dinp, mean, rstd, row, C, lane);
     for (; row < N; row += step) {
         int next = row + step;
         ln_bwd_row<NV4, ACC>(cur, row, dw, db, sw, sb, ss, sumv, dinp, dinp16, w4, C, lane);
         if (next >= N) break;
-        ln_bwd_load(cur, inp, dout, dinp, mean, rstd, next, C, lane, pol);
-        if (next + step < N) ln_bwd_prefetch(inp, dout, dinp, next + step, C, lane);
+        ln_bwd_load(cur, inp, dout, dinp, mean, rstd, next, C, lane);
     }
     if (ACC == 0)
 #pragma unroll
@@ -482,14 +450,13 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
     dt_dropout d = dt_cu_drop_arg(drop);
     unsigned g = dt_cu_div((size_t)N, LN_FWD_THREADS / 32);
     int nv = aligned16(weight) && aligned16(bias) ? ln_nv(C) : 0;
+#define LN_FWD_GO(NV, DROP)                                                                                      \
+    layernorm_fwd_kernel<NV, DROP><<<dt_cu_noted(g, LN_FWD_THREADS, 0, "layernorm_fwd_kernel"), LN_FWD_THREADS, 0, s>>>( \
+        out, mean, rstd, res, a, b, weight, bias, N, C, d, purpose, layer)
 #define LN_FWD(NV)                                                                                               \
     do {                                                                                                         \
-        if (d.p > 0.0f)                                                                                          \
-            layernorm_fwd_kernel<NV, 1><<<dt_cu_noted(g, LN_FWD_THREADS, 0, "layernorm_fwd_kernel"), LN_FWD_THREADS, 0, s>>>( \
-                out, mean, rstd, res, a, b, weight, bias, N, C, d, purpose, layer);                              \
-        else                                                                                                     \
-            layernorm_fwd_kernel<NV, 0><<<dt_cu_noted(g, LN_FWD_THREADS, 0, "layernorm_fwd_kernel"), LN_FWD_THREADS, 0, s>>>( \
-                out, mean, rstd, res, a, b, weight, bias, N, C, d, purpose, layer);                              \
+        if (d.p > 0.0f) LN_FWD_GO(NV, 1);                                                                        \
+        else LN_FWD_GO(NV, 0);                                                                                   \
     } while (0)
     switch (nv) {
     case 1: LN_FWD(1); break;
@@ -503,6 +470,7 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
                                                    purpose, layer);
     }
 #undef LN_FWD
+#undef LN_FWD_GO
 }
 
 /* One launch of the register backward kernel (the shared-memory opt-in set once per
@@ -526,8 +494,7 @@ static void ln_bwd_go(unsigned nparts, size_t shm, cudaStream_t s, float *dinp, 
  * registers) and, up to NV4 = LN_BWD_REG_ACC, the dweight/dbias accumulators (8 NV4): 128
  * registers at NV4 = 6 (C = 768), 2 blocks an SM. Measured on the 124M shape (H200), the
  * accumulators in shared rows are as fast (within 1%); 3 blocks an SM (80 registers, shared
- * accumulators) 2-4% slower; prefetching the next row into registers 1-2% slower (into L2
- * instead: faster, ln_bwd_prefetch). */
+ * accumulators) 2-4% slower; prefetching the next row 1-2% slower. */
 #define LN_BWD_REG_ACC 6
 
 /* The backward launch of both entry points; sum NULL: no column sum. */
