@@ -11,7 +11,8 @@
  * is stored evict-first (.cs: read again only by the next LayerNorm), and `out`, which the
  * next GEMM reads, is stored plainly so it may stay in L2. The bits do not depend on them.
  * Measured on the 124M shape (H200, bench/RESULTS.md, session 5 helper ln2): 0.0281 vs
- * 0.0305 ms back to back with the no-dropout kernel below (either alone: 0.0297-0.0302).
+ * 0.0305 ms back to back with the no-dropout kernel below; that kernel alone 0.0302, with
+ * only the load or only the store hints 0.0297-0.0301.
  * The same hints with an L2 prefetch of the next row made the backward 4% faster alone but
  * not in the model's step (layernorm_bwd range 1.569 vs 1.543 ms det): not kept there. */
 static __device__ __forceinline__ uint64_t ln_evict_first(void) {
