@@ -309,29 +309,8 @@ __global__ void __launch_bounds__(128 * (M + 1), M == 1 ? 2 : 1)
         tile(FULL(), SKIP(), n - 1);
         wgq_drain(dk, dv, p, ds);
     }
-    bf16 *out = dqkv + ((size_t)b * T + kb * WB + warp * 16) * C3 + h * WD;
-    const float(*dk2)[4] = reinterpret_cast<const float(*)[4]>(dk);
-    const float(*dv2)[4] = reinterpret_cast<const float(*)[4]>(dv);
-    if (!part) {
-        store_acc(out + C, C3, dk2, scale, lane);
-        store_acc(out + 2 * C, C3, dv2, 1.0f, lane);
-        return;
-    }
-    float ck[8][2], cv[8][2];
-    store_acc_colsum(out + C, C3, dk2, scale, lane, ck);
-    store_acc_colsum(out + 2 * C, C3, dv2, 1.0f, lane, cv);
-    /* [wg][warp][128]: dK columns, then dV's, over the K tiles (read by the tensor cores,
-     * all waited for: the proxy fence orders those reads before these writes); a barrier of
-     * the consumers only (the producer has left) */
-    float *red = reinterpret_cast<float *>(sm) + wg * 512;
-    fence_proxy_async();
-    named_barrier<1>(128 * M);
-    put_colsum(red + warp * 128, ck, lane);
-    put_colsum(red + warp * 128 + 64, cv, lane);
-    named_barrier<1>(128 * M);
-    const int c = tid & 127; /* one thread per column of the warpgroup's dK, dV */
-    float sum = __fadd_rn(__fadd_rn(__fadd_rn(red[c], red[128 + c]), red[256 + c]), red[384 + c]);
-    part[((size_t)b * nqb + kb) * C3 + (c < 64 ? C : 2 * C) + h * WD + (c & 63)] = sum;
+    /* a barrier of the consumers only (the producer has left) */
+    wg_bwd_store_kv(dqkv, part, dk, dv, sm, b, T, kb, h, C, scale, [] { named_barrier<1>(128 * M); });
 }
 
 static int wgq_attrs_set;

@@ -8,8 +8,8 @@
  * A block owns M 64-row query blocks (M = 2 when T % 128 == 0, else 1), one consumer
  * warpgroup (4 warps, 128 threads) each. Tiles of 64 rows x 64 channels (bf16, 128 bytes a
  * row, 8 KB) sit in shared memory in the 128-byte swizzle (wgmma_desc.h), filled by cp.async
- * through a 3-stage K/V ring (one barrier a tile), as in the mma.sync kernel. Per key tile a
- * warpgroup issues
+ * through a K/V ring (one barrier a tile), as in the mma.sync kernel. Per key tile j a
+ * warpgroup computes
  *   S = Q K^T: 4 x wgmma m64n64k16, A = Q and B = K both from shared memory (K-major
  *     descriptors, the start address 32 bytes further each 16-channel step);
  *   online softmax on S in registers (fp32; the accumulator layout of m64n64 is, per warp,
@@ -17,10 +17,26 @@
  *   O += P V: 4 x wgmma m64n64k16 with P (bf16) from registers as A (the accumulator
  *     repacked, same as the mma.sync A fragments) and V from shared memory as B through an
  *     MN-major descriptor (imm-trans-b = 1: V's rows are keys, channels contiguous).
- * Each chain is fenced (wgmma.fence), committed and waited for before its registers are
- * read. cp.async writes shared memory through the generic proxy and wgmma reads it through
- * the async proxy: every thread runs fence.proxy.async after its copies complete and before
- * the barrier that publishes them.
+ Three schedules of these steps (flash_fwd_wgmma_kernel's KIND):
+ *   serial (wg_tile; session 4's kernel, kept for the benchmark): each product waited for
+ *     at once;
+ *   pipelined (wg_pipe_tile): S_j and then P_{j-1} V_{j-1} issued as two wgmma groups, S_j
+ *     waited for alone (wait_group 1), tile j's exponentials computed while P_{j-1} V_{j-1}
+ *     runs, then it is waited for, O rescaled and P_j packed;
+ *   ping-pong (the rule where T % 128 == 0): the block's first warpgroup pipelined, the
+ *     second one phase later (wg_pong_tile): right after each tile's barrier it runs the
+ *     softmax of the S it issued before the barrier while the first one's products run, then
+ *     issues its next S and P V and leaves them in flight across the barrier while the first
+ *     one runs its softmax. The two warpgroups of a block otherwise reach the MUFU and the
+ *     tensor cores at the same moments (one barrier a tile), each idling the other unit.
+ * Per layer at GPT-2 124M shapes on an H200 (tests/gpu/test_gpu_wgmma.cu, bench/RESULTS.md,
+ * session 5): serial 0.0898 ms, pipelined 0.0895, ping-pong 0.0829 (mma.sync 0.1066).
+ * All apply the same operations to each row in the same order (O is rescaled by tile j's
+ * max after P_{j-1} V_{j-1} has added to it), hence the same bits. Accumulators are fenced
+ * (wgmma.fence) before they are issued on and read only after their wait. cp.async writes
+ * shared memory through the generic proxy and wgmma reads it through the async proxy: every
+ * thread runs fence.proxy.async after its copies complete and before the barrier that
+ * publishes them.
  *
  * Determinism: one warpgroup owns each output row; it walks key tiles 0..its diagonal in
  * order, each product reduces over its k-steps in order inside the tensor core, row maxima
@@ -31,29 +47,53 @@
 
 #include <stdint.h>
 
-#define WSTAGES 3 /* K/V ring depth */
+/* The kernels (flash_fwd_wgmma_kernel's KIND) and their K/V ring depths (see the kernel). */
+#define FK_SERIAL 0
+#define FK_PIPE 1
+#define FK_PONG 2
+#define FSTAGES(KIND) ((KIND) == FK_SERIAL ? 3 : (KIND) == FK_PIPE ? 4 : 5)
 /* Q (M tiles), then K, V per stage; + 1024 so that the tiles can start 1024-byte aligned
  * (the swizzle atom: wgmma_desc.h). */
-#define WSMEM(M) ((size_t)((M) + 2 * WSTAGES) * WTILE + 1024)
+#define FSMEM(M, KIND) ((size_t)((M) + 2 * FSTAGES(KIND)) * WTILE + 1024)
 
 /* ---- the kernel (accumulator and register-A layouts: wgmma_cuda.cuh) ------------------ */
 
-/* Online softmax step (the mma.sync kernel's fwd_softmax on the wgmma accumulator): s (raw
- * Q K^T of the thread's rows row, row + 8 x 64 keys) becomes exp2(s sl2 - max sl2); the
- * running max m (raw units), the per-thread partial sums l and o are rescaled by the change
- * of the max. diag: key column c is visible to local row r iff c <= r. Explicit _rn
- * operations: no contraction. */
-static __device__ __forceinline__ void wg_softmax(float s[32], float o[32], float m[2], float l[2], int diag, int row,
-                                                  int t, float sl2) {
+/* Online softmax step on S alone (the mma.sync kernel's fwd_softmax on the wgmma
+ * accumulator, less the rescale of o: wg_rescale): s (raw Q K^T of the thread's rows row,
+ * row + 8 x 64 keys) becomes exp2(s sl2 - max sl2); the running max m (raw units) and the
+ * per-thread partial sums l are updated, corr is the factor of the change of the max, for o.
+ * DIAG: key column c is visible to local row r iff c <= r. Explicit _rn operations: no
+ * contraction. */
+template <bool DIAG, bool TREE>
+static __device__ __forceinline__ void wg_softmax_s(float s[32], float m[2], float l[2], float corr[2], int row, int t,
+                                                    float sl2) {
     float mx[2] = {-INFINITY, -INFINITY};
+    if (TREE) { /* the maxima as a tree, 4 steps deep instead of 16: a max is exact, so any
+                 * order gives the same value (a zero's sign aside, which no later value sees) */
 #pragma unroll
-    for (int n = 0; n < 8; n++)
+        for (int n = 0; n < 8; n++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            if (diag && n * 8 + 2 * t + (i & 1) > row + 8 * (i >> 1)) s[4 * n + i] = -INFINITY;
-            mx[i >> 1] = fmaxf(mx[i >> 1], s[4 * n + i]);
+            for (int i = 0; i < 4; i++)
+                if (DIAG && n * 8 + 2 * t + (i & 1) > row + 8 * (i >> 1)) s[4 * n + i] = -INFINITY;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float a[8]; /* a[n]: columns 8n + 2t, + 1 */
+#pragma unroll
+            for (int n = 0; n < 8; n++) a[n] = fmaxf(s[4 * n + 2 * r], s[4 * n + 2 * r + 1]);
+#pragma unroll
+            for (int n = 0; n < 4; n++) a[n] = fmaxf(a[n], a[n + 4]);
+            mx[r] = fmaxf(fmaxf(a[0], a[2]), fmaxf(a[1], a[3]));
         }
-    float ms[2], corr[2];
+    } else {
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                if (DIAG && n * 8 + 2 * t + (i & 1) > row + 8 * (i >> 1)) s[4 * n + i] = -INFINITY;
+                mx[i >> 1] = fmaxf(mx[i >> 1], s[4 * n + i]);
+            }
+    }
+    float ms[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
@@ -74,31 +114,16 @@ static __device__ __forceinline__ void wg_softmax(float s[32], float o[32], floa
                               __fadd_rn(s[8 * q + 4 + 2 * r], s[8 * q + 4 + 2 * r + 1]));
         l[r] = __fadd_rn(__fmul_rn(l[r], corr[r]), __fadd_rn(__fadd_rn(ps[0], ps[1]), __fadd_rn(ps[2], ps[3])));
     }
+}
+
+/* o rescaled by the change of the max (wg_softmax_s), before this tile's P V adds to it. */
+static __device__ __forceinline__ void wg_rescale(float o[32], const float corr[2]) {
 #pragma unroll
     for (int i = 0; i < 32; i++) o[i] = __fmul_rn(o[i], corr[(i >> 1) & 1]);
 }
 
-/* One key tile (K at sK, V at sK + WTILE, shared addresses) for the warpgroup whose Q
- * descriptor is dq (k-step 0). */
-static __device__ __forceinline__ void wg_tile(float o[32], float m[2], float l[2], uint64_t dq, uint32_t sK, int diag,
-                                               int row, int t, float sl2) {
-    /* K-major: SBO 1024 (8 rows of 128 bytes), LBO unused (1); MN-major V: SBO 1024 (8 key
-     * rows), LBO a whole tile (the next 64 channels, which m64n64 never reads). A 16-wide
-     * k-step is +32 bytes (+2 encoded) along K-major rows, +16 rows = 2048 bytes (+128) of V. */
-    const uint64_t dk = dt_wgmma_desc(sK, 16, 1024, DT_WGMMA_SWIZZLE_128B);
-    const uint64_t dv = dt_wgmma_desc(sK + WTILE, WTILE, 1024, DT_WGMMA_SWIZZLE_128B);
-    float s[32];
-#pragma unroll
-    for (int i = 0; i < 32; i++) s[i] = 0.0f; /* not read (scale-d 0 on the first step): defined for the compiler */
-    reg_fence(s);
-    wg_fence();
-#pragma unroll
-    for (int k = 0; k < 4; k++) wgmma_ss(s, dq + (uint64_t)(2 * k), dk + (uint64_t)(2 * k), k > 0);
-    wg_commit();
-    wg_wait0();
-    reg_fence(s);
-    wg_softmax(s, o, m, l, diag, row, t, sl2);
-    uint32_t p[4][4]; /* P as bf16 A fragments, p[k] for keys 16k..16k+15 */
+/* P (the exponentials in s) as bf16 A fragments, p[k] for keys 16k..16k+15. */
+static __device__ __forceinline__ void wg_pack_p(uint32_t p[4][4], const float s[32]) {
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         p[k][0] = pack(s[8 * k], s[8 * k + 1]);     /* row g, keys 16k + 2t, +1 */
@@ -106,60 +131,235 @@ static __device__ __forceinline__ void wg_tile(float o[32], float m[2], float l[
         p[k][2] = pack(s[8 * k + 4], s[8 * k + 5]); /* row g, keys 16k + 8 + 2t, +1 */
         p[k][3] = pack(s[8 * k + 6], s[8 * k + 7]); /* row g + 8 */
     }
-    reg_fence(o);
-    wg_fence();
+}
+
+/* The descriptors of a tile. K-major K (and Q): SBO 1024 (8 rows of 128 bytes), LBO unused
+ * (1); MN-major V: SBO 1024 (8 key rows), LBO a whole tile (the next 64 channels, which
+ * m64n64 never reads). A 16-wide k-step is +32 bytes (+2 encoded) along K-major rows, +16
+ * rows = 2048 bytes (+128) of V. */
+static __device__ __forceinline__ uint64_t desc_k(uint32_t a) { return dt_wgmma_desc(a, 16, 1024, DT_WGMMA_SWIZZLE_128B); }
+static __device__ __forceinline__ uint64_t desc_v(uint32_t a) {
+    return dt_wgmma_desc(a, WTILE, 1024, DT_WGMMA_SWIZZLE_128B);
+}
+/* Issues S = Q K^T (4 k-steps, scale-d 0 on the first: s is not read) and O += P V, without
+ * the fence, commit or wait. */
+static __device__ __forceinline__ void wg_mma_s(float s[32], uint64_t dq, uint64_t dk) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) wgmma_ss(s, dq + (uint64_t)(2 * k), dk + (uint64_t)(2 * k), k > 0);
+}
+static __device__ __forceinline__ void wg_mma_pv(float o[32], const uint32_t p[4][4], uint64_t dv) {
 #pragma unroll
     for (int k = 0; k < 4; k++) wgmma_rs_t(o, p[k], dv + (uint64_t)(128 * k));
+}
+
+/* One key tile (K at sK, V at sK + WTILE, shared addresses) for the warpgroup whose Q
+ * descriptor is dq (k-step 0), each product waited for at once (the serial kernel). */
+template <bool DIAG>
+static __device__ __forceinline__ void wg_tile(float o[32], float m[2], float l[2], uint64_t dq, uint32_t sK, int row,
+                                               int t, float sl2) {
+    float s[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++) s[i] = 0.0f; /* not read (scale-d 0 on the first step): defined for the compiler */
+    reg_fence(s);
+    wg_fence();
+    wg_mma_s(s, dq, desc_k(sK));
+    wg_commit();
+    wg_wait0();
+    reg_fence(s);
+    float corr[2];
+    wg_softmax_s<DIAG, false>(s, m, l, corr, row, t, sl2);
+    wg_rescale(o, corr);
+    uint32_t p[4][4];
+    wg_pack_p(p, s);
+    reg_fence(o);
+    wg_fence();
+    wg_mma_pv(o, p, desc_v(sK + WTILE));
     wg_commit();
     wg_wait0();
     reg_fence(o);
 }
 
-/* Grid (B NH T / (64 M)), 128 M threads, WSMEM(M) bytes of dynamic shared memory. Block i
- * owns head bh = i % (B NH) and query rows 64 j0 .. 64 (j0 + M) - 1, the heavy (late)
- * query blocks of every head first; warpgroup wg owns query block j0 + wg. */
-template <int M>
+/* One key tile of the pipelined kernel: issues S = Q K^T of this tile (K at sK) and, when PV,
+ * O += P V of the previous tile (its P in p, V at sVp) behind it; waits for S alone and runs
+ * the softmax on it while P V is still on the tensor cores, then waits for P V, rescales o
+ * and packs this tile's P into p. Per row, the same operations in the same order as wg_tile:
+ * o is rescaled by tile j's change of the max after tile j - 1's P V has added to it. */
+template <bool DIAG, bool PV>
+static __device__ __forceinline__ void wg_pipe_tile(float s[32], float o[32], uint32_t p[4][4], float m[2], float l[2],
+                                                    uint64_t dq, uint32_t sK, uint32_t sVp, uint32_t anchor, int row,
+                                                    int t, float sl2) {
+    wg_fence();
+    wg_mma_s(s, dq, desc_k(sK)); /* s holds the previous tile's dead exponentials: not read */
+    wg_commit();
+    if (PV) {
+        wg_mma_pv(o, p, desc_v(sVp));
+        wg_commit();
+        wg_wait1(); /* S; P V may still run */
+    } else {
+        wg_wait0();
+    }
+    reg_fence(s);
+    float corr[2];
+    wg_softmax_s<DIAG, true>(s, m, l, corr, row, t, sl2);
+    /* The exponentials before the wait, so that they overlap P V. ptxas (CUDA 13.0) hoists
+     * wgmma.wait_group over register-only work (it moved this wait up to the row maxima,
+     * before every exponential); it keeps it after a shared-memory store, so the row sums,
+     * which depend on every exponential, are stored (never read) to this thread's anchor. */
+    if (PV) {
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(anchor), "f"(l[0]), "f"(l[1]) : "memory");
+        wg_wait0();
+    }
+    reg_fence(o);
+    reg_fence_a(p); /* read by P V up to the wait: not reused before it */
+    wg_rescale(o, corr);
+    wg_pack_p(p, s);
+}
+
+/* The last P V of a warpgroup in the pipelined kernel (V at sV). */
+static __device__ __forceinline__ void wg_pipe_last(float o[32], uint32_t p[4][4], uint32_t sV) {
+    reg_fence(o);
+    wg_fence();
+    wg_mma_pv(o, p, desc_v(sV));
+    wg_commit();
+    wg_wait0();
+    reg_fence(o);
+    reg_fence_a(p);
+}
+
+/* One key tile of the second warpgroup of the ping-pong kernel: waits for the products it
+ * issued in the previous tile (S of that tile, in s, and the P V before it), runs the softmax
+ * of that tile (its K at sK's predecessor: only its V, at sVp, is read here), rescales o,
+ * packs P and issues S of this tile (K at sK) and that P V, and leaves them in flight. Per
+ * row the operations of wg_tile in the same order, one tile later. */
+static __device__ __forceinline__ void wg_pong_tile(float s[32], float o[32], uint32_t p[4][4], float m[2], float l[2],
+                                                    uint64_t dq, uint32_t sK, uint32_t sVp, int row, int t, float sl2) {
+    wg_wait0();
+    reg_fence(s);
+    reg_fence(o);
+    reg_fence_a(p);
+    float corr[2];
+    wg_softmax_s<false, true>(s, m, l, corr, row, t, sl2);
+    wg_rescale(o, corr);
+    wg_pack_p(p, s);
+    reg_fence(s);
+    reg_fence(o);
+    wg_fence();
+    wg_mma_s(s, dq, desc_k(sK));
+    wg_mma_pv(o, p, desc_v(sVp));
+    wg_commit();
+}
+
+/* Grid (B NH T / (64 M)), 128 M threads, FSMEM(M, KIND) bytes of dynamic shared memory.
+ * Block i owns head bh = i % (B NH) and query rows 64 j0 .. 64 (j0 + M) - 1, the heavy (late)
+ * query blocks of every head first; warpgroup wg owns query block j0 + wg. KIND:
+ *   FK_SERIAL: wg_tile, 3 stages (the refill after tile kt's barrier takes tile kt - 1's
+ *     stage, which every warpgroup finished with before that barrier);
+ *   FK_PIPE: wg_pipe_tile, 4 stages: the refill after tile kt's barrier overwrites tile
+ *     kt - 2's stage, whose P V every warpgroup waited for during tile kt - 1 (tile kt - 1's
+ *     V is still read during tile kt);
+ *   FK_PONG (M = 2): warpgroup 0 as FK_PIPE, warpgroup 1 one phase later (wg_pong_tile: its
+ *     softmax while warpgroup 0's products run, its products in flight across the barrier,
+ *     while warpgroup 0 runs its softmax), 5 stages: tile j's V is read up to warpgroup 1's
+ *     wait in tile j + 2, so the refill after tile kt's barrier takes tile kt - 3's stage.
+ * ptxas (CUDA 13.0): 128 registers (M = 2: ping-pong, serial; pipelined 126), 142 (M = 1
+ * pipelined), 162 (M = 1 serial), no spills, no serialized wgmma; FSMEM 97 KB (ping-pong),
+ * 81 KB (M = 2 pipelined), 73 KB (M = 1 pipelined): 2 blocks (8 warps) or 3 (M = 1) an SM. */
+template <int M, int KIND>
 __global__ void __launch_bounds__(128 * M, M == 1 ? 3 : 2)
     flash_fwd_wgmma_kernel(bf16 *out, float *lse, const bf16 *qkv, int T, int NH, float sl2) {
+    constexpr int S = FSTAGES(KIND);
+    static_assert(KIND != FK_PONG || M == 2, "the ping-pong kernel pairs two warpgroups");
     extern __shared__ __align__(1024) unsigned char wsm_raw[];
     const uint32_t raw = smem_u32(wsm_raw), pad = (1024u - (raw & 1023u)) & 1023u;
     unsigned char *sm = wsm_raw + pad; /* Q tiles, then stage i: K at 2 i WTILE, V after it */
     const uint32_t sQ = raw + pad, sKV = sQ + M * WTILE;
-    const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2,
-              t = lane & 3;
+    /* FK_PONG: wg through a shuffle, so that ptxas knows it is the same on every lane of a
+     * warp and the branches on it are no divergent paths, where it serializes every wgmma of
+     * the kernel when one is left in flight (C7518) */
+    const int tid = (int)threadIdx.x, wg = KIND == FK_PONG ? __shfl_sync(0xffffffffu, tid >> 7, 0) : tid >> 7,
+              warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int nqb = T / (M * WB), BH = (int)gridDim.x / nqb, bh = (int)blockIdx.x % BH, b = bh / NH, h = bh % NH;
     const int j0 = (nqb - 1 - (int)blockIdx.x / BH) * M, nk = j0 + M, jq = j0 + wg; /* key tiles 0..nk-1 */
     const int C = NH * WD, C3 = 3 * C, row = warp * 16 + g;
     const bf16 *base = qkv + (size_t)b * T * C3 + h * WD;
+    auto load = [&](int st, int kt) { /* stage st <- key tile kt: K, V */
+        unsigned char *d = sm + M * WTILE + st * 2 * WTILE;
+        wg_cp_tile<128 * M>(d, base + C + (size_t)kt * WB * C3, C3);
+        wg_cp_tile<128 * M>(d + WTILE, base + 2 * C + (size_t)kt * WB * C3, C3);
+    };
 #pragma unroll
     for (int j = 0; j < M; j++) wg_cp_tile<128 * M>(sm + j * WTILE, base + (size_t)(j0 + j) * WB * C3, C3);
-    wg_cp_tile<128 * M>(sm + M * WTILE, base + C, C3);
-    wg_cp_tile<128 * M>(sm + M * WTILE + WTILE, base + 2 * C, C3);
+    load(0, 0);
     cp_commit();
-    if (nk > 1) {
-        wg_cp_tile<128 * M>(sm + (M + 2) * WTILE, base + C + (size_t)WB * C3, C3);
-        wg_cp_tile<128 * M>(sm + (M + 3) * WTILE, base + 2 * C + (size_t)WB * C3, C3);
-    }
+    if (nk > 1) load(1, 1);
     cp_commit();
-    const uint64_t dq = dt_wgmma_desc(sQ + wg * WTILE, 16, 1024, DT_WGMMA_SWIZZLE_128B);
-    float o[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    const uint64_t dq = desc_k(sQ + wg * WTILE);
+    /* wg_pipe_tile's anchors, 8 bytes a lane (the warps share them: the values are never
+     * read), in the allocation's 1024 bytes beyond the tiles: before them (pad) or after. */
+    const uint32_t anchor = (pad >= 256 ? raw : sQ + (M + 2 * S) * WTILE) + 8 * lane;
+    float o[32], s[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    uint32_t p[4][4];
 #pragma unroll
-    for (int i = 0; i < 32; i++) o[i] = 0.0f;
-    int st = 0; /* stage of tile kt */
-    for (int kt = 0; kt < nk; kt++) {
+    for (int i = 0; i < 32; i++) o[i] = s[i] = 0.0f; /* s: defined for the compiler (PIPE) */
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) p[k][i] = 0u;
+    /* One barrier a tile: after it tile kt has landed for every thread (and is ordered before
+     * the tensor cores' reads) and every warpgroup is done with the stage refilled. The
+     * ping-pong kernel's warpgroups run it from two loops: barrier.sync without .aligned. */
+    auto top = [&](int kt, int st) {
         cp_wait1();          /* this thread's copies of tile kt (and of Q) are done */
         fence_proxy_async(); /* ... and ordered before the tensor cores' reads */
-        __syncthreads();     /* everyone's are; both warpgroups are done with tile kt - 1 */
-        if (kt + 2 < nk) {
-            unsigned char *d = sm + M * WTILE + (st == 0 ? 2 : st - 1) * 2 * WTILE;
-            wg_cp_tile<128 * M>(d, base + C + (size_t)(kt + 2) * WB * C3, C3);
-            wg_cp_tile<128 * M>(d + WTILE, base + 2 * C + (size_t)(kt + 2) * WB * C3, C3);
-        }
+        if (KIND == FK_PONG) asm volatile("barrier.sync 0;\n" ::: "memory");
+        else __syncthreads();
+        if (kt + 2 < nk) load(st + 2 < S ? st + 2 : st + 2 - S, kt + 2);
         cp_commit(); /* possibly empty: one group per tile keeps the wait count fixed */
-        const uint32_t sK = sKV + (uint32_t)(st * 2 * WTILE);
-        if (kt < jq) wg_tile(o, m, l, dq, sK, 0, row, t, sl2); /* diag constant: the mask only on */
-        else if (kt == jq) wg_tile(o, m, l, dq, sK, 1, row, t, sl2); /* the diagonal tile */
-        st = st == WSTAGES - 1 ? 0 : st + 1;
+    };
+    const auto stage = [&](int st) { return sKV + (uint32_t)(st * 2 * WTILE); }; /* K; V at + WTILE */
+    int st = 0; /* stage of tile kt */
+    if (KIND == FK_PONG && wg == 1) { /* its own loop: its products stay in flight across it */
+        for (int kt = 0; kt < nk; kt++) {
+            top(kt, st);
+            const uint32_t sK = stage(st), sVp = stage(st == 0 ? S - 1 : st - 1) + WTILE;
+            if (kt == 0) {
+                wg_fence();
+                wg_mma_s(s, dq, desc_k(sK));
+                wg_commit();
+            } else {
+                wg_pong_tile(s, o, p, m, l, dq, sK, sVp, row, t, sl2); /* tile kt - 1 < jq */
+            }
+            st = st == S - 1 ? 0 : st + 1;
+        }
+        wg_wait0(); /* the diagonal tile, the last */
+        reg_fence(s);
+        reg_fence(o);
+        reg_fence_a(p);
+        float corr[2];
+        wg_softmax_s<true, true>(s, m, l, corr, row, t, sl2);
+        wg_rescale(o, corr);
+        wg_pack_p(p, s);
+        wg_pipe_last(o, p, stage(st == 0 ? S - 1 : st - 1) + WTILE);
+    } else {
+        for (int kt = 0; kt < nk; kt++) {
+            top(kt, st);
+            const uint32_t sK = stage(st), sVp = stage(st == 0 ? S - 1 : st - 1) + WTILE;
+            if (KIND == FK_SERIAL) {
+                if (kt < jq) wg_tile<false>(o, m, l, dq, sK, row, t, sl2); /* the mask only on */
+                else if (kt == jq) wg_tile<true>(o, m, l, dq, sK, row, t, sl2); /* the diagonal tile */
+            } else if (kt == 0) {
+                if (jq == 0) wg_pipe_tile<true, false>(s, o, p, m, l, dq, sK, sVp, anchor, row, t, sl2);
+                else wg_pipe_tile<false, false>(s, o, p, m, l, dq, sK, sVp, anchor, row, t, sl2);
+            } else if (kt < jq) {
+                wg_pipe_tile<false, true>(s, o, p, m, l, dq, sK, sVp, anchor, row, t, sl2);
+            } else if (kt == jq) {
+                wg_pipe_tile<true, true>(s, o, p, m, l, dq, sK, sVp, anchor, row, t, sl2);
+            } else if (kt == jq + 1) {
+                wg_pipe_last(o, p, sVp);
+            }
+            st = st == S - 1 ? 0 : st + 1;
+        }
+        if (KIND != FK_SERIAL && jq == nk - 1) wg_pipe_last(o, p, stage(st == 0 ? S - 1 : st - 1) + WTILE);
     }
     cp_wait0();
     /* Row sums by xor butterfly (the same bits on the 4 lanes of a row); the bf16 rows go to
@@ -191,24 +391,46 @@ __global__ void __launch_bounds__(128 * M, M == 1 ? 3 : 2)
     }
 }
 
-/* The kernels need more than 48 KB of shared memory: raised once. */
-static int wgmma_attrs_set;
+/* ---- launcher ---------------------------------------------------------------------------- */
 
-void dt_cu_flash_fwd_wgmma(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH, cudaStream_t s) {
-    if (!wgmma_attrs_set) {
-        cudaFuncSetAttribute(flash_fwd_wgmma_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WSMEM(1));
-        cudaFuncSetAttribute(flash_fwd_wgmma_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WSMEM(2));
-        wgmma_attrs_set = 1;
+static int wgfwd_force; /* benchmarks only (dt_cu_flash_fwd_wgmma_force): 0 = the rule */
+
+void dt_cu_flash_fwd_wgmma_force(int kernel) { wgfwd_force = kernel; }
+
+template <int M, int KIND>
+static void launch(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2, cudaStream_t s,
+                   const char *name) {
+    static int attr_set; /* more than 48 KB of shared memory: raised once per kernel */
+    const size_t smem = FSMEM(M, KIND);
+    if (!attr_set) {
+        cudaFuncSetAttribute(flash_fwd_wgmma_kernel<M, KIND>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        attr_set = 1;
     }
-    float sl2 = LOG2E / sqrtf((float)WD);
-    if (T % (2 * WB) == 0) {
-        unsigned g = (unsigned)(B * NH * (T / (2 * WB)));
-        flash_fwd_wgmma_kernel<2><<<dt_cu_noted(g, 256, WSMEM(2), "flash_fwd_wgmma_kernel<2>"), 256, WSMEM(2), s>>>(
-            out, lse, qkv, T, NH, sl2);
-    } else {
-        unsigned g = (unsigned)(B * NH * (T / WB));
-        flash_fwd_wgmma_kernel<1><<<dt_cu_noted(g, 128, WSMEM(1), "flash_fwd_wgmma_kernel<1>"), 128, WSMEM(1), s>>>(
-            out, lse, qkv, T, NH, sl2);
+    const unsigned g = (unsigned)(B * NH * (T / (M * WB)));
+    flash_fwd_wgmma_kernel<M, KIND><<<dt_cu_noted(g, 128 * M, smem, name), 128 * M, smem, s>>>(out, lse, qkv, T, NH,
+                                                                                              sl2);
+}
+
+/* The rule (timed in tests/gpu/test_gpu_wgmma.cu): the ping-pong kernel where T % 128 == 0
+ * (2 blocks, 8 warps an SM), else the pipelined one with one warpgroup a block. */
+void dt_cu_flash_fwd_wgmma(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH, cudaStream_t s) {
+    const float sl2 = LOG2E / sqrtf((float)WD);
+    const int two = T % (2 * WB) == 0;
+    switch (wgfwd_force) {
+    case DT_CU_WGFWD_SERIAL:
+        if (two) launch<2, FK_SERIAL>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<2, serial>");
+        else launch<1, FK_SERIAL>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<1, serial>");
+        break;
+    case DT_CU_WGFWD_PIPE:
+        if (two) launch<2, FK_PIPE>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<2, pipe>");
+        else launch<1, FK_PIPE>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<1, pipe>");
+        break;
+    case DT_CU_WGFWD_PIPE_64:
+        launch<1, FK_PIPE>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<1, pipe>");
+        break;
+    default:
+        if (two) launch<2, FK_PONG>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<2, pong>");
+        else launch<1, FK_PIPE>(out, lse, qkv, B, T, NH, sl2, s, "flash_fwd_wgmma_kernel<1, pipe>");
     }
     (void)C;
 }

@@ -21,6 +21,7 @@
 #define DT_OPS_WGMMA_CUDA_CUH
 
 #include "ops/cuda_common.cuh"
+#include "ops/flash_cuda.cuh"
 #include "ops/wgmma_desc.h"
 
 #include <stdint.h>
@@ -238,6 +239,40 @@ static __device__ __forceinline__ void wg_pack_a(uint32_t a[4][4], const float d
         a[k][2] = pack(d[8 * k + 4], d[8 * k + 5]); /* key row g, queries 16k + 8 + 2t, + 1 */
         a[k][3] = pack(d[8 * k + 6], d[8 * k + 7]); /* key row g + 8 */
     }
+}
+
+/* The end of both wgmma kernels A (attention_wgmma_bwd_cuda.cu, _q128_cuda.cu): the
+ * warpgroup's dK (times scale) and dV rows of key block kb into dqkv and, when part is not
+ * NULL, their column sums as bias partials: store_acc_colsum per warp, the 4 warps added in
+ * warp order through shared memory (sm: [wg][warp][128], dK columns then dV's, over tiles
+ * the tensor cores read, all waited for: the proxy fence orders those reads before these
+ * writes). bar: the barrier of the threads that get here (the block's, or the consumers'
+ * named one where a producer warpgroup has left). */
+template <typename Bar>
+static __device__ __forceinline__ void wg_bwd_store_kv(bf16 *dqkv, float *part, const float dk[32],
+                                                       const float dv[32], unsigned char *sm, int b, int T, int kb,
+                                                       int h, int C, float scale, Bar bar) {
+    const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, C3 = 3 * C;
+    bf16 *out = dqkv + ((size_t)b * T + kb * WB + warp * 16) * C3 + h * WD;
+    const float(*dk2)[4] = reinterpret_cast<const float(*)[4]>(dk);
+    const float(*dv2)[4] = reinterpret_cast<const float(*)[4]>(dv);
+    if (!part) {
+        store_acc(out + C, C3, dk2, scale, lane);
+        store_acc(out + 2 * C, C3, dv2, 1.0f, lane);
+        return;
+    }
+    float ck[8][2], cv[8][2];
+    store_acc_colsum(out + C, C3, dk2, scale, lane, ck);
+    store_acc_colsum(out + 2 * C, C3, dv2, 1.0f, lane, cv);
+    float *red = reinterpret_cast<float *>(sm) + wg * 512;
+    fence_proxy_async();
+    bar();
+    put_colsum(red + warp * 128, ck, lane);
+    put_colsum(red + warp * 128 + 64, cv, lane);
+    bar();
+    const int c = tid & 127; /* one thread per column of the warpgroup's dK, dV */
+    float sum = __fadd_rn(__fadd_rn(__fadd_rn(red[c], red[128 + c]), red[256 + c]), red[384 + c]);
+    part[((size_t)b * (T / WB) + kb) * C3 + (c < 64 ? C : 2 * C) + h * WD + (c & 63)] = sum;
 }
 
 #endif

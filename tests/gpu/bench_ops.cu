@@ -10,7 +10,8 @@
  *  2. determinism: every det path on the full 124M shapes replayed 3 times with a side
  *     stream of busy kernels competing for the SMs: bytes must match;
  *  3. timing: CUDA events, median of 20 runs after 3 warm-ups, per kernel and branch at
- *     the 124M shapes, ms and GB/s (bytes the kernel must move), then the sum per step
+ *     the 124M shapes, ms and GB/s (bytes the kernel must move; beside the cross-entropy,
+ *     a plain in-place copy of its logits for reference), then the sum per step
  *     (25 LayerNorms each way, 4 bias gradients and 2 GELUs per layer, ...; the fused
  *     layernorm_bwd + colsum row is printed beside, not summed: it replaces 24 layernorm_bwd
  *     + colsum (768) pairs when hidden dropout is off). The det
@@ -336,6 +337,21 @@ static void op_gelu_bwd(void) { dt_cu_gelu_bwd(g.d3, g.x3, g.g3, (size_t)NR * 4 
 static void op_gelu_bwd_colsum(void) { dt_cu_gelu_bwd_colsum(g.d3, g.acc, g.part, g.x3, g.g3, NR, 4 * CH, 0, g_fs); }
 #endif
 static void op_ce(void) { dt_cu_crossentropy(g.losses, g.logits, g.tg, 1.0f / NR, NR, VV, VP, 0); }
+/* A reference beside the cross-entropy: every 16-byte word of the logits read and written
+ * back in place (sign bits flipped), the bytes the fused kernel must move, by a plain
+ * grid-stride loop (no compute; not the device's ceiling: the fused kernel beats it). */
+__global__ static void copy_inplace_kernel(uint4 *p, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint4 a = p[i];
+        a.x ^= 0x80008000u;
+        p[i] = a;
+    }
+}
+static void op_ce_floor(void) {
+    int sms = 1;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    copy_inplace_kernel<<<sms * 8, 256>>>(reinterpret_cast<uint4 *>(g.logits), (size_t)NR * VP / 8);
+}
 /* AdamW as the model runs it: with the parameter norm's chunk sums, then their sum */
 static void op_adamw(void) {
     dt_cu_adamw(g.p, g.p16, g.grad, g.m, g.v, &g.aa, 0);
@@ -459,6 +475,7 @@ static void bench(void) {
         row("gelu_bwd + colsum fc (fused)", b, op_gelu_bwd_colsum, NULL, nc * 4 * e2 * 3, NL, 0);
 #endif
         row("crossentropy", b, op_ce, NULL, (double)NR * VP * e2 * 2, 1, wh);
+        row("  in-place copy, same bytes", b, op_ce_floor, NULL, (double)NR * VP * e2 * 2, 1, 0);
         row("adamw", b, op_adamw, NULL, (double)g.np * 30, 1, wh);
         row("norm (sumsq + zeros)", b, op_norm, NULL, (double)g.np * 4, 2, wh);
         gpu_ok(cudaDeviceSynchronize(), "bench");

@@ -803,22 +803,59 @@ static void test_flash_fwd_tilings(void) {
     CHECKF(lb[0] == lb[1], "flash fwd: lse of T=192 (64-row blocks) differs from rows 0..191 of T=256 (128-row blocks)");
 }
 
-static void test_crossentropy_accuracy(void) {
-    const int N = 64, V = 1000, Vp = 1024;
+/* The fused cross-entropy of N rows against the CPU op on the same bf16 logits (losses
+ * 1e-5, dlogits 1e-2, padded columns exactly 0). Targets include column 0, the last real
+ * column V - 1 and the first column of its (partly padded) vector. Then, by bytes: dloss = 0
+ * gives the same losses and leaves the logits alone, and the first 48 rows of the run equal
+ * a run of those 48 rows alone (a row's bits depend on its own logits only). */
+static void check_crossentropy(int N, int V, int Vp) {
     vf logits = rnd((size_t)N * Vp, 4.0f);
     std::vector<int> tg(N);
     for (int i = 0; i < N; i++) tg[i] = (int)(dt_rng_u32(5, 250, 2, 0, i) % V);
+    tg[0] = V - 1;
+    if (N > 1) tg[1] = 0;
+    if (N > 2) tg[2] = (V - 1) & ~7;
     vf losses(N), lse(N);
     dt_crossentropy_fwd(losses.data(), lse.data(), logits.data(), tg.data(), N, V, Vp);
     vf dl = logits;
     dt_crossentropy_bwd(dl.data(), lse.data(), tg.data(), 0.5f, N, V, Vp);
-    bf16 *dlog = up16(logits);
+    bf16 *dlog = up16(logits), *dfwd = up16(logits);
     int *dtg = upi(tg);
-    float *dloss = dev<float>(N);
+    float *dloss = dev<float>(N), *dloss0 = dev<float>(N);
     dt_cu_crossentropy(dloss, dlog, dtg, 0.5f, N, V, Vp, 0);
-    CHECK_REL(down32(dloss, N), losses, 1e-5, "crossentropy losses");
-    CHECK_REL(down16(dlog, (size_t)N * Vp), dl, 1e-2, "crossentropy dlogits");
-    cudaFree(dlog); cudaFree(dtg); cudaFree(dloss);
+    dt_cu_crossentropy(dloss0, dfwd, dtg, 0.0f, N, V, Vp, 0);
+    vf got = down16(dlog, (size_t)N * Vp);
+    CHECK_RELF(down32(dloss, N), losses, 1e-5, "crossentropy losses N %d V %d Vp %d", N, V, Vp);
+    CHECK_RELF(got, dl, 1e-2, "crossentropy dlogits N %d V %d Vp %d", N, V, Vp);
+    size_t pad = 0;
+    for (int i = 0; i < N; i++)
+        for (int c = V; c < Vp; c++) pad += got[(size_t)i * Vp + c] != 0.0f;
+    CHECKF(pad == 0, "crossentropy V %d Vp %d: %zu padded dlogits are not 0", V, Vp, pad);
+    CHECKF(bytes_of(dloss0, sizeof(float) * N) == bytes_of(dloss, sizeof(float) * N),
+           "crossentropy V %d Vp %d: the losses with dloss 0 differ from those with dloss 0.5", V, Vp);
+    vf kept = down16(dfwd, (size_t)N * Vp);
+    CHECKF(memcmp(kept.data(), logits.data(), sizeof(float) * kept.size()) == 0,
+           "crossentropy V %d Vp %d: dloss 0 changed the logits", V, Vp);
+    if (N > 48) {
+        const int n = 48;
+        bf16 *plog = up16(vf(logits.begin(), logits.begin() + (size_t)n * Vp));
+        float *ploss = dev<float>(n);
+        dt_cu_crossentropy(ploss, plog, dtg, 0.5f, n, V, Vp, 0);
+        CHECKF(bytes_of(plog, sizeof(bf16) * n * Vp) == bytes_of(dlog, sizeof(bf16) * n * Vp) &&
+                   bytes_of(ploss, sizeof(float) * n) == bytes_of(dloss, sizeof(float) * n),
+               "crossentropy V %d Vp %d: rows 0..47 of %d rows differ from the same rows alone", V, Vp, N);
+        cudaFree(plog); cudaFree(ploss);
+    }
+    cudaFree(dlog); cudaFree(dfwd); cudaFree(dtg); cudaFree(dloss); cudaFree(dloss0);
+}
+
+static void test_crossentropy_accuracy(void) {
+    check_crossentropy(64, 1000, 1024);      /* 2 stripes: one copy group */
+    check_crossentropy(1000, 4101, 4160);    /* V % 8 = 5 and 7 all-padding vectors */
+    check_crossentropy(600, 8, 8);           /* one vector a row, one busy thread */
+    check_crossentropy(600, 50257, 50304);   /* GPT-2's vocabulary: 13 stripes, 4 copy groups */
+    check_crossentropy(3, 100000, 100000);   /* the widest row that fits shared memory (7 copy groups) */
+    check_crossentropy(3, 120000, 120000);   /* wider: the two-read kernel */
 }
 
 static void test_elementwise(void) {

@@ -1,9 +1,11 @@
 /* The warpgroup-MMA flash forward (attention_wgmma_cuda.cu, dt_cu_flash_fwd_wgmma, sm_90a;
  * the model's forward on sm_90) against the mma.sync flash forward (attention_flash_cuda.cu,
  * dt_cu_flash_fwd; the PTX wrappers of both wgmma kernels are wgmma_cuda.cuh) on the GPU
- * machine (built by `make cuda` into build/gpu-tests/). Per
- * shape (B 2 NH 4 T 1024 and B 16 NH 12 T 1024: the 128-row kernels; B 2 NH 4 T 960: the
- * 64-row kernels), random bf16 qkv in [-2, 2):
+ * machine (built by `make cuda` into build/gpu-tests/), in each of its configurations
+ * (dt_cu_flash_fwd_wgmma_force: the serial kernel of session 4, the pipelined one, the
+ * pipelined one with one warpgroup a block, the ping-pong rule). Per shape (B 2 NH 4 T 1024 and B 16 NH 12
+ * T 1024: two warpgroups a block, except in "pipelined 64"; B 2 NH 4 T 960: one warpgroup a
+ * block in every configuration), random bf16 qkv in [-2, 2):
  *  1. accuracy against dt_cu_flash_fwd on the same inputs, both outputs poisoned (0xff
  *     bytes: NaN) first, so an unwritten element fails: out by ||w - f|| / ||f|| <= 1e-2
  *     and max |w - f| <= 0.0625 (both are bf16 roundings of the same function: their P and
@@ -12,11 +14,12 @@
  *     of the same fp32 scores in other orders: ~1e-5), and then byte-identical to
  *     dt_cu_flash_fwd's out and lse (the model's promise that the kernel choice does not
  *     change a run's bits; the tolerances above say how far off a failure is). On the small
- *     shapes both are also checked against an fp64 CPU reference of causal softmax attention on the same bf16
- *     values (out 1e-2 relative L2, lse 2e-4 absolute);
- *  2. determinism: three replays, each after poisoning out and lse with another byte and
- *     with dt_cu_flash_fwd running on a second stream at the same time (other blocks on
- *     the SMs), byte-identical to the first call's out and lse;
+ *     shapes both are also checked against an fp64 CPU reference of causal softmax attention
+ *     on the same bf16 values (out 1e-2 relative L2, lse 2e-4 absolute). Every
+ *     configuration, poisoned again, gives the rule's bytes;
+ *  2. determinism, per configuration: three replays, each after poisoning out and lse with
+ *     another byte and with dt_cu_flash_fwd running on a second stream at the same time
+ *     (other blocks on the SMs), byte-identical to the first call's out and lse;
  *  3. timing (not a check): CUDA events, median of 20 after 3 warm-ups, each kernel alone;
  *     TFLOP/s counts the causal half of the two products, 4 B NH T^2 64 / 2 flops.
  * Exits non-zero on any failed check (a CUDA error ends it with status 2). */
@@ -71,7 +74,11 @@ static double maxabs(const vf &a, const vf &r) {
     return m;
 }
 
-struct timing { int B, NH, T; double ms_mma, ms_wgmma; };
+/* The configurations of dt_cu_flash_fwd_wgmma (ops_cuda.h); the rule is the last. */
+#define NCFG 4
+static const int cfg[NCFG] = {DT_CU_WGFWD_SERIAL, DT_CU_WGFWD_PIPE, DT_CU_WGFWD_PIPE_64, DT_CU_WGFWD_PONG};
+static const char *const cfg_name[NCFG] = {"serial", "pipelined", "pipelined 64", "ping-pong"};
+struct timing { int B, NH, T; double ms_mma, ms_cfg[NCFG]; };
 static std::vector<timing> g_times;
 
 static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
@@ -107,6 +114,20 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
            "out wgmma vs mma.sync B%d NH%d T%d: the bytes differ", B, NH, T);
     CHECKF(bytes_of(lw, nlse * sizeof(float)) == bytes_of(lf, nlse * sizeof(float)),
            "lse wgmma vs mma.sync B%d NH%d T%d: the bytes differ", B, NH, T);
+    /* every configuration: the rule's bytes (the first call above ran the rule) */
+    std::vector<unsigned char> o0 = bytes_of(ow, nout * sizeof(bf16)), l0 = bytes_of(lw, nlse * sizeof(float));
+    for (int v = 0; v < NCFG; v++) {
+        gpu_ok(cudaMemset(oc, 0xff, nout * sizeof(bf16)), "poison");
+        gpu_ok(cudaMemset(lc, 0xff, nlse * sizeof(float)), "poison");
+        dt_cu_flash_fwd_wgmma_force(cfg[v]);
+        dt_cu_flash_fwd_wgmma(oc, lc, qkv, B, T, C, NH, 0);
+        dt_cu_flash_fwd_wgmma_force(DT_CU_WGFWD_RULE);
+        gpu_ok(cudaGetLastError(), "dt_cu_flash_fwd_wgmma configuration launch");
+        CHECKF(bytes_of(oc, nout * sizeof(bf16)) == o0, "out B%d NH%d T%d %s: the bytes differ from the rule's", B, NH,
+               T, cfg_name[v]);
+        CHECKF(bytes_of(lc, nlse * sizeof(float)) == l0, "lse B%d NH%d T%d %s: the bytes differ from the rule's", B, NH,
+               T, cfg_name[v]);
+    }
     if (cpu_ref) {
         std::vector<double> ro, rl;
         cpu_attention(hq, B, NH, T, ro, rl);
@@ -120,30 +141,39 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
     }
 
     /* 2. determinism: replays under a concurrent forward on another stream */
-    std::vector<unsigned char> o0 = bytes_of(ow, nout * sizeof(bf16)), l0 = bytes_of(lw, nlse * sizeof(float));
     cudaStream_t s1, s2;
     gpu_ok(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), "stream");
     gpu_ok(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), "stream");
     static const int poison[3] = {0x5a, 0xa5, 0x00};
-    for (int r = 0; r < 3; r++) {
-        gpu_ok(cudaMemset(ow, poison[r], nout * sizeof(bf16)), "poison");
-        gpu_ok(cudaMemset(lw, poison[r], nlse * sizeof(float)), "poison");
-        gpu_ok(cudaDeviceSynchronize(), "poison");
-        dt_cu_flash_fwd(oc, lc, qkv, B, T, C, NH, s2);
-        dt_cu_flash_fwd_wgmma(ow, lw, qkv, B, T, C, NH, s1);
-        gpu_ok(cudaGetLastError(), "replay launch");
-        std::vector<unsigned char> o1 = bytes_of(ow, nout * sizeof(bf16)), l1 = bytes_of(lw, nlse * sizeof(float));
-        CHECKF(o1 == o0, "B%d NH%d T%d replay %d: out differs from the first call", B, NH, T, r + 1);
-        CHECKF(l1 == l0, "B%d NH%d T%d replay %d: lse differs from the first call", B, NH, T, r + 1);
+    for (int v = 0; v < NCFG; v++) {
+        dt_cu_flash_fwd_wgmma_force(cfg[v]);
+        for (int r = 0; r < 3; r++) {
+            gpu_ok(cudaMemset(ow, poison[r], nout * sizeof(bf16)), "poison");
+            gpu_ok(cudaMemset(lw, poison[r], nlse * sizeof(float)), "poison");
+            gpu_ok(cudaDeviceSynchronize(), "poison");
+            dt_cu_flash_fwd(oc, lc, qkv, B, T, C, NH, s2);
+            dt_cu_flash_fwd_wgmma(ow, lw, qkv, B, T, C, NH, s1);
+            gpu_ok(cudaGetLastError(), "replay launch");
+            std::vector<unsigned char> o1 = bytes_of(ow, nout * sizeof(bf16)), l1 = bytes_of(lw, nlse * sizeof(float));
+            CHECKF(o1 == o0, "B%d NH%d T%d %s replay %d: out differs from the first call", B, NH, T, cfg_name[v],
+                   r + 1);
+            CHECKF(l1 == l0, "B%d NH%d T%d %s replay %d: lse differs from the first call", B, NH, T, cfg_name[v],
+                   r + 1);
+        }
     }
+    dt_cu_flash_fwd_wgmma_force(DT_CU_WGFWD_RULE);
     gpu_ok(cudaStreamDestroy(s1), "stream");
     gpu_ok(cudaStreamDestroy(s2), "stream");
 
     /* 3. timing */
     if (timed) {
-        timing tm = {B, NH, T, 0, 0};
+        timing tm = {B, NH, T, 0, {0, 0, 0, 0}};
         tm.ms_mma = gpu_median_ms([&] { dt_cu_flash_fwd(of, lf, qkv, B, T, C, NH, 0); });
-        tm.ms_wgmma = gpu_median_ms([&] { dt_cu_flash_fwd_wgmma(ow, lw, qkv, B, T, C, NH, 0); });
+        for (int v = 0; v < NCFG; v++) {
+            dt_cu_flash_fwd_wgmma_force(cfg[v]);
+            tm.ms_cfg[v] = gpu_median_ms([&] { dt_cu_flash_fwd_wgmma(ow, lw, qkv, B, T, C, NH, 0); });
+        }
+        dt_cu_flash_fwd_wgmma_force(DT_CU_WGFWD_RULE);
         gpu_ok(cudaGetLastError(), "timed launches");
         g_times.push_back(tm);
     }
@@ -167,14 +197,17 @@ int main(void) {
     RUN(test_small_64row);
     cudaError_t e = cudaDeviceSynchronize();
     CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));
-    printf("%-22s %12s %12s %14s %14s\n", "shape", "mma.sync ms", "wgmma ms", "mma.sync TF/s", "wgmma TF/s");
+    printf("%-18s %-14s %10s %8s %10s\n", "shape", "kernel", "ms", "TF/s", "vs serial");
     for (size_t i = 0; i < g_times.size(); i++) {
         const timing &t = g_times[i];
         double flop = 4.0 * t.B * t.NH * (double)t.T * t.T * HS / 2.0;
         char sh[32];
         snprintf(sh, sizeof sh, "B%d NH%d T%d", t.B, t.NH, t.T);
-        printf("%-22s %12.4f %12.4f %14.1f %14.1f\n", sh, t.ms_mma, t.ms_wgmma, flop / (t.ms_mma * 1e9),
-               flop / (t.ms_wgmma * 1e9));
+        printf("%-18s %-14s %10.4f %8.1f %10.3f\n", sh, "mma.sync", t.ms_mma, flop / (t.ms_mma * 1e9),
+               t.ms_mma / t.ms_cfg[0]);
+        for (int v = 0; v < NCFG; v++)
+            printf("%-18s %-14s %10.4f %8.1f %10.3f\n", sh, cfg_name[v], t.ms_cfg[v], flop / (t.ms_cfg[v] * 1e9),
+                   t.ms_cfg[v] / t.ms_cfg[0]);
     }
     return dt_test_report();
 }
