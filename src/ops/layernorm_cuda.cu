@@ -6,11 +6,35 @@
 
 #define LN_EPS 1e-5f
 
+/* Cache hints of the forward's streams, each read or written once: the loads of a and b skip
+ * L1 and mark their L2 lines evict-first (a policy made once a thread), the residual `res`
+ * is stored evict-first (.cs: read again only by the next LayerNorm), and `out`, which the
+ * next GEMM reads, is stored plainly so it may stay in L2. The bits do not depend on them.
+ * Measured on the 124M shape (H200, bench/RESULTS.md, session 5 helper ln2): 0.0281 vs
+ * 0.0305 ms back to back with the no-dropout kernel below; that kernel alone 0.0302, with
+ * only the load or only the store hints 0.0297-0.0301.
+ * The same hints with an L2 prefetch of the next row made the backward 4% faster alone but
+ * not in the model's step (layernorm_bwd range 1.569 vs 1.543 ms det): not kept there. */
+static __device__ __forceinline__ uint64_t ln_evict_first(void) {
+    uint64_t p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+static __device__ __forceinline__ dt_bf16x8 ln_ld_once8(const bf16 *p, uint64_t pol) {
+    uint4 r;
+    asm("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p), "l"(pol));
+    return *reinterpret_cast<dt_bf16x8 *>(&r);
+}
+
 /* Forward, optionally fused with the residual add res = a + dropout(b); lane holds vectors
  * v = lane + 32 i (i < NV) of its row in registers, so the row is read once. The sums run
  * over i then k in the lane, then a butterfly: the same order for every launch. */
 #define LN_FWD_THREADS 64 /* 2 rows a block: on the 124M shape 0.0305 ms back to back, 4 rows 0.0313, 8 rows 0.0330 (H200) */
-template <int NV>
+/* DROP 0: the kernel for p = 0, without the dropout code (58 registers instead of 74 at
+ * NV 3: more warps an SM; 0.0302 vs 0.0308 ms back to back without the hints). */
+template <int NV, int DROP>
 __global__ void __launch_bounds__(LN_FWD_THREADS) layernorm_fwd_kernel(bf16 *out, float *mean, float *rstd, bf16 *res,
                                                             const bf16 *a, const bf16 *b, const float *w,
                                                             const float *bias, int N, int C, dt_dropout d,
@@ -18,14 +42,15 @@ __global__ void __launch_bounds__(LN_FWD_THREADS) layernorm_fwd_kernel(bf16 *out
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31, C8 = C / 8;
     if (row >= N) return;
     size_t base = (size_t)row * C;
+    uint64_t pol = ln_evict_first();
     float x[NV][8];
     dt_bf16x8 xa[NV], xb[NV];
 #pragma unroll
     for (int i = 0; i < NV; i++) {
         int v = lane + 32 * i;
         if (v < C8) {
-            xa[i] = dt_ld8(a + base + v * 8);
-            if (b) xb[i] = dt_ld8(b + base + v * 8);
+            xa[i] = ln_ld_once8(a + base + v * 8, pol);
+            if (b) xb[i] = ln_ld_once8(b + base + v * 8, pol);
         }
     }
     float s = 0.0f;
@@ -38,10 +63,10 @@ __global__ void __launch_bounds__(LN_FWD_THREADS) layernorm_fwd_kernel(bf16 *out
 #pragma unroll
             for (int k = 0; k < 8; k++) {
                 float y = __bfloat162float(xb[i].v[k]);
-                if (d.p > 0.0f) y *= dt_cu_drop_factor(d, purpose, layer, base + v * 8 + k);
+                if (DROP && d.p > 0.0f) y *= dt_cu_drop_factor(d, purpose, layer, base + v * 8 + k);
                 r.v[k] = __float2bfloat16(__bfloat162float(xa[i].v[k]) + y);
             }
-            dt_st8(res + base + v * 8, r);
+            __stcs(reinterpret_cast<uint4 *>(res + base + v * 8), *reinterpret_cast<const uint4 *>(&r));
             xa[i] = r;
         }
 #pragma unroll
@@ -426,7 +451,14 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
     dt_dropout d = dt_cu_drop_arg(drop);
     unsigned g = dt_cu_div((size_t)N, LN_FWD_THREADS / 32);
     int nv = aligned16(weight) && aligned16(bias) ? ln_nv(C) : 0;
-#define LN_FWD(NV) layernorm_fwd_kernel<NV><<<dt_cu_noted(g, LN_FWD_THREADS, 0, "layernorm_fwd_kernel"), LN_FWD_THREADS, 0, s>>>(out, mean, rstd, res, a, b, weight, bias, N, C, d, purpose, layer)
+#define LN_FWD_GO(NV, DROP)                                                                                      \
+    layernorm_fwd_kernel<NV, DROP><<<dt_cu_noted(g, LN_FWD_THREADS, 0, "layernorm_fwd_kernel"), LN_FWD_THREADS, 0, s>>>( \
+        out, mean, rstd, res, a, b, weight, bias, N, C, d, purpose, layer)
+#define LN_FWD(NV)                                                                                               \
+    do {                                                                                                         \
+        if (d.p > 0.0f) LN_FWD_GO(NV, 1);                                                                        \
+        else LN_FWD_GO(NV, 0);                                                                                   \
+    } while (0)
     switch (nv) {
     case 1: LN_FWD(1); break;
     case 2: LN_FWD(2); break;
@@ -439,6 +471,7 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
                                                    purpose, layer);
     }
 #undef LN_FWD
+#undef LN_FWD_GO
 }
 
 /* One launch of the register backward kernel (the shared-memory opt-in set once per

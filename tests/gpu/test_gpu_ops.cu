@@ -18,6 +18,7 @@ extern "C" {
 #include "core/philox.h"
 #include "ops/attention.h"
 #include "ops/crossentropy.h"
+#include "ops/dropout.h"
 #include "ops/encoder.h"
 #include "ops/gelu.h"
 #include "ops/gemm.h"
@@ -324,6 +325,30 @@ static void test_layernorm_accuracy(void) {
         cudaFree(ddinp); cudaFree(dgw); cudaFree(dgb); cudaFree(part); cudaFree(ddinp16);
     }
     dt_op_clear_overrides();
+    /* with hidden dropout (p = 0.1: the kernel with the dropout branch; the one above has
+     * none): res = bf16(a + b * factor) with the CPU's mask (dropped elements exactly a; kept
+     * ones within 1e-3: the GPU may fuse the multiply-add), out against the CPU LayerNorm of
+     * that res */
+    dt_dropout d = {0.1f, 77, 5};
+    vf xd((size_t)N * C), outd((size_t)N * C);
+    size_t dropped = 0;
+    for (size_t i = 0; i < xd.size(); i++) {
+        float f = dt_dropout_factor(&d, DT_RNG_DROPOUT_HIDDEN, 3, i);
+        dropped += f == 0.0f;
+        xd[i] = __bfloat162float(__float2bfloat16(a[i] + b[i] * f));
+    }
+    dt_layernorm_fwd(outd.data(), mean.data(), rstd.data(), xd.data(), w.data(), bias.data(), N, C);
+    dt_cu_layernorm_fwd(dout16, dmean, drstd, dres, da, db, dw, dbias, N, C, &d, DT_RNG_DROPOUT_HIDDEN, 3, 0);
+    vf gres = down16(dres, (size_t)N * C);
+    size_t mask_bad = 0;
+    for (size_t i = 0; i < xd.size(); i++)
+        if (dt_dropout_factor(&d, DT_RNG_DROPOUT_HIDDEN, 3, i) == 0.0f && gres[i] != __bfloat162float(__float2bfloat16(a[i])))
+            mask_bad++;
+    CHECKF(dropped > 0 && mask_bad == 0, "layernorm fwd + dropout: %zu of %zu dropped elements differ from a", mask_bad,
+           dropped);
+    CHECK_REL(gres, xd, 1e-3, "residual add + dropout 0.1");
+    CHECK_REL(down16(dout16, (size_t)N * C), outd, 1e-2, "layernorm fwd (residual + dropout)");
+    CHECK_REL(down32(drstd, N), rstd, 1e-4, "layernorm rstd (residual + dropout)");
     cudaFree(da); cudaFree(db); cudaFree(dres); cudaFree(dout16); cudaFree(dw); cudaFree(dbias);
     cudaFree(dmean); cudaFree(drstd); cudaFree(dg);
 }

@@ -514,6 +514,8 @@ static gcase cases[] = {
        FAST_RACES, 8, 512, 64, 128, 3, 100),
     OP("layernorm_fwd", "N=16384 C=768, fused residual + dropout 0.1", ln_fwd_setup, ln_fwd_run,
        FAST_EXACT, 16384, 768, 100),
+    OP("layernorm_fwd", "N=16384 C=768, fused residual, no dropout (the kernel without it)", ln_fwd_setup,
+       ln_fwd_run, FAST_EXACT, 16384, 768, 0),
     OP("layernorm_bwd", "N=16384 C=768", ln_bwd_setup, ln_bwd_run, FAST_RACES, 16384, 768),
     OP("layernorm_bwd", "N=65536 C=64 (many rows, few columns)", ln_bwd_setup, ln_bwd_run, FAST_RACES,
        65536, 64),
