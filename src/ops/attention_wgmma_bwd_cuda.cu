@@ -53,20 +53,13 @@ static __device__ __forceinline__ void wgbwd_tile(float dk[32], float dv[32], fl
                                                   uint32_t p[4][4], uint32_t ds[4][4], uint32_t sK, uint32_t sV,
                                                   uint32_t sQ, uint32_t sdO, const float *LDc, uint4 *dst,
                                                   float sl2, int row, int t) {
-    /* K-major operands: SBO 1024 (8 rows of 128 bytes), +32 bytes (+2 encoded) a 16-channel
-     * step; MN-major dO, Q: SBO 1024 (8 query rows), LBO a tile, +16 rows (+128) a step. */
-    const uint64_t dKa = dt_wgmma_desc(sK, 16, 1024, DT_WGMMA_SWIZZLE_128B);
-    const uint64_t dVa = dt_wgmma_desc(sV, 16, 1024, DT_WGMMA_SWIZZLE_128B);
-    const uint64_t dQk = dt_wgmma_desc(sQ, 16, 1024, DT_WGMMA_SWIZZLE_128B);
-    const uint64_t dOk = dt_wgmma_desc(sdO, 16, 1024, DT_WGMMA_SWIZZLE_128B);
-    const uint64_t dQm = dt_wgmma_desc(sQ, WTILE, 1024, DT_WGMMA_SWIZZLE_128B);
-    const uint64_t dOm = dt_wgmma_desc(sdO, WTILE, 1024, DT_WGMMA_SWIZZLE_128B);
+    const wg_bwd_descs dsc = wg_bwd_desc(sK, sV, sQ, sdO);
     wg_fence();
 #pragma unroll
-    for (int k = 0; k < 4; k++) wgmma_ss(s, dKa + (uint64_t)(2 * k), dQk + (uint64_t)(2 * k), k > 0);
+    for (int k = 0; k < 4; k++) wgmma_ss(s, dsc.Ka + (uint64_t)(2 * k), dsc.Qk + (uint64_t)(2 * k), k > 0);
     wg_commit();
 #pragma unroll
-    for (int k = 0; k < 4; k++) wgmma_ss(dp, dVa + (uint64_t)(2 * k), dOk + (uint64_t)(2 * k), k > 0);
+    for (int k = 0; k < 4; k++) wgmma_ss(dp, dsc.Va + (uint64_t)(2 * k), dsc.Ok + (uint64_t)(2 * k), k > 0);
     wg_commit();
     wg_wait1(); /* S^T, and the previous tile's dV, dK: p and ds are free */
     reg_fence(s);
@@ -84,9 +77,9 @@ static __device__ __forceinline__ void wgbwd_tile(float dk[32], float dv[32], fl
     store_ds_tile(dst, ds);
     wg_fence();
 #pragma unroll
-    for (int k = 0; k < 4; k++) wgmma_rs_t(dv, p[k], dOm + (uint64_t)(128 * k));
+    for (int k = 0; k < 4; k++) wgmma_rs_t(dv, p[k], dsc.Om + (uint64_t)(128 * k));
 #pragma unroll
-    for (int k = 0; k < 4; k++) wgmma_rs_t(dk, ds[k], dQm + (uint64_t)(128 * k));
+    for (int k = 0; k < 4; k++) wgmma_rs_t(dk, ds[k], dsc.Qm + (uint64_t)(128 * k));
     wg_commit();
 }
 

@@ -94,20 +94,14 @@ static __device__ __forceinline__ void wgq_tile(float dk[32], float dv[32], floa
                                                 uint32_t p[8][4], uint32_t ds[8][4], uint32_t sK, uint32_t sV,
                                                 uint32_t sQ, uint32_t sdO, const float *LDc, uint4 *dst0,
                                                 uint4 *dst1, uint32_t release, float sl2, int row, int t) {
-    /* K-major operands: SBO 1024 (8 rows of 128 bytes), +32 bytes (+2 encoded) a 16-channel
-     * step, Q and dO 128 rows (16 groups of 8, the two 64-row tiles back to back); MN-major
-     * dO, Q: SBO 1024 (8 query rows), +16 rows (2048 bytes, +128 encoded) a step: steps 4..7
+    /* wg_bwd_desc's descriptors; here Q and dO have 128 rows (16 groups of 8, the two 64-row
+     * tiles back to back): K-major they are m64n128 B operands, MN-major their k-steps 4..7
      * are the second tile. */
-    const uint64_t dKa = dt_wgmma_desc(sK, 16, 1024, DT_WGMMA_SWIZZLE_128B);
-    const uint64_t dVa = dt_wgmma_desc(sV, 16, 1024, DT_WGMMA_SWIZZLE_128B);
-    const uint64_t dQk = dt_wgmma_desc(sQ, 16, 1024, DT_WGMMA_SWIZZLE_128B);
-    const uint64_t dOk = dt_wgmma_desc(sdO, 16, 1024, DT_WGMMA_SWIZZLE_128B);
-    const uint64_t dQm = dt_wgmma_desc(sQ, WTILE, 1024, DT_WGMMA_SWIZZLE_128B);
-    const uint64_t dOm = dt_wgmma_desc(sdO, WTILE, 1024, DT_WGMMA_SWIZZLE_128B);
+    const wg_bwd_descs dsc = wg_bwd_desc(sK, sV, sQ, sdO);
     wg_fence();
-    wgmma_ss_n128_first(s, dKa, dQk);
+    wgmma_ss_n128_first(s, dsc.Ka, dsc.Qk);
 #pragma unroll
-    for (int k = 1; k < 4; k++) wgmma_ss_n128(s, dKa + (uint64_t)(2 * k), dQk + (uint64_t)(2 * k));
+    for (int k = 1; k < 4; k++) wgmma_ss_n128(s, dsc.Ka + (uint64_t)(2 * k), dsc.Qk + (uint64_t)(2 * k));
     wg_commit();
     wg_wait1(); /* the previous tile's dV, dK: p, ds and that tile's stage are free */
     reg_fence_a8(p);
@@ -119,9 +113,9 @@ static __device__ __forceinline__ void wgq_tile(float dk[32], float dv[32], floa
         mbar_arrive(release);
     }
     wg_fence();
-    wgmma_ss_n128_first(dp, dVa, dOk);
+    wgmma_ss_n128_first(dp, dsc.Va, dsc.Ok);
 #pragma unroll
-    for (int k = 1; k < 4; k++) wgmma_ss_n128(dp, dVa + (uint64_t)(2 * k), dOk + (uint64_t)(2 * k));
+    for (int k = 1; k < 4; k++) wgmma_ss_n128(dp, dsc.Va + (uint64_t)(2 * k), dsc.Ok + (uint64_t)(2 * k));
     wg_commit();
     wg_wait1(); /* S^T */
     reg_fence(s);
@@ -149,10 +143,10 @@ static __device__ __forceinline__ void wgq_tile(float dk[32], float dv[32], floa
     wg_fence();
 #pragma unroll
     for (int k = 0; k < 8; k++)
-        if ((k < 4 ? H0 : H1) != DT_WGQ_SKIP) wgmma_rs_t(dv, p[k], dOm + (uint64_t)(128 * k));
+        if ((k < 4 ? H0 : H1) != DT_WGQ_SKIP) wgmma_rs_t(dv, p[k], dsc.Om + (uint64_t)(128 * k));
 #pragma unroll
     for (int k = 0; k < 8; k++)
-        if ((k < 4 ? H0 : H1) != DT_WGQ_SKIP) wgmma_rs_t(dk, ds[k], dQm + (uint64_t)(128 * k));
+        if ((k < 4 ? H0 : H1) != DT_WGQ_SKIP) wgmma_rs_t(dk, ds[k], dsc.Qm + (uint64_t)(128 * k));
     wg_commit();
     /* a skipped half's operands were not rewritten: redefine them (no product reads them),
      * or the next tile's fences would keep the old values live through its peak */

@@ -241,6 +241,24 @@ static __device__ __forceinline__ void wg_pack_a(uint32_t a[4][4], const float d
     }
 }
 
+/* The shared-memory operand descriptors of a kernel-A tile (both kernels A): K-major K, V
+ * (the A operands of S^T, dP^T) and Q, dO (their B operands), SBO 1024 (8 rows of 128
+ * bytes), +2 encoded (32 bytes) a 16-channel step; MN-major Q, dO (the B operands of dK,
+ * dV), SBO 1024 (8 query rows), LBO a tile, +128 encoded (16 rows) a k-step. */
+struct wg_bwd_descs {
+    uint64_t Ka, Va, Qk, Ok, Qm, Om;
+};
+static __device__ __forceinline__ wg_bwd_descs wg_bwd_desc(uint32_t sK, uint32_t sV, uint32_t sQ, uint32_t sdO) {
+    wg_bwd_descs d;
+    d.Ka = dt_wgmma_desc(sK, 16, 1024, DT_WGMMA_SWIZZLE_128B);
+    d.Va = dt_wgmma_desc(sV, 16, 1024, DT_WGMMA_SWIZZLE_128B);
+    d.Qk = dt_wgmma_desc(sQ, 16, 1024, DT_WGMMA_SWIZZLE_128B);
+    d.Ok = dt_wgmma_desc(sdO, 16, 1024, DT_WGMMA_SWIZZLE_128B);
+    d.Qm = dt_wgmma_desc(sQ, WTILE, 1024, DT_WGMMA_SWIZZLE_128B);
+    d.Om = dt_wgmma_desc(sdO, WTILE, 1024, DT_WGMMA_SWIZZLE_128B);
+    return d;
+}
+
 /* The end of both wgmma kernels A (attention_wgmma_bwd_cuda.cu, _q128_cuda.cu): the
  * warpgroup's dK (times scale) and dV rows of key block kb into dqkv and, when part is not
  * NULL, their column sums as bias partials: store_acc_colsum per warp, the 4 warps added in

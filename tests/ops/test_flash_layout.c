@@ -67,32 +67,38 @@ static void test_ds_tiles(void) {
     CHECK(dt_flash_ds_tile(15, 15) == 135); /* the last tile of a T = 1024 head */
 }
 
+/* A shared-memory layout's n pieces (offset, length, alignment) against a block's total
+ * (which includes 1024 bytes of slack for aligning the base): the number of pieces that are
+ * misaligned, run past the end, or overlap an earlier one. */
+static int misplaced(const uint32_t *off, const uint32_t *len, const uint32_t *align, int n, uint32_t total) {
+    int bad = 0;
+    for (int a = 0; a < n; a++) {
+        if (off[a] % align[a]) bad++;
+        if (off[a] + len[a] + 1024 > total) bad++;
+        for (int b = 0; b < a; b++)
+            if (off[a] < off[b] + len[b] && off[b] < off[a] + len[a]) bad++;
+    }
+    return bad;
+}
+
 /* Kernel A's configurations: (M warpgroups, stages, blocks an SM it is built for). */
 static const int wgbwd_cfg[][3] = {{2, 4, 1}, {1, 4, 2}};
 
 static void test_wgbwd_smem(void) {
     for (size_t k = 0; k < sizeof wgbwd_cfg / sizeof wgbwd_cfg[0]; k++) {
         const int M = wgbwd_cfg[k][0], nst = wgbwd_cfg[k][1], per_sm = wgbwd_cfg[k][2];
-        uint32_t off[64], len[64];
+        uint32_t off[64], len[64], align[64];
         int n = 0;
         for (int j = 0; j < M; j++) {
-            off[n] = dt_wgbwd_k_off(M, j), len[n++] = DT_WGBWD_TILE;
-            off[n] = dt_wgbwd_v_off(M, j), len[n++] = DT_WGBWD_TILE;
+            off[n] = dt_wgbwd_k_off(M, j), len[n] = DT_WGBWD_TILE, align[n++] = 1024;
+            off[n] = dt_wgbwd_v_off(M, j), len[n] = DT_WGBWD_TILE, align[n++] = 1024;
         }
         for (int st = 0; st < nst; st++) {
-            off[n] = dt_wgbwd_q_off(M, st), len[n++] = DT_WGBWD_TILE;
-            off[n] = dt_wgbwd_do_off(M, st), len[n++] = DT_WGBWD_TILE;
+            off[n] = dt_wgbwd_q_off(M, st), len[n] = DT_WGBWD_TILE, align[n++] = 1024;
+            off[n] = dt_wgbwd_do_off(M, st), len[n] = DT_WGBWD_TILE, align[n++] = 1024;
         }
-        int tiles = n;
-        for (int st = 0; st < nst; st++) off[n] = dt_wgbwd_ld_off(M, nst, st), len[n++] = 512;
-        int bad = 0;
-        for (int a = 0; a < n; a++) {
-            if (a < tiles && off[a] % 1024) bad++;
-            if (off[a] % 16) bad++;
-            if (off[a] + len[a] + 1024 > dt_wgbwd_smem(M, nst)) bad++; /* + the alignment slack */
-            for (int b = 0; b < a; b++)
-                if (off[a] < off[b] + len[b] && off[b] < off[a] + len[a]) bad++;
-        }
+        for (int st = 0; st < nst; st++) off[n] = dt_wgbwd_ld_off(M, nst, st), len[n] = 512, align[n++] = 16;
+        int bad = misplaced(off, len, align, n, dt_wgbwd_smem(M, nst));
         CHECKF(bad == 0, "wgmma kernel A shared memory (M %d, %d stages): %d misplaced pieces", M, nst, bad);
         /* the bias partial reduction reuses the K tiles: 4 warps x 128 floats a warpgroup */
         CHECK((uint32_t)M * 4u * 128u * 4u <= (uint32_t)M * DT_WGBWD_TILE);
@@ -166,13 +172,7 @@ static void test_wgq_smem(void) {
             off[n] = dt_wgq_full_off(M, nst, st), len[n] = 8, align[n++] = 8;
             off[n] = dt_wgq_empty_off(M, nst, st), len[n] = 8, align[n++] = 8;
         }
-        int bad = 0;
-        for (int a = 0; a < n; a++) {
-            if (off[a] % align[a]) bad++;
-            if (off[a] + len[a] + 1024 > dt_wgq_smem(M, nst)) bad++; /* + the alignment slack */
-            for (int b = 0; b < a; b++)
-                if (off[a] < off[b] + len[b] && off[b] < off[a] + len[a]) bad++;
-        }
+        int bad = misplaced(off, len, align, n, dt_wgq_smem(M, nst));
         CHECKF(bad == 0, "128-query kernel A shared memory (M %d, %d stages): %d misplaced pieces", M, nst, bad);
         /* the bias partial reduction reuses the K tiles: 4 warps x 128 floats a warpgroup */
         CHECK((uint32_t)M * 4u * 128u * 4u <= (uint32_t)M * DT_WGBWD_TILE);
@@ -192,17 +192,13 @@ static void test_wgq_smem(void) {
 /* The wgmma dQ pass: tiles 1024-byte aligned, disjoint, 2 (M = 2) or 3 (M = 1) blocks an SM. */
 static void test_wgdq_smem(void) {
     for (int M = 1; M <= 2; M++) {
-        int bad = 0, n = 0;
-        uint32_t off[64];
+        int n = 0;
+        uint32_t off[64], len[64], align[64];
         for (int st = 0; st < DT_WGDQ_STAGES; st++) {
-            off[n++] = dt_wgdq_k_off(M, st);
-            for (int j = 0; j < M; j++) off[n++] = dt_wgdq_ds_off(M, st, j);
+            off[n] = dt_wgdq_k_off(M, st), len[n] = DT_WGBWD_TILE, align[n++] = 1024;
+            for (int j = 0; j < M; j++) off[n] = dt_wgdq_ds_off(M, st, j), len[n] = DT_WGBWD_TILE, align[n++] = 1024;
         }
-        for (int a = 0; a < n; a++) {
-            if (off[a] % 1024 || off[a] + DT_WGBWD_TILE + 1024 > dt_wgdq_smem(M)) bad++;
-            for (int b = 0; b < a; b++)
-                if (off[a] < off[b] + DT_WGBWD_TILE && off[b] < off[a] + DT_WGBWD_TILE) bad++;
-        }
+        int bad = misplaced(off, len, align, n, dt_wgdq_smem(M));
         CHECKF(bad == 0, "wgmma dQ pass shared memory (M %d): %d misplaced tiles", M, bad);
         uint32_t need = (uint32_t)(M == 1 ? 3 : 2) * (dt_wgdq_smem(M) + 1024u);
         CHECKF(need <= 228u * 1024u, "wgmma dQ pass (M %d): %u bytes of an SM", M, need);
