@@ -308,9 +308,10 @@ void dt_cu_flash_bwd_wgmma_force(int kernel_a, int dq);
 
 /* ---- cross-entropy (crossentropy_cuda.cu), DT_OP_CROSSENTROPY ------------------------ */
 /* One block per row, the row in shared memory: per-thread online (max, sum) over its
- * vocabulary vectors in column order as their copy lands, merged in a fixed tree. losses (N) fp32. When dloss != 0 the logits (bf16, N x Vp)
- * are overwritten with dlogits = (softmax - onehot) * dloss, padded columns 0 (the
- * backward fused into the forward). The mean loss is dt_cu_reduce over losses. */
+ * vocabulary vectors in column order as their copy lands, merged in a fixed tree. losses
+ * (N) fp32. When dloss != 0 the logits (bf16, N x Vp) are overwritten with dlogits =
+ * (softmax - onehot) * dloss, padded columns 0 (the backward fused into the forward). The
+ * mean loss is dt_cu_reduce over losses. */
 void dt_cu_crossentropy(float *losses, bf16 *logits, const int *targets, float dloss, int N,
                         int V, int Vp, cudaStream_t s);
 
