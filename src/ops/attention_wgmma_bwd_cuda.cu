@@ -200,24 +200,19 @@ __global__ void __launch_bounds__(128 * M, 2)
             }
         }
     };
-    /* 3 tiles in flight (DT_WGDQ_STAGES - 1): every iteration ends with its products waited
-     * for (wg_wait0), so after the next barrier the stage used one tile before is free */
-    static_assert(DT_WGDQ_STAGES == 4, "the dQ pass loads 3 tiles ahead");
     load(0, 0);
     cp_commit();
     if (last > 0) load(1, 1);
-    cp_commit();
-    if (last > 1) load(2, 2);
     cp_commit();
     float acc[32];
 #pragma unroll
     for (int i = 0; i < 32; i++) acc[i] = 0.0f;
     for (int kb = 0; kb <= last; kb++) {
         const int st = kb % DT_WGDQ_STAGES;
-        cp_wait2();
+        cp_wait1();
         fence_proxy_async();
-        __syncthreads(); /* one barrier a tile; a stage is refilled 1 tile after its use */
-        if (kb + 3 <= last) load((kb + 3) % DT_WGDQ_STAGES, kb + 3);
+        __syncthreads(); /* one barrier a tile; a stage is refilled 2 tiles after its use */
+        if (kb + 2 <= last) load((kb + 2) % DT_WGDQ_STAGES, kb + 2);
         cp_commit();
         if (kb <= qb) {
             const uint4 *a4 = reinterpret_cast<const uint4 *>(sm + dt_wgdq_ds_off(M, st, wg)) + warp * 128 + lane;
