@@ -525,23 +525,9 @@ __global__ void __launch_bounds__(NT, 2) flash_bwd_kv_kernel(bf16 *dqkv, bf16 *d
         st = st == BST - 1 ? 0 : st + 1;
     }
     cp_wait0();
-    bf16 *dst = dqkv + ((size_t)b * T + kb * FB + warp * 16) * C3 + h * FD;
-    if (!part) {
-        store_acc(dst + C, C3, dk, scale, lane);
-        store_acc(dst + 2 * C, C3, dv, 1.0f, lane);
-        return;
-    }
-    float ck[8][2], cv[8][2];
-    store_acc_colsum(dst + C, C3, dk, scale, lane, ck);
-    store_acc_colsum(dst + 2 * C, C3, dv, 1.0f, lane, cv);
-    float *red = reinterpret_cast<float *>(Ks); /* [warp][128]: dK columns, then dV's */
-    __syncthreads(); /* every warp is done with Ks (read at the first tile only) */
-    put_colsum(red + warp * 128, ck, lane);
-    put_colsum(red + warp * 128 + 64, cv, lane);
-    __syncthreads();
-    int i = threadIdx.x; /* NT = 128 threads: one per column */
-    float s = __fadd_rn(__fadd_rn(__fadd_rn(red[i], red[128 + i]), red[256 + i]), red[384 + i]);
-    part[((size_t)b * nqb + kb) * C3 + (i < 64 ? C : 2 * C) + h * FD + (i & 63)] = s;
+    /* red over Ks: every warp is done with it (read at the first tile only) after a barrier */
+    flash_store_kv(dqkv, part, dk, dv, reinterpret_cast<float *>(Ks), b, T, kb, h, C, scale,
+                   [] { __syncthreads(); }, [] { __syncthreads(); });
 }
 
 #define DQ_NT 256                                        /* 8 warps: two query blocks */

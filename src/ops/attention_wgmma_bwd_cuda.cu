@@ -93,10 +93,8 @@ template <int M>
 __global__ void __launch_bounds__(128 * M, M == 1 ? 2 : 1)
     flash_bwd_kv_wgmma_kernel(bf16 *dqkv, bf16 *dS, float *part, const bf16 *qkv, const bf16 *dout,
                               const float *LD, int T, int NH, float scale, int grp) {
-    extern __shared__ __align__(1024) unsigned char wsm_raw[];
-    const uint32_t raw = smem_u32(wsm_raw), pad = (1024u - (raw & 1023u)) & 1023u;
-    unsigned char *sm = wsm_raw + pad;
-    const uint32_t sb = raw + pad;
+    uint32_t sb;
+    unsigned char *sm = wg_smem_aligned(&sb);
     const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2,
               t = lane & 3;
     const int nqb = T / WB;
@@ -155,7 +153,11 @@ __global__ void __launch_bounds__(128 * M, M == 1 ? 2 : 1)
     reg_fence_a(p);
     reg_fence_a(ds);
     cp_wait0();
-    wg_bwd_store_kv(dqkv, part, dk, dv, sm, b, T, kb, h, C, scale, [] { __syncthreads(); });
+    /* red over the K tiles, read by the tensor cores, all waited for: the proxy fence orders
+     * those reads before these writes */
+    flash_store_kv(dqkv, part, reinterpret_cast<const float(*)[4]>(dk), reinterpret_cast<const float(*)[4]>(dv),
+                   reinterpret_cast<float *>(sm) + wg * 512, b, T, kb, h, C, scale,
+                   [] { fence_proxy_async(); __syncthreads(); }, [] { __syncthreads(); });
 }
 
 /* ---- the dQ pass on wgmma ----------------------------------------------------------------- */
@@ -174,10 +176,8 @@ template <int M>
 __global__ void __launch_bounds__(128 * M, 2)
     flash_bwd_dq_wgmma_kernel(bf16 *dqkv, float *part, const bf16 *dS, const bf16 *qkv, int T, int NH, float scale,
                               int grp) {
-    extern __shared__ __align__(1024) unsigned char wsm_raw[];
-    const uint32_t raw = smem_u32(wsm_raw), pad = (1024u - (raw & 1023u)) & 1023u;
-    unsigned char *sm = wsm_raw + pad; /* stage st: K at (1 + M) st tiles, then the M dS tiles */
-    const uint32_t sb = raw + pad;
+    uint32_t sb;
+    unsigned char *sm = wg_smem_aligned(&sb); /* stage st: K at (1 + M) st tiles, then the M dS tiles */
     const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
     const int nqb = T / WB, nblk = nqb / M;
     int bh, rank;

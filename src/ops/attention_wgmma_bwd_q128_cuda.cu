@@ -55,7 +55,7 @@
  *    test confirms as it does for m64n64 against mma.sync m16n8;
  *  - P^T, dS^T: the same functions (wgmma_cuda.cuh) on each half, with that half's LD;
  *  - the dS tiles through store_ds_tile into the same scratch slots, the output rows and
- *    the bias partials through the 64-query kernel's epilogue (store_acc_colsum, put_colsum,
+ *    the bias partials through every kernel A's epilogue (flash_store_kv, flash_cuda.cuh:
  *    the 4 warps in warp order). No atomics. */
 #include "ops/ops_cuda.h"
 #include "ops/flash_cuda.cuh"
@@ -167,10 +167,8 @@ template <int M, int NST>
 __global__ void __launch_bounds__(128 * (M + 1), M == 1 ? 2 : 1)
     flash_bwd_kv_wgmma_q128_kernel(bf16 *dqkv, bf16 *dS, float *part, const bf16 *qkv, const bf16 *dout,
                                    const float *LD, int T, int NH, float scale, int grp) {
-    extern __shared__ __align__(1024) unsigned char wsm_raw[];
-    const uint32_t raw = smem_u32(wsm_raw), pad = (1024u - (raw & 1023u)) & 1023u;
-    unsigned char *sm = wsm_raw + pad;
-    const uint32_t sb = raw + pad;
+    uint32_t sb;
+    unsigned char *sm = wg_smem_aligned(&sb);
     const int tid = (int)threadIdx.x, wg = tid >> 7;
     const int nqb = T / WB;
     int bh, rank;
@@ -303,8 +301,11 @@ __global__ void __launch_bounds__(128 * (M + 1), M == 1 ? 2 : 1)
         tile(FULL(), SKIP(), n - 1);
         wgq_drain(dk, dv, p, ds);
     }
-    /* a barrier of the consumers only (the producer has left) */
-    wg_bwd_store_kv(dqkv, part, dk, dv, sm, b, T, kb, h, C, scale, [] { named_barrier<1>(128 * M); });
+    /* red over the K tiles (see flash_bwd_kv_wgmma_kernel); a barrier of the consumers only
+     * (the producer has left) */
+    flash_store_kv(dqkv, part, reinterpret_cast<const float(*)[4]>(dk), reinterpret_cast<const float(*)[4]>(dv),
+                   reinterpret_cast<float *>(sm) + wg * 512, b, T, kb, h, C, scale,
+                   [] { fence_proxy_async(); named_barrier<1>(128 * M); }, [] { named_barrier<1>(128 * M); });
 }
 
 static int wgq_attrs_set;

@@ -1,6 +1,7 @@
 /* Pieces shared by the flash-attention backward kernels: the mma.sync ones
- * (attention_flash_cuda.cu) and the warpgroup-MMA kernel A (attention_wgmma_bwd_cuda.cu),
- * which writes the same dS scratch for the same dQ pass and the same bias partials.
+ * (attention_flash_cuda.cu) and the warpgroup-MMA kernels A (attention_wgmma_bwd_cuda.cu,
+ * attention_wgmma_bwd_q128_cuda.cu), which write the same dS scratch for the same dQ pass
+ * and the same rows and bias partials (flash_store_kv).
  *
  * Accumulator of a 16x8 product, lane = 4g + t: c[0], c[1] at row g, columns 2t, 2t+1;
  * c[2], c[3] at row g + 8. A 16 x 64 warp tile is acc[8][4] (8 column groups of 8); a warp's
@@ -60,6 +61,36 @@ static __device__ __forceinline__ void put_colsum(float *red, const float cs[8][
         red[n * 8 + 2 * lane] = cs[n][0];
         red[n * 8 + 2 * lane + 1] = cs[n][1];
     }
+}
+
+/* The end of every kernel A (mma.sync and wgmma): the dK (times scale) and dV rows of the
+ * key block kb of head h, batch b, from this warp's 16 x 64 accumulators, into dqkv (B, T,
+ * 3C) and, when part is not NULL, their column sums as bias partials: store_acc_colsum per
+ * warp, then the 4 warps of the warpgroup added in warp order through red ([warp][128]: dK
+ * columns, then dV's; 2 KB of shared memory the warpgroup's threads no longer read), one
+ * thread a column. before_red: the barrier (with any fence it needs) after which red may be
+ * written; after_red: the one after which it may be read. */
+template <typename Bar1, typename Bar2>
+static __device__ __forceinline__ void flash_store_kv(bf16 *dqkv, float *part, const float dk[8][4],
+                                                      const float dv[8][4], float *red, int b, int T, int kb, int h,
+                                                      int C, float scale, Bar1 before_red, Bar2 after_red) {
+    const int tid = (int)threadIdx.x, warp = (tid >> 5) & 3, lane = tid & 31, C3 = 3 * C;
+    bf16 *out = dqkv + ((size_t)b * T + kb * 64 + warp * 16) * C3 + h * 64; /* 64 rows, head size 64 */
+    if (!part) {
+        store_acc(out + C, C3, dk, scale, lane);
+        store_acc(out + 2 * C, C3, dv, 1.0f, lane);
+        return;
+    }
+    float ck[8][2], cv[8][2];
+    store_acc_colsum(out + C, C3, dk, scale, lane, ck);
+    store_acc_colsum(out + 2 * C, C3, dv, 1.0f, lane, cv);
+    before_red();
+    put_colsum(red + warp * 128, ck, lane);
+    put_colsum(red + warp * 128 + 64, cv, lane);
+    after_red();
+    const int c = tid & 127; /* one thread per column of the warpgroup's dK, dV */
+    float sum = __fadd_rn(__fadd_rn(__fadd_rn(red[c], red[128 + c]), red[256 + c]), red[384 + c]);
+    part[((size_t)b * (T / 64) + kb) * C3 + (c < 64 ? C : 2 * C) + h * 64 + (c & 63)] = sum;
 }
 
 /* Transposes an 8 x 8 bf16 matrix held as one register per lane (lane 4g + t: row g,

@@ -21,7 +21,6 @@
 #define DT_OPS_WGMMA_CUDA_CUH
 
 #include "ops/cuda_common.cuh"
-#include "ops/flash_cuda.cuh"
 #include "ops/wgmma_desc.h"
 
 #include <stdint.h>
@@ -241,6 +240,17 @@ static __device__ __forceinline__ void wg_pack_a(uint32_t a[4][4], const float d
     }
 }
 
+/* The dynamic shared memory from its first 1024-byte boundary (the 128-byte swizzle's atom,
+ * wgmma_desc.h; the launches ask for 1024 bytes of slack): the generic pointer, and its
+ * shared-space address in *sb. (The forward computes it itself: it also uses the slack
+ * before the boundary.) */
+static __device__ __forceinline__ unsigned char *wg_smem_aligned(uint32_t *sb) {
+    extern __shared__ __align__(1024) unsigned char wsm_raw[];
+    const uint32_t raw = smem_u32(wsm_raw), pad = (1024u - (raw & 1023u)) & 1023u;
+    *sb = raw + pad;
+    return wsm_raw + pad;
+}
+
 /* The shared-memory operand descriptors of a kernel-A tile (both kernels A): K-major K, V
  * (the A operands of S^T, dP^T) and Q, dO (their B operands), SBO 1024 (8 rows of 128
  * bytes), +2 encoded (32 bytes) a 16-channel step; MN-major Q, dO (the B operands of dK,
@@ -257,40 +267,6 @@ static __device__ __forceinline__ wg_bwd_descs wg_bwd_desc(uint32_t sK, uint32_t
     d.Qm = dt_wgmma_desc(sQ, WTILE, 1024, DT_WGMMA_SWIZZLE_128B);
     d.Om = dt_wgmma_desc(sdO, WTILE, 1024, DT_WGMMA_SWIZZLE_128B);
     return d;
-}
-
-/* The end of both wgmma kernels A (attention_wgmma_bwd_cuda.cu, _q128_cuda.cu): the
- * warpgroup's dK (times scale) and dV rows of key block kb into dqkv and, when part is not
- * NULL, their column sums as bias partials: store_acc_colsum per warp, the 4 warps added in
- * warp order through shared memory (sm: [wg][warp][128], dK columns then dV's, over tiles
- * the tensor cores read, all waited for: the proxy fence orders those reads before these
- * writes). bar: the barrier of the threads that get here (the block's, or the consumers'
- * named one where a producer warpgroup has left). */
-template <typename Bar>
-static __device__ __forceinline__ void wg_bwd_store_kv(bf16 *dqkv, float *part, const float dk[32],
-                                                       const float dv[32], unsigned char *sm, int b, int T, int kb,
-                                                       int h, int C, float scale, Bar bar) {
-    const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, C3 = 3 * C;
-    bf16 *out = dqkv + ((size_t)b * T + kb * WB + warp * 16) * C3 + h * WD;
-    const float(*dk2)[4] = reinterpret_cast<const float(*)[4]>(dk);
-    const float(*dv2)[4] = reinterpret_cast<const float(*)[4]>(dv);
-    if (!part) {
-        store_acc(out + C, C3, dk2, scale, lane);
-        store_acc(out + 2 * C, C3, dv2, 1.0f, lane);
-        return;
-    }
-    float ck[8][2], cv[8][2];
-    store_acc_colsum(out + C, C3, dk2, scale, lane, ck);
-    store_acc_colsum(out + 2 * C, C3, dv2, 1.0f, lane, cv);
-    float *red = reinterpret_cast<float *>(sm) + wg * 512;
-    fence_proxy_async();
-    bar();
-    put_colsum(red + warp * 128, ck, lane);
-    put_colsum(red + warp * 128 + 64, cv, lane);
-    bar();
-    const int c = tid & 127; /* one thread per column of the warpgroup's dK, dV */
-    float sum = __fadd_rn(__fadd_rn(__fadd_rn(red[c], red[128 + c]), red[256 + c]), red[384 + c]);
-    part[((size_t)b * (T / WB) + kb) * C3 + (c < 64 ? C : 2 * C) + h * WD + (c & 63)] = sum;
 }
 
 #endif
