@@ -41,6 +41,9 @@ struct dt_gpt_cuda {
     const char *fusion_note; /* the fusions asked for (DT_GEMM_EPILOGUES: off, gelu, bgrad, all) */
     cudaStream_t s, fin;  /* main stream; det partial finishes (joined at the end of backward) */
     cudaEvent_t join;
+    /* recorded after the latest launches that copy from the pinned batch buffers (the
+     * forward's upload, the backward's buckets): the host rewrites them once it passed */
+    cudaEvent_t ev_batch;
     /* set by zero_grad: the next backward's weight-gradient GEMMs write their gradients
      * (beta 0) instead of adding to them, so zero_grad clears only the other tensors */
     int grad_fresh;
@@ -56,6 +59,11 @@ struct dt_gpt_cuda {
     cudaEvent_t ev_ready, ev_wdone, ev_read[DT_CU_READS_MAX];
     dt_cu_reads reads;
     dt_cu_blas *blas;
+    /* CUDA graphs of the launch sequences (DT_CUDA_GRAPH, default on; cuda_plan.h): one
+     * slot per G_* below */
+    int graphs, ncapture, nreplay, nrelaxed;
+    dt_cu_graph_state gstate[5];
+    cudaGraphExec_t gexec[5];
     /* parameters, gradients, optimizer state */
     float *param, *grad, *adam_m, *adam_v;
     bf16 *param16;
@@ -86,6 +94,9 @@ struct dt_gpt_cuda {
     int *d_in, *d_tg, *d_order, *d_segtok, *d_segstart, nseg;
     int *h_in, *h_tg, *h_count, *h_order, *h_segtok, *h_segstart;
     float loss_scale;
+    /* the loss sum of the latest forward, read back with the step's statistics */
+    double loss_sum;
+    int loss_read;
     size_t bytes;
     char desc[32768];
     /* range timing */
@@ -119,6 +130,12 @@ static void rend(dt_gpt_cuda *m, int r) {
 }
 
 void dt_gpt_cuda_profile(dt_gpt_cuda *m, int on) { m->prof = on; }
+
+void dt_gpt_cuda_graph_counts(const dt_gpt_cuda *m, int *captures, int *replays, int *relaxed) {
+    *captures = m->ncapture;
+    *replays = m->nreplay;
+    *relaxed = m->nrelaxed;
+}
 
 dt_status dt_gpt_cuda_range_ms(dt_gpt_cuda *m, double ms[DT_R_COUNT]) {
     DT_CU_TRY(cudaStreamSynchronize(m->s));
@@ -222,6 +239,7 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     dt_status st = dt_cu_check(cudaStreamCreateWithFlags(&m->s, cudaStreamNonBlocking), "cudaStreamCreate");
     if (st == DT_OK) st = dt_cu_check(cudaStreamCreateWithFlags(&m->fin, cudaStreamNonBlocking), "cudaStreamCreate");
     if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->join, cudaEventDisableTiming), "cudaEventCreate");
+    if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_batch, cudaEventDisableTiming), "cudaEventCreate");
     if (st != DT_OK) { free(m); return dt_fail_context(st, "--device cuda: no usable GPU"); }
     if ((st = dt_cu_blas_create(&m->blas)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
     const char *ov = getenv("DT_BWD_OVERLAP");
@@ -231,6 +249,13 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
                        "second stream), off", ov);
     }
     m->overlap = !(ov && !strcmp(ov, "off"));
+    const char *gr = getenv("DT_CUDA_GRAPH");
+    if (gr && strcmp(gr, "on") && strcmp(gr, "off")) {
+        dt_gpt_cuda_free(m);
+        return dt_fail(DT_EINVAL, "DT_CUDA_GRAPH='%s': accepted: on (the default: each step's launches "
+                       "replayed from CUDA graphs), off", gr);
+    }
+    m->graphs = !(gr && !strcmp(gr, "off"));
     if (m->overlap) {
         st = dt_cu_check(cudaStreamCreateWithFlags(&m->wgs, cudaStreamNonBlocking), "cudaStreamCreate");
         if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_ready, cudaEventDisableTiming), "cudaEventCreate");
@@ -374,6 +399,8 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
                     m->zeros, m->d_in, m->d_tg, m->d_order, m->d_segtok, m->d_segstart, m->chunks,
                     m->decay, m->att_lse, m->pn_part};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
+    for (int i = 0; i < 5; i++)
+        if (m->gexec[i]) cudaGraphExecDestroy(m->gexec[i]);
     for (int i = 0; i < MAX_EVENTS; i++)
         if (m->ev[i]) cudaEventDestroy(m->ev[i]);
     dt_cu_blas_free(m->blas);
@@ -386,6 +413,7 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
     if (m->s) cudaStreamDestroy(m->s);
     if (m->fin) cudaStreamDestroy(m->fin);
     if (m->join) cudaEventDestroy(m->join);
+    if (m->ev_batch) cudaEventDestroy(m->ev_batch);
     cudaFreeHost(m->h_in); cudaFreeHost(m->h_tg); cudaFreeHost(m->h_order); cudaFreeHost(m->h_segtok);
     cudaFreeHost(m->h_segstart);
     free(m->h_count);
@@ -506,6 +534,103 @@ static dt_status join_wgs(dt_gpt_cuda *m) {
 /* --inject-nondeterminism: flips the lowest bit of n elements at p after `op`. */
 static dt_status inject(dt_gpt_cuda *m, const char *op, void *p, size_t n, int esize) {
     return dt_gtrace_inject(op, m->step, p, n, esize, m->s);
+}
+
+/* ---- CUDA graphs (cuda_plan.h, "CUDA graphs of a step's launches") --------------------
+ * A step's launch sequence is the same every step: hundreds of kernels, memsets and copies
+ * whose arguments are buffers fixed at create and settings fixed per signature. Launched
+ * one by one they leave the device idle between them (the host's pacing at the start of a
+ * step, a few microseconds a launch after); recorded once as a graph and replayed they do
+ * not. The batch enters through copies from the pinned h_in/h_tg, which a replay reads
+ * afresh. Calls that must run host code per op (trace events, profiled ranges, a pending
+ * injection) or whose kernels take per-step arguments (dropout's step) launch eagerly. */
+/* The slots: a training loop alternates these phases, and with gradient accumulation the
+ * first backward after zero_grad (fresh gradients) with the ones adding to them; an eval
+ * forward (loss scale 0) runs between training steps. Each keeps its own graph. */
+enum { G_ZERO, G_FWD, G_FWD_EVAL, G_BWD_FRESH, G_BWD_ADD, G_SLOTS };
+static const char *graph_names[G_SLOTS] = {"zero_grad (graph)", "forward (graph)", "eval forward (graph)",
+                                           "backward (graph)", "accumulating backward (graph)"};
+
+static int graph_eligible(const dt_gpt_cuda *m) {
+    dt_dropout hd = hidden_drop(m), ad = attn_drop(m);
+    return m->graphs && !m->prof && !dt_trace_on(DT_TRACE_MODULE) && !dt_inject_pending() && !dt_dropout_on(&hd) &&
+           !dt_dropout_on(&ad);
+}
+
+/* Every host-side setting phase g's launch sequence depends on. */
+static uint64_t graph_sig(const dt_gpt_cuda *m, int g) {
+    struct {
+        int g, training, ov, ln_colsum, grad_fresh;
+        float loss_scale;
+        unsigned char variant[DT_OP_COUNT];
+    } k;
+    memset(&k, 0, sizeof k);
+    k.g = g;
+    if (g != G_ZERO) {
+        k.training = m->training;
+        k.loss_scale = m->loss_scale;
+        if (g == G_BWD_FRESH || g == G_BWD_ADD) { /* set by the backward before its launches */
+            k.ov = m->ov;
+            k.ln_colsum = m->ln_colsum;
+            k.grad_fresh = m->grad_fresh;
+        }
+        for (int i = 0; i < DT_OP_COUNT; i++) k.variant[i] = (unsigned char)dt_op_variant((dt_op_id)i);
+    }
+    return dt_cu_graph_sig(DT_CU_GRAPH_SIG0, &k, sizeof k);
+}
+
+/* Runs phase g's launches (fn): eagerly, recorded into a graph that is then launched, or
+ * as a replay of the graph held (dt_cu_graph_decide). When a capture fails (an API call the
+ * capture refused: a bug to report), nothing was launched; graphs are dropped for the
+ * model's life with a note on stderr and the launches run eagerly, which gives the same
+ * bits (a graph changes how the kernels are launched, not what they compute). */
+static dt_status run_phase(dt_gpt_cuda *m, int g, dt_status (*fn)(dt_gpt_cuda *)) {
+    uint64_t sig = graph_sig(m, g);
+    dt_cu_graph_act act = dt_cu_graph_decide(&m->gstate[g], graph_eligible(m), sig);
+    if (act == DT_CU_GRAPH_EAGER) return fn(m);
+    if (act == DT_CU_GRAPH_REPLAY) {
+        nvtxRangePushA(graph_names[g]);
+        cudaError_t e = cudaGraphLaunch(m->gexec[g], m->s);
+        nvtxRangePop();
+        m->nreplay++;
+        return dt_cu_check(e, "cudaGraphLaunch");
+    }
+    TRY(dt_cu_check(cudaStreamBeginCapture(m->s, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture"));
+    dt_cu_blas_capture_begin(m->blas);
+    if (m->blas_w) dt_cu_blas_capture_begin(m->blas_w);
+    dt_status st = fn(m);
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(m->s, &graph);
+    /* cuBLASLt's workspace memsets off the stream's path (ops_cuda.h) */
+    cudaGraph_t ok = st == DT_OK && e == cudaSuccess ? graph : NULL;
+    int moved = dt_cu_blas_graph_relax(m->blas, ok), moved_w = m->blas_w ? dt_cu_blas_graph_relax(m->blas_w, ok) : 0;
+    if (ok && getenv("DT_CUDA_GRAPH_VERBOSE"))
+        fprintf(stderr, "detrain: %s recorded; cuBLASLt workspace memsets moved off the path: %d + %d%s\n",
+                graph_names[g], moved, moved_w, moved < 0 || moved_w < 0 ? " (an API error stopped the move)" : "");
+    m->nrelaxed += (moved > 0 ? moved : 0) + (moved_w > 0 ? moved_w : 0);
+    cudaGraphExec_t exec = NULL;
+    if (st == DT_OK && e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph) cudaGraphDestroy(graph);
+    if (st == DT_OK && e == cudaSuccess) {
+        if (m->gexec[g]) cudaGraphExecDestroy(m->gexec[g]);
+        m->gexec[g] = exec;
+        dt_cu_graph_captured(&m->gstate[g], sig);
+        m->ncapture++;
+        return dt_cu_check(cudaGraphLaunch(exec, m->s), "cudaGraphLaunch");
+    }
+    fprintf(stderr, "detrain: recording the %s launches as a CUDA graph failed (%s%s%s); running every "
+            "step's launches one by one from now on (same results; set DT_CUDA_GRAPH=off to skip the "
+            "attempt, and please report this)\n", graph_names[g], e != cudaSuccess ? cudaGetErrorString(e) : "",
+            e != cudaSuccess && st != DT_OK ? "; " : "", st != DT_OK ? dt_errmsg() : "");
+    (void)cudaGetLastError();
+    for (int i = 0; i < G_SLOTS; i++) {
+        if (m->gexec[i]) cudaGraphExecDestroy(m->gexec[i]);
+        m->gexec[i] = NULL;
+        dt_cu_graph_forget(&m->gstate[i]);
+    }
+    m->graphs = 0;
+    dt_cu_reads_clear(&m->reads); /* events noted in the abandoned capture */
+    return fn(m);
 }
 
 /* Kernel-level detail of the op's own kernels: every launch noted since OP_BEGIN (name,
@@ -740,25 +865,15 @@ static dt_status t_crossentropy(dt_gpt_cuda *m, float loss_scale) {
     return DT_OK;
 }
 
-dt_status dt_gpt_cuda_forward(dt_gpt_cuda *m, const int *inputs, const int *targets, float loss_scale) {
+/* The forward's launches, from the batch's upload (h_in, h_tg) to the loss sum. */
+static dt_status forward_launches(dt_gpt_cuda *m) {
     const dt_gpt_config *c = &m->cfg;
     int B = m->B, T = m->T, C = c->channels, NH = c->num_heads, L = c->num_layers;
-    int V = c->vocab_size, Vp = c->padded_vocab, BT = B * T;
-    for (int i = 0; i < BT; i++)
-        if (inputs[i] < 0 || inputs[i] >= V || targets[i] < 0 || targets[i] >= V)
-            return dt_fail(DT_EINVAL, "token at batch position %d (input %d, target %d) is "
-                           "outside the vocabulary [0, %d): check --vocab-size against the data",
-                           i, inputs[i], targets[i], V);
+    int Vp = c->padded_vocab, BT = B * T;
     cudaStream_t s = m->s;
-    /* the previous step may still read the batch buffers */
-    TRY(dt_cu_check(cudaStreamSynchronize(s), "cudaStreamSynchronize"));
-    memcpy(m->h_in, inputs, sizeof(int) * BT);
-    memcpy(m->h_tg, targets, sizeof(int) * BT);
     TRY(dt_cu_check(cudaMemcpyAsync(m->d_in, m->h_in, sizeof(int) * BT, cudaMemcpyHostToDevice, s), "upload"));
     TRY(dt_cu_check(cudaMemcpyAsync(m->d_tg, m->h_tg, sizeof(int) * BT, cudaMemcpyHostToDevice, s), "upload"));
-    m->loss_scale = loss_scale;
-    dt_cu_launch_log(dt_trace_on(DT_TRACE_KERNEL)); /* launches noted only for kernel-level events */
-    m->nseg = 0; /* the det embedding buckets are built in backward, while the forward runs */
+    float loss_scale = m->loss_scale;
     size_t sc = (size_t)BT * C, TT = (size_t)T * T;
     dt_dropout hd = hidden_drop(m), ad = attn_drop(m);
     dt_trace_scope_push("embed");
@@ -828,11 +943,34 @@ dt_status dt_gpt_cuda_forward(dt_gpt_cuda *m, const int *inputs, const int *targ
     return dt_cu_check(cudaGetLastError(), "forward launch");
 }
 
+dt_status dt_gpt_cuda_forward(dt_gpt_cuda *m, const int *inputs, const int *targets, float loss_scale) {
+    int V = m->cfg.vocab_size, BT = m->B * m->T;
+    for (int i = 0; i < BT; i++)
+        if (inputs[i] < 0 || inputs[i] >= V || targets[i] < 0 || targets[i] >= V)
+            return dt_fail(DT_EINVAL, "token at batch position %d (input %d, target %d) is "
+                           "outside the vocabulary [0, %d): check --vocab-size against the data",
+                           i, inputs[i], targets[i], V);
+    /* the previous step may still copy from the batch buffers (an event, not the stream:
+     * zero_grad's clears may be queued behind it, and the device runs them meanwhile) */
+    TRY(dt_cu_check(cudaEventSynchronize(m->ev_batch), "cudaEventSynchronize"));
+    memcpy(m->h_in, inputs, sizeof(int) * BT);
+    memcpy(m->h_tg, targets, sizeof(int) * BT);
+    m->loss_scale = loss_scale;
+    m->loss_read = 0;
+    dt_cu_launch_log(dt_trace_on(DT_TRACE_KERNEL)); /* launches noted only for kernel-level events */
+    m->nseg = 0; /* the det embedding buckets are built in backward, while the forward runs */
+    TRY(run_phase(m, loss_scale != 0.0f ? G_FWD : G_FWD_EVAL, forward_launches));
+    return dt_cu_check(cudaEventRecord(m->ev_batch, m->s), "cudaEventRecord");
+}
+
 dt_status dt_gpt_cuda_loss(dt_gpt_cuda *m, double *loss) {
-    double sum = 0.0;
-    TRY(dt_cu_check(cudaMemcpyAsync(&sum, m->stats, sizeof sum, cudaMemcpyDeviceToHost, m->s), "loss"));
-    TRY(dt_gpt_cuda_sync(m));
-    *loss = sum / ((double)m->B * m->T);
+    if (!m->loss_read) { /* no step since the forward: read it now */
+        TRY(dt_cu_check(cudaMemcpyAsync(&m->loss_sum, m->stats, sizeof m->loss_sum, cudaMemcpyDeviceToHost, m->s),
+                        "loss"));
+        TRY(dt_gpt_cuda_sync(m));
+        m->loss_read = 1;
+    }
+    *loss = m->loss_sum / ((double)m->B * m->T);
     return DT_OK;
 }
 
@@ -942,9 +1080,9 @@ static dt_status t_encoder_bwd(dt_gpt_cuda *m, const dt_dropout *hd) {
     return DT_OK;
 }
 
-dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
-    if (m->loss_scale == 0.0f)
-        return dt_fail(DT_ESTATE, "dt_gpt_cuda_backward: the last forward had loss_scale 0 (eval)");
+/* The backward's launches up to the embedding backward (whose launch depends on the
+ * batch's buckets), ending with the side streams joined. */
+static dt_status backward_launches(dt_gpt_cuda *m) {
     const dt_gpt_config *c = &m->cfg;
     int B = m->B, T = m->T, C = c->channels, L = c->num_layers;
     int Vp = c->padded_vocab, BT = B * T;
@@ -953,22 +1091,8 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     dt_dropout hd = hidden_drop(m), ad = attn_drop(m);
     m->nsite = 0;
     m->site_over = 0;
-    /* weight gradients on m->wgs, except in profiled steps (the leaderboard times each range
-     * alone on m->s) and when tracing digests gradients per module or op */
-    m->ov = m->overlap && !m->prof && !dt_trace_on(DT_TRACE_MODULE);
-    /* with hidden dropout the linears read a masked copy of dres16 (through_dropout); with
-     * BGRAD the weight-gradient GEMMs make every bias gradient */
-    m->ln_colsum = !dt_dropout_on(&hd) && !m->fuse_bgrad;
     m->db_summed = NULL;
 #define NEXT_DB(i, l) (m->ln_colsum ? G(i) + (size_t)(l) * C : NULL) /* bias i of layer l */
-    if (dt_op_variant(DT_OP_ENCODER_BWD) == DT_VARIANT_DET) {
-        m->nseg = dt_cu_encoder_buckets(m->h_in, BT, Vp, m->h_count, m->h_order, m->h_segtok, m->h_segstart);
-        if (m->nseg <= 0) return dt_fail(DT_EINVAL, "encoder backward: token outside [0, %d)", Vp);
-        TRY(dt_cu_check(cudaMemcpyAsync(m->d_order, m->h_order, sizeof(int) * BT, cudaMemcpyHostToDevice, s), "upload"));
-        TRY(dt_cu_check(cudaMemcpyAsync(m->d_segtok, m->h_segtok, sizeof(int) * m->nseg, cudaMemcpyHostToDevice, s), "upload"));
-        TRY(dt_cu_check(cudaMemcpyAsync(m->d_segstart, m->h_segstart, sizeof(int) * (m->nseg + 1),
-                                        cudaMemcpyHostToDevice, s), "upload"));
-    }
     dt_trace_scope_push("head");
     rbegin(m, DT_R_HEAD_BWD); /* logits = lnf wte^T; the logits hold dlogits */
     TRY(linear_bwd(m, m->dc1, G(DT_P_WTE), NULL, m->logits, m->lnf, P16(DT_P_WTE), BT, C, Vp, NULL));
@@ -1034,15 +1158,44 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
         rend(m, DT_R_LN_BWD);
         TRY(block_end(m, blk, DT_PHASE_BWD, l, m->dres, DT_DT_F32));
     }
+#undef NEXT_DB
     /* the encoder backward adds into wte's gradient, which the head's weight-gradient GEMM
-     * (tied weights) wrote on m->wgs */
+     * (tied weights) wrote on m->wgs; a graph's capture ends with every stream joined */
     TRY(join_wgs(m));
+    TRY(join_fin(m));
+    return dt_cu_check(cudaGetLastError(), "backward launch");
+}
+
+dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
+    if (m->loss_scale == 0.0f)
+        return dt_fail(DT_ESTATE, "dt_gpt_cuda_backward: the last forward had loss_scale 0 (eval)");
+    int BT = m->B * m->T, Vp = m->cfg.padded_vocab;
+    cudaStream_t s = m->s;
+    dt_dropout hd = hidden_drop(m);
+    /* weight gradients on m->wgs, except in profiled steps (the leaderboard times each range
+     * alone on m->s) and when tracing digests gradients per module or op */
+    m->ov = m->overlap && !m->prof && !dt_trace_on(DT_TRACE_MODULE);
+    /* with hidden dropout the linears read a masked copy of dres16 (through_dropout); with
+     * BGRAD the weight-gradient GEMMs make every bias gradient */
+    m->ln_colsum = !dt_dropout_on(&hd) && !m->fuse_bgrad;
+    int det_buckets = dt_op_variant(DT_OP_ENCODER_BWD) == DT_VARIANT_DET;
+    if (det_buckets) { /* on the host while the device runs the forward */
+        m->nseg = dt_cu_encoder_buckets(m->h_in, BT, Vp, m->h_count, m->h_order, m->h_segtok, m->h_segstart);
+        if (m->nseg <= 0) return dt_fail(DT_EINVAL, "encoder backward: token outside [0, %d)", Vp);
+    }
+    TRY(run_phase(m, m->grad_fresh ? G_BWD_FRESH : G_BWD_ADD, backward_launches));
+    if (det_buckets) {
+        TRY(dt_cu_check(cudaMemcpyAsync(m->d_order, m->h_order, sizeof(int) * BT, cudaMemcpyHostToDevice, s), "upload"));
+        TRY(dt_cu_check(cudaMemcpyAsync(m->d_segtok, m->h_segtok, sizeof(int) * m->nseg, cudaMemcpyHostToDevice, s), "upload"));
+        TRY(dt_cu_check(cudaMemcpyAsync(m->d_segstart, m->h_segstart, sizeof(int) * (m->nseg + 1),
+                                        cudaMemcpyHostToDevice, s), "upload"));
+        TRY(dt_cu_check(cudaEventRecord(m->ev_batch, s), "cudaEventRecord"));
+    }
     dt_trace_scope_push("embed");
     rbegin(m, DT_R_EMBED_BWD);
     TRY(t_encoder_bwd(m, &hd));
     rend(m, DT_R_EMBED_BWD);
     dt_trace_scope_pop();
-#undef NEXT_DB
     if (m->site_over)
         return dt_fail(DT_ESTATE, "dt_gpt_cuda_backward: more det reduction sites than the %d "
                        "partial regions made at create (raise maxsite in dt_gpt_cuda_create)", m->maxsite);
@@ -1062,12 +1215,19 @@ static int gemm_made(int i) {
     return i == DT_P_WTE || i == DT_P_QKVW || i == DT_P_ATTPROJW || i == DT_P_FCW || i == DT_P_FCPROJW;
 }
 
-void dt_gpt_cuda_zero_grad(dt_gpt_cuda *m) {
+static dt_status zero_launches(dt_gpt_cuda *m) {
     /* the weight matrices (99% of the slab) are not cleared: the next backward's GEMMs write
      * them with beta 0, which never reads the old values (they may even be NaN) */
     for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++)
         if (!gemm_made(i))
-            cudaMemsetAsync(m->grad + m->params[i].offset, 0, sizeof(float) * m->params[i].numel, m->s);
+            TRY(dt_cu_check(cudaMemsetAsync(m->grad + m->params[i].offset, 0, sizeof(float) * m->params[i].numel,
+                                            m->s), "cudaMemsetAsync"));
+    return DT_OK;
+}
+
+void dt_gpt_cuda_zero_grad(dt_gpt_cuda *m) {
+    /* a failed launch surfaces at the forward's next error check, as a kernel's would */
+    (void)run_phase(m, G_ZERO, zero_launches);
     m->grad_fresh = 1;
 }
 
@@ -1173,6 +1333,8 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
     TRY(dt_cu_check(cudaMemcpyAsync(hs, m->stats, sizeof hs, cudaMemcpyDeviceToHost, m->s), "stats"));
     TRY(dt_cu_check(cudaMemcpyAsync(&z, m->zeros, sizeof z, cudaMemcpyDeviceToHost, m->s), "stats"));
     TRY(dt_gpt_cuda_sync(m));
+    m->loss_sum = hs[0]; /* stats[0] is the forward's loss sum: dt_gpt_cuda_loss need not wait again */
+    m->loss_read = 1;
     stats->grad_norm = sqrt(hs[1]);
     stats->param_norm = sqrt(hs[2]);
     stats->num_zeros = z;
@@ -1230,12 +1392,14 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
              "\"asked\":\"%s\"},\"gemm_k_chunks\":\"%s\",\"layernorm_bias_colsum\":\"%s\",\"gpu\":\"%s\","
              "\"sm\":\"%d.%d\",\"sms\":%d,\"driver\":%d,"
              "\"runtime\":%d,\"cublaslt\":%zu,\"nvcc_flags\":\"%s\",\"gemm_workspace\":%u,"
-             "\"gemm_table\":%s,\"gemm_algos\":%s,\"bwd_overlap\":\"%s\",\"gemm_algos_weight_stream\":%s}",
+             "\"gemm_table\":%s,\"gemm_algos\":%s,\"bwd_overlap\":\"%s\",\"gemm_algos_weight_stream\":%s,"
+             "\"cuda_graphs\":\"%s\"}",
              attention_name(m), m->fuse_gelu ? "true" : "false", m->fuse_bgrad ? "true" : "false",
              m->fusion_note, m->ksplit_off ? "off (DT_GEMM_SPLITK=off)" : "dt_cu_gemm_splits",
              m->fuse_bgrad ? "off (bias gradients from the GEMM epilogue)"
              : m->hidden_dropout > 0.0f ? "off while training (hidden dropout)" : "attproj, fcproj", p.name, p.major,
              p.minor, p.multiProcessorCount, drv, rt, cublasLtGetVersion(), DT_NVCC_FLAGS, DT_CU_GEMM_WORKSPACE,
-             table, algos, m->overlap ? "weight gradients on a second stream (DT_BWD_OVERLAP=on)" : "off", algos_w);
+             table, algos, m->overlap ? "weight gradients on a second stream (DT_BWD_OVERLAP=on)" : "off", algos_w,
+             m->graphs ? "on: zero_grad, forward and backward replayed from CUDA graphs (DT_CUDA_GRAPH=on)" : "off");
     return m->desc;
 }

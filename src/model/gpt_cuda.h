@@ -88,6 +88,10 @@ enum {
 const char *dt_gpt_cuda_range_name(int r);
 /* Starts recording range events (on) / stops (off). */
 void dt_gpt_cuda_profile(dt_gpt_cuda *m, int on);
+/* How many phase launches (zero_grad, forward, backward) so far were recorded into a CUDA
+ * graph, how many replayed one, and how many cuBLASLt workspace memsets the recordings moved
+ * off the stream's path (DT_CUDA_GRAPH; gpt_cuda.cu "CUDA graphs"). */
+void dt_gpt_cuda_graph_counts(const dt_gpt_cuda *m, int *captures, int *replays, int *relaxed);
 /* Adds the milliseconds of each range recorded since the last call into ms[DT_R_COUNT]
  * (waits for the stream) and clears the record. */
 dt_status dt_gpt_cuda_range_ms(dt_gpt_cuda *m, double ms[DT_R_COUNT]);

@@ -157,3 +157,35 @@ int dt_cu_reads_claim(dt_cu_reads *r, const void *buf) {
 void dt_cu_reads_clear(dt_cu_reads *r) {
     for (int i = 0; i < DT_CU_READS_MAX; i++) r->pending[i] = 0;
 }
+
+dt_cu_graph_act dt_cu_graph_decide(dt_cu_graph_state *g, int eligible, uint64_t sig) {
+    if (!eligible) { /* the streak of identical calls is broken; the graph held stays valid */
+        g->have_seen = 0;
+        return DT_CU_GRAPH_EAGER;
+    }
+    if (g->have_captured && g->captured == sig) {
+        g->have_seen = 0; /* "consecutive" counts every call */
+        return DT_CU_GRAPH_REPLAY;
+    }
+    if (g->have_seen && g->seen == sig) return DT_CU_GRAPH_CAPTURE;
+    g->seen = sig;
+    g->have_seen = 1;
+    return DT_CU_GRAPH_EAGER;
+}
+
+void dt_cu_graph_captured(dt_cu_graph_state *g, uint64_t sig) {
+    g->captured = sig;
+    g->have_captured = 1;
+    g->have_seen = 0;
+}
+
+void dt_cu_graph_forget(dt_cu_graph_state *g) { g->have_captured = g->have_seen = 0; }
+
+uint64_t dt_cu_graph_sig(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}

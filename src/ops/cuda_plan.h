@@ -150,6 +150,32 @@ int dt_cu_reads_claim(dt_cu_reads *r, const void *buf);
 /* Every pending read ended (the streams were joined): marks every slot free. */
 void dt_cu_reads_clear(dt_cu_reads *r);
 
+/* ---- CUDA graphs of a step's launches -------------------------------------------------
+ * The GPU model records a phase's launch sequence (zero_grad, the forward, the backward up
+ * to the embedding backward) once as a CUDA graph and replays it each step: one launch
+ * instead of hundreds, without the host's pacing or the per-launch gaps between kernels.
+ * A replay runs the same kernels with the same arguments on the same buffers, so it gives
+ * the eager launches' bits. The signature is a hash of every host-side setting the launch
+ * sequence depends on (loss scale, variants, overlap, fresh gradients); a phase is
+ * captured on the second consecutive eligible call with one signature (the first one ran
+ * eagerly, so cuBLASLt plans and autotuning, which synchronise, happened outside any
+ * capture), replayed while the signature stays, re-captured when it changes. Ineligible
+ * calls (tracing, profiling, a pending injection, dropout) run eagerly and keep the graph. */
+typedef enum dt_cu_graph_act { DT_CU_GRAPH_EAGER = 0, DT_CU_GRAPH_CAPTURE, DT_CU_GRAPH_REPLAY } dt_cu_graph_act;
+typedef struct dt_cu_graph_state {
+    uint64_t captured, seen; /* the signature of the graph held; of the last eager call */
+    int have_captured, have_seen;
+} dt_cu_graph_state;
+/* What the call with signature sig does; an EAGER answer remembers sig as seen. */
+dt_cu_graph_act dt_cu_graph_decide(dt_cu_graph_state *g, int eligible, uint64_t sig);
+/* The capture of sig succeeded (the caller holds its graph): replays follow. */
+void dt_cu_graph_captured(dt_cu_graph_state *g, uint64_t sig);
+/* The graph is gone (failed capture, teardown): the next calls start over. */
+void dt_cu_graph_forget(dt_cu_graph_state *g);
+/* FNV-1a over n bytes, continuing from h (start with DT_CU_GRAPH_SIG0). */
+#define DT_CU_GRAPH_SIG0 0xcbf29ce484222325ull
+uint64_t dt_cu_graph_sig(uint64_t h, const void *p, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

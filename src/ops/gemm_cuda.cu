@@ -52,6 +52,13 @@ static const char *epi_name(const plan *p) {
     return p->epi ? epi_names[p->epi] : p->has_bias ? "bias" : "none";
 }
 
+/* One GEMM noted during a graph capture (dt_cu_blas_capture_begin): the capture's
+ * dependency nodes before cuBLASLt's launches and after them (nb, na: -1 unknown). */
+struct cap_note {
+    cudaGraphNode_t before[4], after[4];
+    int nb, na;
+};
+
 struct dt_cu_blas {
     cublasLtHandle_t lt;
     void *ws;
@@ -65,6 +72,10 @@ struct dt_cu_blas {
     dt_cu_gemm_cfg force_cfg;
     int table_on;              /* DT_GEMM_TABLE (dt_cu_blas_use_table) */
     int cc;                    /* the device's compute capability, major * 10 + minor */
+    /* while a graph is captured (dt_cu_blas_capture_begin): per GEMM, the capture's
+     * dependency nodes before cuBLASLt's launches and after them */
+    int capturing, ncap, capcap;
+    struct cap_note *cap;
 };
 
 static dt_status lt_check(cublasStatus_t st, const char *what) {
@@ -119,7 +130,116 @@ void dt_cu_blas_free(dt_cu_blas *h) {
     cudaFree(h->ws);
     cudaFree(h->split_ws);
     cublasLtDestroy(h->lt);
+    free(h->cap);
     free(h);
+}
+
+void dt_cu_blas_capture_begin(dt_cu_blas *h) {
+    h->capturing = 1;
+    h->ncap = 0;
+}
+
+/* The capture's current dependency nodes on s into out[4] (-1: not capturing, or more than
+ * 4 nodes: the GEMM is then left as captured). */
+static int capture_deps(cudaStream_t s, cudaGraphNode_t out[4]) {
+    cudaStreamCaptureStatus cs;
+    const cudaGraphNode_t *deps = NULL;
+    size_t nd = 0;
+    if (cudaStreamGetCaptureInfo(s, &cs, NULL, NULL, &deps, NULL, &nd) != cudaSuccess ||
+        cs != cudaStreamCaptureStatusActive || nd > 4)
+        return -1;
+    for (size_t i = 0; i < nd; i++) out[i] = deps[i];
+    return (int)nd;
+}
+
+/* Notes a GEMM's dependencies before (when = 0) or after (1) its cuBLASLt launches. */
+static void capture_note(dt_cu_blas *h, cudaStream_t s, int when) {
+    if (!h->capturing) return;
+    if (when == 0) {
+        if (h->ncap == h->capcap) {
+            int cap = h->capcap ? 2 * h->capcap : 64;
+            struct cap_note *p = (struct cap_note *)realloc(h->cap, sizeof *p * (size_t)cap);
+            if (!p) return; /* this GEMM stays as captured */
+            h->cap = p;
+            h->capcap = cap;
+        }
+        struct cap_note *c = &h->cap[h->ncap];
+        c->nb = capture_deps(s, c->before);
+        c->na = -1;
+        h->ncap++;
+    } else if (h->ncap > 0) {
+        struct cap_note *c = &h->cap[h->ncap - 1];
+        c->na = capture_deps(s, c->after);
+    }
+}
+
+static int same_nodes(const cudaGraphNode_t *a, int na, const cudaGraphNode_t *b, int nb) {
+    if (na != nb) return 0;
+    for (int i = 0; i < na; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+/* The memset into h's workspace that depends on exactly c->before (cuBLASLt's first launch
+ * of that GEMM), or NULL. */
+static cudaGraphNode_t ws_memset(const dt_cu_blas *h, const struct cap_note *c) {
+    if (c->nb < 1) return NULL;
+    cudaGraphNode_t kids[16];
+    size_t nk = 0;
+    if (cudaGraphNodeGetDependentNodes(c->before[0], NULL, NULL, &nk) != cudaSuccess || nk > 16 ||
+        cudaGraphNodeGetDependentNodes(c->before[0], kids, NULL, &nk) != cudaSuccess)
+        return NULL;
+    for (size_t i = 0; i < nk; i++) {
+        cudaGraphNodeType t;
+        cudaMemsetParams mp;
+        if (cudaGraphNodeGetType(kids[i], &t) != cudaSuccess || t != cudaGraphNodeTypeMemset) continue;
+        if (cudaGraphMemsetNodeGetParams(kids[i], &mp) != cudaSuccess) continue;
+        const char *d = (const char *)mp.dst, *w = (const char *)h->ws;
+        size_t bytes = (size_t)mp.elementSize * mp.width * (mp.height ? mp.height : 1);
+        if (d < w || d + bytes > w + DT_CU_GEMM_WORKSPACE) continue;
+        cudaGraphNode_t deps[4];
+        size_t nd = 4;
+        if (cudaGraphNodeGetDependencies(kids[i], deps, NULL, &nd) != cudaSuccess || nd > 4) continue;
+        if (same_nodes(deps, (int)nd, c->before, c->nb)) return kids[i];
+    }
+    return NULL;
+}
+
+int dt_cu_blas_graph_relax(dt_cu_blas *h, cudaGraph_t g) {
+    h->capturing = 0;
+    if (!g) return 0;
+    int moved = 0;
+    const struct cap_note *prev = NULL; /* the previous GEMM of this handle */
+    for (int i = 0; i < h->ncap; i++) {
+        const struct cap_note *c = &h->cap[i];
+        cudaGraphNode_t m = ws_memset(h, c);
+        /* back to back with the previous GEMM, the memset already follows it */
+        int ok = m && (!prev || prev->na >= 0) && !(prev && same_nodes(prev->after, prev->na, c->before, c->nb));
+        if (ok) {
+            cudaGraphNode_t kids[16];
+            size_t nk = 0; /* counted first: every dependent must take over the edge */
+            if (cudaGraphNodeGetDependentNodes(m, NULL, NULL, &nk) != cudaSuccess) return -1;
+            if (nk > 16) {
+                prev = c->na >= 0 ? c : NULL;
+                if (!prev) break;
+                continue;
+            }
+            if (cudaGraphNodeGetDependentNodes(m, kids, NULL, &nk) != cudaSuccess) return -1;
+            /* the GEMM still waits for the op before it; the memset for the previous GEMM
+             * (none: a root of the graph, which starts after all earlier work) */
+            for (size_t k = 0; k < nk; k++)
+                for (int b = 0; b < c->nb; b++)
+                    if (cudaGraphAddDependencies(g, &c->before[b], &kids[k], NULL, 1) != cudaSuccess) return -1;
+            for (int a = 0; prev && a < prev->na; a++)
+                if (cudaGraphAddDependencies(g, &prev->after[a], &m, NULL, 1) != cudaSuccess) return -1;
+            for (int b = 0; b < c->nb; b++)
+                if (cudaGraphRemoveDependencies(g, &c->before[b], &m, NULL, 1) != cudaSuccess) return -1;
+            moved++;
+        }
+        prev = c->na >= 0 ? c : NULL;
+        if (!prev) break; /* the next GEMM's predecessor is unknown: leave the rest as captured */
+    }
+    return moved;
 }
 
 void dt_cu_blas_force(dt_cu_blas *h, int cand, int splits) {
@@ -543,14 +663,18 @@ dt_status dt_cu_gemm_fin(dt_cu_blas *h, const dt_cu_gemm_args *a, cudaStream_t s
     h->last = (int)(p - h->plans);
     if ((st = set_pointers(p, a)) != DT_OK) return st;
     if (p->splits == 1) {
+        capture_note(h, s, 0);
         LT_TRY(cublasLtMatmul(h->lt, p->desc, &a->alpha, a->B, p->la, a->A, p->lb, &a->beta, a->C, p->lc,
                               a->C, p->lc, &p->algo, h->ws, DT_CU_GEMM_WORKSPACE, s));
+        capture_note(h, s, 1);
     } else {
         if ((uintptr_t)a->C % 16)
             return dt_fail(DT_EINVAL, "dt_cu_gemm: a split-K output must be 16-byte aligned");
         const float zero = 0.0f;
+        capture_note(h, s, 0);
         LT_TRY(cublasLtMatmul(h->lt, p->desc, &a->alpha, a->B, p->la, a->A, p->lb, &zero, h->split_ws, p->lc,
                               h->split_ws, p->lc, &p->algo, h->ws, DT_CU_GEMM_WORKSPACE, s));
+        capture_note(h, s, 1);
         size_t vec = (size_t)a->M * a->N / 4;
         splitk_sum_kernel<<<dt_cu_noted(dt_cu_div(vec, 256), 256, 0, "splitk_sum_kernel"), 256, 0, s>>>(
             (float *)a->C, a->ldc, h->split_ws, p->splits, a->M, a->N, a->beta);

@@ -62,6 +62,20 @@ void dt_cu_blas_force(dt_cu_blas *h, int cand, int splits);
 void dt_cu_blas_force_cfg(dt_cu_blas *h, const dt_cu_gemm_cfg *cfg);
 void dt_cu_blas_use_table(dt_cu_blas *h, int on);
 void dt_cu_blas_forget(dt_cu_blas *h);
+/* CUDA graph capture (the GPU model records a step's launches once and replays them):
+ * cuBLASLt zeroes a small region of the handle's workspace before many of its kernels, a
+ * memset launched in stream order between the previous op and the GEMM, where the device
+ * waits for it. Between dt_cu_blas_capture_begin and dt_cu_blas_graph_relax the handle notes,
+ * for each GEMM captured, the capture's dependencies before cuBLASLt's launches and after
+ * them; relax then makes each memset into this handle's workspace depend on the previous
+ * GEMM of the handle instead of the op just before it (the region is free from then on,
+ * and only this handle's GEMMs, in stream order, touch it), and the GEMM on that op too,
+ * so the memset runs off the stream's path. Edges are added before any is removed, so an
+ * API failure part way leaves a valid graph (more constrained, never less). Returns the
+ * memsets moved, -1 on an API error (relaxed so far, all edges valid); g NULL (the capture
+ * failed) just ends the notes. */
+void dt_cu_blas_capture_begin(dt_cu_blas *h);
+int dt_cu_blas_graph_relax(dt_cu_blas *h, cudaGraph_t g);
 
 /* Epilogues (dt_cu_gemm_args.epi): what happens to acc = alpha op(A) op(B) + beta C (fp32)
  * before C is stored. The pointers they use must keep one alignment per plan (cuBLASLt picks

@@ -55,6 +55,8 @@ int dt_inject_should(const char *op, int64_t step) {
 
 int dt_inject_fired(void) { return g_fired; }
 
+int dt_inject_pending(void) { return g_inject.enabled && !g_fired; }
+
 size_t dt_inject_flip_lsb(float *x, size_t n) {
     if (n == 0) return (size_t)-1;
     size_t best = 0;

@@ -29,6 +29,9 @@ void dt_inject_set(const dt_inject *cfg);
 int dt_inject_should(const char *op, int64_t step);
 /* 1 once the injection has fired. */
 int dt_inject_fired(void);
+/* 1 while an injection is installed and has not fired yet (the GPU model then launches
+ * every op itself instead of replaying a recorded graph, so the op can be perturbed). */
+int dt_inject_pending(void);
 
 /* Flips the lowest mantissa bit of one element: the first element of largest magnitude
  * (a change there is least likely to be absorbed downstream). Returns its index, or

@@ -5,8 +5,9 @@
 #  - a third run with a different seed differs (the comparison can fail);
 #  - GPU and CPU runs of the same config start from the same loss (first step within 2%);
 #  - env.json records the GPU and the pinned GEMM algorithms;
-#  - DT_ATTENTION=flash-mma with DT_BWD_OVERLAP=off gives the default run's bits; bad values
-#    of either are refused;
+#  - DT_ATTENTION=flash-mma with DT_BWD_OVERLAP=off gives the default run's bits, and so
+#    does DT_CUDA_GRAPH=off (every op launched one by one instead of replayed graphs); bad
+#    values of any of them are refused;
 #  - checkpoints: a 30-step run saving at 15 and 30 vs 15 steps saved then resumed to 30:
 #    metrics bitwise identical (`detrain compare`) and both checkpoints of each step
 #    identical tensor by tensor (`detrain compare` on checkpoints); a GPU checkpoint
@@ -40,7 +41,13 @@ grep -q '"attention":"flash"' "$W/f/env.json" || fail "run f did not use the mma
 grep -q '"bwd_overlap":"off"' "$W/f/env.json" || fail "run f did not turn the weight-gradient stream off"
 "$D" compare "$W/d" "$W/f" || fail "flash-mma / one stream changed the bits of a deterministic run"
 # a bad value of either is refused with its name and the accepted values
-for bad in DT_ATTENTION DT_BWD_OVERLAP; do
+# the default run replays CUDA graphs (no dropout there); launching every op instead gives
+# the same bits
+grep -q '"cuda_graphs":"on' "$W/d/env.json" || fail "run d did not record CUDA graphs as on"
+DT_CUDA_GRAPH=off "$D" train $nodrop --deterministic-mode --log-dir "$W/g" >/dev/null || fail "run g (DT_CUDA_GRAPH=off)"
+grep -q '"cuda_graphs":"off"' "$W/g/env.json" || fail "run g did not turn CUDA graphs off"
+"$D" compare "$W/d" "$W/g" || fail "CUDA graph replays changed the bits of a deterministic run"
+for bad in DT_ATTENTION DT_BWD_OVERLAP DT_CUDA_GRAPH; do
   env "$bad=bogus" "$D" train $nodrop --train-iters 1 --log-dir "$W/bad_$bad" >/dev/null 2>"$W/bad_$bad.err" \
     && fail "$bad=bogus was accepted"
   grep -q "$bad='bogus': accepted" "$W/bad_$bad.err" || fail "$bad=bogus: unexpected error: $(cat "$W/bad_$bad.err")"

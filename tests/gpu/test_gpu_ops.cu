@@ -990,6 +990,96 @@ static void test_model(void) {
     test_model_nh(4, "off");   /* the separate GELU and column-sum kernels */
 }
 
+/* CUDA graphs (DT_CUDA_GRAPH): a model that records its launches once and replays them
+ * gives, step by step, the bytes of one that launches every op itself: the losses, the
+ * statistics, and at the end the parameters and AdamW moments, in both branches, across an
+ * eval forward between training steps (another signature: launched eagerly while the
+ * training graphs stay held) and a batch that changes every step (read afresh from the
+ * pinned buffers by each replay). The graph model must have replayed. */
+static void test_model_graphs(void) {
+    dt_gpt_config cfg = {128, 512, 0, 2, 2, 128};
+    CHECK_OK(dt_gpt_config_finish(&cfg));
+    const int B = 4, T = 128, BT = B * T, steps = 6;
+    dt_gpt *h = NULL;
+    CHECK_OK(dt_gpt_create(&h, &cfg, B, T, 42));
+    if (!h) return;
+    dt_adamw_config ac = {0.9f, 0.95f, 1e-8f, 0.1f, 1.0f};
+    for (int det = 0; det <= 1; det++) {
+        for (int op = 0; op < DT_OP_COUNT && det; op++) {
+            char spec[64];
+            snprintf(spec, sizeof spec, "%s=det", dt_op_name((dt_op_id)op));
+            variant(spec);
+        }
+        std::vector<double> rec[2];
+        vf par[2], mom[2], vel[2];
+        int captures[2] = {0, 0}, replays[2] = {0, 0}, relaxed[2] = {0, 0};
+        for (int k = 0; k < 2; k++) {
+            setenv("DT_CUDA_GRAPH", k == 0 ? "on" : "off", 1);
+            dt_gpt_cuda *g = NULL;
+            CHECK_OK(dt_gpt_cuda_create(&g, h));
+            unsetenv("DT_CUDA_GRAPH");
+            if (!g) break;
+            CHECKF(strstr(dt_gpt_cuda_describe(g), k == 0 ? "\"cuda_graphs\":\"on" : "\"cuda_graphs\":\"off\""),
+                   "cuda_graphs not as set: %s", dt_gpt_cuda_describe(g));
+            std::vector<int> in(BT), tg(BT);
+            for (int step = 1; step <= steps; step++) {
+                for (int i = 0; i < BT; i++) {
+                    in[i] = (int)(dt_rng_u32(9, 251, (uint32_t)step, 0, i) % cfg.vocab_size);
+                    tg[i] = (int)(dt_rng_u32(9, 251, (uint32_t)step, 1, i) % cfg.vocab_size);
+                }
+                dt_grad_stats gs;
+                double loss = 0;
+                dt_gpt_cuda_zero_grad(g);
+                dt_gpt_cuda_set_mode(g, 1, (uint32_t)step);
+                CHECK_OK(dt_gpt_cuda_forward(g, in.data(), tg.data(), 1.0f));
+                CHECK_OK(dt_gpt_cuda_backward(g));
+                CHECK_OK(dt_gpt_cuda_step(g, &ac, 1e-3f, step, &gs));
+                CHECK_OK(dt_gpt_cuda_loss(g, &loss));
+                rec[k].push_back(loss);
+                rec[k].push_back(gs.grad_norm);
+                rec[k].push_back(gs.param_norm);
+                if (step == 3) { /* an eval forward between training steps */
+                    dt_gpt_cuda_set_mode(g, 0, (uint32_t)step);
+                    CHECK_OK(dt_gpt_cuda_forward(g, tg.data(), in.data(), 0.0f));
+                    CHECK_OK(dt_gpt_cuda_loss(g, &loss));
+                    rec[k].push_back(loss);
+                }
+            }
+            par[k].resize(h->num_params);
+            mom[k].resize(h->num_params);
+            vel[k].resize(h->num_params);
+            CHECK_OK(dt_gpt_cuda_get_params(g, par[k].data()));
+            CHECK_OK(dt_gpt_cuda_get_opt_state(g, mom[k].data(), vel[k].data()));
+            dt_gpt_cuda_graph_counts(g, &captures[k], &replays[k], &relaxed[k]);
+            dt_gpt_cuda_free(g);
+        }
+        const char *br = det ? "det" : "fast";
+        fprintf(stderr, "  %s: graphs recorded %d, replayed %d, cuBLASLt memsets moved off the path %d\n", br,
+                captures[0], replays[0], relaxed[0]);
+        /* zero_grad, forward and backward: eager at step 1, recorded at 2, replayed from 3 */
+        CHECKF(captures[0] == 3 && replays[0] == 3 * (steps - 2), "%s: graphs recorded %d, replayed %d (want 3, %d)",
+               br, captures[0], replays[0], 3 * (steps - 2));
+        CHECKF(captures[1] == 0 && replays[1] == 0, "%s: DT_CUDA_GRAPH=off recorded %d, replayed %d graphs", br,
+               captures[1], replays[1]);
+        if (!det) { /* the fast branch adds with atomics: only the recording must be equivalent */
+            CHECK_REL(par[0], par[1], 1e-2, "fast branch: parameters, graphs vs launches");
+            continue;
+        }
+        CHECKF(rec[0].size() == rec[1].size() && !memcmp(rec[0].data(), rec[1].data(), sizeof(double) * rec[0].size()),
+               "det: losses / norms differ between graph replays and launches");
+        for (size_t i = 0; i < rec[0].size() && i < rec[1].size(); i++)
+            if (memcmp(&rec[0][i], &rec[1][i], sizeof(double)))
+                fprintf(stderr, "  record %zu: graphs %.17g, launches %.17g\n", i, rec[0][i], rec[1][i]);
+        CHECKF(!memcmp(par[0].data(), par[1].data(), sizeof(float) * h->num_params),
+               "det: parameters differ between graph replays and launches");
+        CHECKF(!memcmp(mom[0].data(), mom[1].data(), sizeof(float) * h->num_params) &&
+                   !memcmp(vel[0].data(), vel[1].data(), sizeof(float) * h->num_params),
+               "det: AdamW moments differ between graph replays and launches");
+    }
+    dt_op_clear_overrides();
+    dt_gpt_free(h);
+}
+
 /* DT_GPU_OPS=substring runs only the tests whose function name holds it (debugging). */
 #define RUN_SEL(t) do { const char *o_ = getenv("DT_GPU_OPS"); if (!o_ || strstr(#t, o_)) RUN(t); } while (0)
 
@@ -1015,6 +1105,7 @@ int main(void) {
     RUN_SEL(test_crossentropy_accuracy);
     RUN_SEL(test_elementwise);
     RUN_SEL(test_model);
+    RUN_SEL(test_model_graphs);
     cudaError_t e = cudaDeviceSynchronize();
     CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));
     return dt_test_report();

@@ -181,6 +181,39 @@ static void test_pending_reads(void) {
     for (int i = 0; i <= DT_CU_READS_MAX; i++) CHECK(dt_cu_reads_claim(&r, &bufs[i]) == -1);
 }
 
+/* When a phase runs eagerly, is captured into a CUDA graph, or replays it (dt_cu_graph_*). */
+static void test_graph_decide(void) {
+    dt_cu_graph_state g;
+    memset(&g, 0, sizeof g);
+    uint64_t a = dt_cu_graph_sig(DT_CU_GRAPH_SIG0, "a", 1), b = dt_cu_graph_sig(DT_CU_GRAPH_SIG0, "b", 1);
+    CHECK(a != b && a != DT_CU_GRAPH_SIG0);
+    CHECK(dt_cu_graph_sig(DT_CU_GRAPH_SIG0, "a", 1) == a); /* a function of the bytes only */
+    CHECK(dt_cu_graph_decide(&g, 1, a) == DT_CU_GRAPH_EAGER);   /* first call: plans made eagerly */
+    CHECK(dt_cu_graph_decide(&g, 1, a) == DT_CU_GRAPH_CAPTURE); /* second identical call */
+    dt_cu_graph_captured(&g, a);
+    CHECK(dt_cu_graph_decide(&g, 1, a) == DT_CU_GRAPH_REPLAY);
+    CHECK(dt_cu_graph_decide(&g, 1, a) == DT_CU_GRAPH_REPLAY);
+    /* an ineligible call (tracing, profiling) runs eagerly and keeps the graph */
+    CHECK(dt_cu_graph_decide(&g, 0, a) == DT_CU_GRAPH_EAGER);
+    CHECK(dt_cu_graph_decide(&g, 1, a) == DT_CU_GRAPH_REPLAY);
+    /* a new signature: eager once, then a new capture; the old graph is not replayed */
+    CHECK(dt_cu_graph_decide(&g, 1, b) == DT_CU_GRAPH_EAGER);
+    CHECK(dt_cu_graph_decide(&g, 1, a) == DT_CU_GRAPH_REPLAY); /* a's graph is still held */
+    CHECK(dt_cu_graph_decide(&g, 1, b) == DT_CU_GRAPH_EAGER);  /* b's streak was broken by a */
+    CHECK(dt_cu_graph_decide(&g, 1, b) == DT_CU_GRAPH_CAPTURE);
+    dt_cu_graph_captured(&g, b);
+    CHECK(dt_cu_graph_decide(&g, 1, b) == DT_CU_GRAPH_REPLAY);
+    CHECK(dt_cu_graph_decide(&g, 1, a) == DT_CU_GRAPH_EAGER); /* one graph a phase: a's is gone */
+    /* an ineligible call between two identical ones breaks the streak */
+    CHECK(dt_cu_graph_decide(&g, 0, a) == DT_CU_GRAPH_EAGER);
+    CHECK(dt_cu_graph_decide(&g, 1, a) == DT_CU_GRAPH_EAGER);
+    CHECK(dt_cu_graph_decide(&g, 1, a) == DT_CU_GRAPH_CAPTURE);
+    /* a failed capture forgets everything: eager, then capture again */
+    dt_cu_graph_forget(&g);
+    CHECK(dt_cu_graph_decide(&g, 1, a) == DT_CU_GRAPH_EAGER);
+    CHECK(dt_cu_graph_decide(&g, 1, a) == DT_CU_GRAPH_CAPTURE);
+}
+
 int main(void) {
     RUN(test_parts_and_grid);
     RUN(test_ln_plan);
@@ -190,5 +223,6 @@ int main(void) {
     RUN(test_gemm_splits);
     RUN(test_launch_log);
     RUN(test_pending_reads);
+    RUN(test_graph_decide);
     return dt_test_report();
 }

@@ -346,12 +346,15 @@ static void test_inject(void) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECKF(dt_inject_parse(bad[i], &in) == DT_EINVAL, "'%s' accepted", bad[i]);
     CHECK_OK(dt_inject_parse("gemm@0", &in));
+    CHECK(!dt_inject_pending());
     dt_inject_set(&in);
+    CHECK(dt_inject_pending()); /* installed, not fired: the GPU model launches eagerly */
     CHECK(!dt_inject_should("gemm", 1) && !dt_inject_should("gemv", 0));
     CHECK(dt_inject_should("gemm", 0) == 1 && dt_inject_fired());
+    CHECK(!dt_inject_pending());
     CHECK(dt_inject_should("gemm", 0) == 0); /* exactly once */
     dt_inject_set(NULL);
-    CHECK(!dt_inject_should("gemm", 0) && !dt_inject_fired());
+    CHECK(!dt_inject_should("gemm", 0) && !dt_inject_fired() && !dt_inject_pending());
     float x[4] = {1.0f, -3.0f, 2.0f, 3.0f}, y[4];
     memcpy(y, x, sizeof x);
     CHECK(dt_inject_flip_lsb(x, 4) == 1);   /* first of largest magnitude */
