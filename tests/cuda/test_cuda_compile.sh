@@ -2,7 +2,8 @@
 # CI check that every CUDA source (and tests/kernels/harness_cuda.cu) compiles
 # (`make cuda-objs`: nvcc, sm_90, the project's flags) on a machine with nvcc and no GPU,
 # that `make cuda` links build/detrain-cuda and one binary per tests/gpu/*.cu (so a GPU
-# test that no longer builds is caught here, not on the device),
+# test that no longer builds is caught here, not on the device), that the CUPTI tracer
+# tools/gpu_gaps compiles,
 # and that `make cuda` refuses clearly, instead of building a CPU-only binary, when nvcc
 # is missing. The GPU tests themselves run on a GPU
 # machine (bench/gpu.sh).
@@ -28,6 +29,19 @@ for f in tests/gpu/*.cu; do
   b="build/gpu-tests/$(basename "${f%.cu}")"
   [ -x "$b" ] || { echo "FAIL: $f did not link into $b"; fails=$((fails+1)); }
 done
+# the developers' CUPTI tracer (bench/gpu_gaps.sh builds it on the GPU machine): it compiles
+# cleanly against the toolkit's CUPTI headers
+cuda_root=$(dirname "$(dirname "$(command -v "${NVCC:-nvcc}")")")
+cupti_inc=
+for d in "$cuda_root/include" "$cuda_root/extras/CUPTI/include"; do
+  [ -z "$cupti_inc" ] && [ -f "$d/cupti.h" ] && cupti_inc=$d
+done
+if [ -z "$cupti_inc" ]; then
+  echo "FAIL: no cupti.h under $cuda_root (the CUDA toolkit ships it; tools/gpu_gaps needs it)"; fails=$((fails+1))
+elif ! gcc -std=c11 -fsyntax-only -Wall -Wextra -Werror -Wmissing-prototypes -I"$cuda_root/include" -I"$cupti_inc" \
+    tools/gpu_gaps/gpu_gaps.c; then
+  echo "FAIL: tools/gpu_gaps/gpu_gaps.c does not compile"; fails=$((fails+1))
+fi
 # no nvcc: a clear error and a non-zero exit, never a silent CPU build
 out=$(make NVCC=/nonexistent/nvcc cuda-objs 2>&1); rc=$?
 if [ $rc -eq 0 ]; then echo "FAIL: make cuda-objs succeeded without nvcc"; fails=$((fails+1)); fi
