@@ -57,11 +57,17 @@ static const char *epi_name(const plan *p) {
 struct cap_note {
     cudaGraphNode_t before[4], after[4];
     int nb, na;
+    int half; /* the workspace half the GEMM used */
 };
 
 struct dt_cu_blas {
     cublasLtHandle_t lt;
+    /* two workspaces of DT_CU_GEMM_WORKSPACE bytes, taken in turn by successive GEMMs: a
+     * GEMM's workspace is then free from the end of the GEMM two calls back, so in a
+     * recorded graph cuBLASLt's memset into it need not wait for the GEMM just before
+     * (dt_cu_blas_graph_relax). Scratch only: the results do not depend on the address. */
     void *ws;
+    int half;
     float *split_ws;  /* chunk partials of our split-K */
     size_t split_bytes;
     plan plans[MAX_PLANS];
@@ -104,10 +110,10 @@ dt_status dt_cu_blas_create(dt_cu_blas **out) {
         free(h);
         return dt_fail(DT_EUNSUPPORTED, "cublasLtCreate failed: is a CUDA GPU visible?");
     }
-    if (cudaMalloc(&h->ws, DT_CU_GEMM_WORKSPACE) != cudaSuccess) {
+    if (cudaMalloc(&h->ws, 2 * (size_t)DT_CU_GEMM_WORKSPACE) != cudaSuccess) {
         cublasLtDestroy(h->lt);
         free(h);
-        return dt_fail(DT_ENOMEM, "cudaMalloc of the %u-byte GEMM workspace failed",
+        return dt_fail(DT_ENOMEM, "cudaMalloc of the two %u-byte GEMM workspaces failed",
                        DT_CU_GEMM_WORKSPACE);
     }
     h->last = -1;
@@ -152,8 +158,9 @@ static int capture_deps(cudaStream_t s, cudaGraphNode_t out[4]) {
     return (int)nd;
 }
 
-/* Notes a GEMM's dependencies before (when = 0) or after (1) its cuBLASLt launches. */
-static void capture_note(dt_cu_blas *h, cudaStream_t s, int when) {
+/* Notes a GEMM's dependencies before (when = 0; half: its workspace) or after (1) its
+ * cuBLASLt launches. */
+static void capture_note(dt_cu_blas *h, cudaStream_t s, int when, int half) {
     if (!h->capturing) return;
     if (when == 0) {
         if (h->ncap == h->capcap) {
@@ -166,6 +173,7 @@ static void capture_note(dt_cu_blas *h, cudaStream_t s, int when) {
         struct cap_note *c = &h->cap[h->ncap];
         c->nb = capture_deps(s, c->before);
         c->na = -1;
+        c->half = half;
         h->ncap++;
     } else if (h->ncap > 0) {
         struct cap_note *c = &h->cap[h->ncap - 1];
@@ -180,8 +188,8 @@ static int same_nodes(const cudaGraphNode_t *a, int na, const cudaGraphNode_t *b
     return 1;
 }
 
-/* The memset into h's workspace that depends on exactly c->before (cuBLASLt's first launch
- * of that GEMM), or NULL. */
+/* The memset into the GEMM's workspace half that depends on exactly c->before (cuBLASLt's
+ * first launch of that GEMM), or NULL. */
 static cudaGraphNode_t ws_memset(const dt_cu_blas *h, const struct cap_note *c) {
     if (c->nb < 1) return NULL;
     cudaGraphNode_t kids[16];
@@ -194,7 +202,7 @@ static cudaGraphNode_t ws_memset(const dt_cu_blas *h, const struct cap_note *c) 
         cudaMemsetParams mp;
         if (cudaGraphNodeGetType(kids[i], &t) != cudaSuccess || t != cudaGraphNodeTypeMemset) continue;
         if (cudaGraphMemsetNodeGetParams(kids[i], &mp) != cudaSuccess) continue;
-        const char *d = (const char *)mp.dst, *w = (const char *)h->ws;
+        const char *d = (const char *)mp.dst, *w = (const char *)h->ws + (size_t)c->half * DT_CU_GEMM_WORKSPACE;
         size_t bytes = (size_t)mp.elementSize * mp.width * (mp.height ? mp.height : 1);
         if (d < w || d + bytes > w + DT_CU_GEMM_WORKSPACE) continue;
         cudaGraphNode_t deps[4];
@@ -209,35 +217,30 @@ int dt_cu_blas_graph_relax(dt_cu_blas *h, cudaGraph_t g) {
     h->capturing = 0;
     if (!g) return 0;
     int moved = 0;
-    const struct cap_note *prev = NULL; /* the previous GEMM of this handle */
+    const struct cap_note *last[2] = {NULL, NULL}; /* the previous GEMM on each workspace half */
     for (int i = 0; i < h->ncap; i++) {
-        const struct cap_note *c = &h->cap[i];
+        const struct cap_note *c = &h->cap[i], *prev = last[c->half];
+        if (c->na < 0 || (prev && prev->na < 0))
+            break; /* a GEMM's last node is unknown: leave the rest as captured */
+        last[c->half] = c;
         cudaGraphNode_t m = ws_memset(h, c);
-        /* back to back with the previous GEMM, the memset already follows it */
-        int ok = m && (!prev || prev->na >= 0) && !(prev && same_nodes(prev->after, prev->na, c->before, c->nb));
-        if (ok) {
-            cudaGraphNode_t kids[16];
-            size_t nk = 0; /* counted first: every dependent must take over the edge */
-            if (cudaGraphNodeGetDependentNodes(m, NULL, NULL, &nk) != cudaSuccess) return -1;
-            if (nk > 16) {
-                prev = c->na >= 0 ? c : NULL;
-                if (!prev) break;
-                continue;
-            }
-            if (cudaGraphNodeGetDependentNodes(m, kids, NULL, &nk) != cudaSuccess) return -1;
-            /* the GEMM still waits for the op before it; the memset for the previous GEMM
-             * (none: a root of the graph, which starts after all earlier work) */
-            for (size_t k = 0; k < nk; k++)
-                for (int b = 0; b < c->nb; b++)
-                    if (cudaGraphAddDependencies(g, &c->before[b], &kids[k], NULL, 1) != cudaSuccess) return -1;
-            for (int a = 0; prev && a < prev->na; a++)
-                if (cudaGraphAddDependencies(g, &prev->after[a], &m, NULL, 1) != cudaSuccess) return -1;
+        /* back to back with the half's previous GEMM, the memset already follows it */
+        if (!m || (prev && same_nodes(prev->after, prev->na, c->before, c->nb))) continue;
+        cudaGraphNode_t kids[16];
+        size_t nk = 0; /* counted first: every dependent must take over the edge */
+        if (cudaGraphNodeGetDependentNodes(m, NULL, NULL, &nk) != cudaSuccess) return -1;
+        if (nk > 16) continue;
+        if (cudaGraphNodeGetDependentNodes(m, kids, NULL, &nk) != cudaSuccess) return -1;
+        /* the GEMM still waits for the op before it; the memset for the half's previous GEMM
+         * (none: a root of the graph, which starts after all earlier work) */
+        for (size_t k = 0; k < nk; k++)
             for (int b = 0; b < c->nb; b++)
-                if (cudaGraphRemoveDependencies(g, &c->before[b], &m, NULL, 1) != cudaSuccess) return -1;
-            moved++;
-        }
-        prev = c->na >= 0 ? c : NULL;
-        if (!prev) break; /* the next GEMM's predecessor is unknown: leave the rest as captured */
+                if (cudaGraphAddDependencies(g, &c->before[b], &kids[k], NULL, 1) != cudaSuccess) return -1;
+        for (int a = 0; prev && a < prev->na; a++)
+            if (cudaGraphAddDependencies(g, &prev->after[a], &m, NULL, 1) != cudaSuccess) return -1;
+        for (int b = 0; b < c->nb; b++)
+            if (cudaGraphRemoveDependencies(g, &c->before[b], &m, NULL, 1) != cudaSuccess) return -1;
+        moved++;
     }
     return moved;
 }
@@ -662,19 +665,22 @@ dt_status dt_cu_gemm_fin(dt_cu_blas *h, const dt_cu_gemm_args *a, cudaStream_t s
     if (st != DT_OK) return st;
     h->last = (int)(p - h->plans);
     if ((st = set_pointers(p, a)) != DT_OK) return st;
+    int half = h->half; /* the workspaces in turn */
+    void *ws = (char *)h->ws + (size_t)half * DT_CU_GEMM_WORKSPACE;
+    h->half ^= 1;
     if (p->splits == 1) {
-        capture_note(h, s, 0);
+        capture_note(h, s, 0, half);
         LT_TRY(cublasLtMatmul(h->lt, p->desc, &a->alpha, a->B, p->la, a->A, p->lb, &a->beta, a->C, p->lc,
-                              a->C, p->lc, &p->algo, h->ws, DT_CU_GEMM_WORKSPACE, s));
-        capture_note(h, s, 1);
+                              a->C, p->lc, &p->algo, ws, DT_CU_GEMM_WORKSPACE, s));
+        capture_note(h, s, 1, half);
     } else {
         if ((uintptr_t)a->C % 16)
             return dt_fail(DT_EINVAL, "dt_cu_gemm: a split-K output must be 16-byte aligned");
         const float zero = 0.0f;
-        capture_note(h, s, 0);
+        capture_note(h, s, 0, half);
         LT_TRY(cublasLtMatmul(h->lt, p->desc, &a->alpha, a->B, p->la, a->A, p->lb, &zero, h->split_ws, p->lc,
-                              h->split_ws, p->lc, &p->algo, h->ws, DT_CU_GEMM_WORKSPACE, s));
-        capture_note(h, s, 1);
+                              h->split_ws, p->lc, &p->algo, ws, DT_CU_GEMM_WORKSPACE, s));
+        capture_note(h, s, 1, half);
         size_t vec = (size_t)a->M * a->N / 4;
         splitk_sum_kernel<<<dt_cu_noted(dt_cu_div(vec, 256), 256, 0, "splitk_sum_kernel"), 256, 0, s>>>(
             (float *)a->C, a->ldc, h->split_ws, p->splits, a->M, a->N, a->beta);

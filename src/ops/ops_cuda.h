@@ -35,7 +35,7 @@ extern "C" {
  * outputs): one strided batch per chunk into an fp32 workspace, then the chunk partials added
  * in chunk order by one thread per output element (deterministic by construction). */
 typedef struct dt_cu_blas dt_cu_blas;
-#define DT_CU_GEMM_WORKSPACE (32u << 20)
+#define DT_CU_GEMM_WORKSPACE (32u << 20) /* per GEMM; a handle holds two (dt_cu_blas_graph_relax) */
 /* Reads DT_GEMM_TABLE (a bad value is DT_EINVAL) and the device's compute capability. */
 dt_status dt_cu_blas_create(dt_cu_blas **out);
 void dt_cu_blas_free(dt_cu_blas *h);
@@ -63,14 +63,15 @@ void dt_cu_blas_force_cfg(dt_cu_blas *h, const dt_cu_gemm_cfg *cfg);
 void dt_cu_blas_use_table(dt_cu_blas *h, int on);
 void dt_cu_blas_forget(dt_cu_blas *h);
 /* CUDA graph capture (the GPU model records a step's launches once and replays them):
- * cuBLASLt zeroes a small region of the handle's workspace before many of its kernels, a
+ * cuBLASLt zeroes a small region of the GEMM's workspace before many of its kernels, a
  * memset launched in stream order between the previous op and the GEMM, where the device
- * waits for it. Between dt_cu_blas_capture_begin and dt_cu_blas_graph_relax the handle notes,
- * for each GEMM captured, the capture's dependencies before cuBLASLt's launches and after
- * them; relax then makes each memset into this handle's workspace depend on the previous
- * GEMM of the handle instead of the op just before it (the region is free from then on,
- * and only this handle's GEMMs, in stream order, touch it), and the GEMM on that op too,
- * so the memset runs off the stream's path. Edges are added before any is removed, so an
+ * waits for it. A handle has two workspaces that successive GEMMs take in turn. Between
+ * dt_cu_blas_capture_begin and dt_cu_blas_graph_relax the handle notes, for each GEMM
+ * captured, its workspace and the capture's dependencies before cuBLASLt's launches and
+ * after them; relax then makes each memset into a workspace depend on the previous GEMM
+ * that used that workspace instead of the op just before it (the region is free from then
+ * on, and only this handle's GEMMs, in stream order, touch it), and the GEMM on that op too,
+ * so the memset runs off the stream's path, even between two GEMMs back to back. Edges are added before any is removed, so an
  * API failure part way leaves a valid graph (more constrained, never less). Returns the
  * memsets moved, -1 on an API error (relaxed so far, all edges valid); g NULL (the capture
  * failed) just ends the notes. */
