@@ -170,18 +170,30 @@ __global__ void __launch_bounds__(128 * M, M == 1 ? 2 : 1)
  * and k-step) and the K tile as the MN-major B operand. M = 2 needs nqb even. The dS tiles
  * come through plain cp.async: with the L2 evict-first hint of the mma.sync pass, ptxas
  * (CUDA 13.0, sm_90a) emitted an LDGSTS form whose uniform registers were never written,
- * and the kernel died with an illegal instruction on the H200. 78 (M = 2) or 92 registers,
- * dt_wgdq_smem(M) bytes of shared memory (flash_layout.h: 99 KB or 65 KB; 2 or 3 blocks an SM). */
-template <int M>
-__global__ void __launch_bounds__(128 * M, 2)
-    flash_bwd_dq_wgmma_kernel(bf16 *dqkv, float *part, const bf16 *dS, const bf16 *qkv, int T, int NH, float scale,
-                              int grp) {
+ * and the kernel died with an illegal instruction on the H200. NST stages, loads 2 tiles
+ * ahead, one barrier a tile (NST >= 3: flash_layout.h); 78 (M = 2) or 92 registers,
+ * dt_wgdq_smem(M, NST) bytes of shared memory (flash_layout.h: with 4 stages 99 KB or 65 KB,
+ * 2 or 3 blocks an SM; with 3 and M = 2, 75 KB, 3 blocks an SM: MINB). Launched with
+ * dt_cu_launch_pdl it may start while kernel A runs: with cnt NULL it waits for all of
+ * kernel A (pdl_wait) before its first load; else only until its head's count reaches need
+ * (every kernel A block of the head has stored its dS tiles and released the count). */
+template <int M, int NST, int MINB>
+__global__ void __launch_bounds__(128 * M, MINB)
+    flash_bwd_dq_wgmma_kernel(bf16 *dqkv, float *part, const bf16 *dS, const int *cnt, int need, const bf16 *qkv,
+                              int T, int NH, float scale, int grp) {
     uint32_t sb;
     unsigned char *sm = wg_smem_aligned(&sb); /* stage st: K at (1 + M) st tiles, then the M dS tiles */
     const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
     const int nqb = T / WB, nblk = nqb / M;
     int bh, rank;
     dt_flash_bwd_order((int)blockIdx.x, grp, nblk, &bh, &rank);
+    if (cnt) {
+        if (tid == 0)
+            while (ld_acquire_gpu(cnt + bh) < need) __nanosleep(200);
+        __syncthreads();
+    } else {
+        pdl_wait();
+    }
     const int q0 = M * (nblk - 1 - rank), qb = q0 + wg, last = q0 + M - 1;
     const int b = bh / NH, h = bh % NH, C = NH * WD, C3 = 3 * C;
     const bf16 *kbase = qkv + (size_t)b * T * C3 + C + h * WD;
@@ -208,11 +220,13 @@ __global__ void __launch_bounds__(128 * M, 2)
 #pragma unroll
     for (int i = 0; i < 32; i++) acc[i] = 0.0f;
     for (int kb = 0; kb <= last; kb++) {
-        const int st = kb % DT_WGDQ_STAGES;
+        const int st = kb % NST;
         cp_wait1();
         fence_proxy_async();
-        __syncthreads(); /* one barrier a tile; a stage is refilled 2 tiles after its use */
-        if (kb + 2 <= last) load((kb + 2) % DT_WGDQ_STAGES, kb + 2);
+        /* one barrier a tile: after it every thread has left tile kb - 1 (its products
+         * waited for), whose stage the refill for kb + 2 may reuse (NST = 3) */
+        __syncthreads();
+        if (kb + 2 <= last) load((kb + 2) % NST, kb + 2);
         cp_commit();
         if (kb <= qb) {
             const uint4 *a4 = reinterpret_cast<const uint4 *>(sm + dt_wgdq_ds_off(M, st, wg)) + warp * 128 + lane;
@@ -266,10 +280,13 @@ void dt_cu_flash_bwd_wgmma_force(int kernel_a, int dq) {
     wgbwd_force_dq = dq;
 }
 
+/* The rule's dQ pass (see dt_cu_flash_bwd_wgmma). */
+#define WGBWD_DQ_RULE DT_CU_WGBWD_DQ_WGMMA
+
 /* The rule (bench: tests/gpu/test_gpu_wgmma_bwd.cu, docs/cuda.md): kernel A on 128-query
  * tiles (two consumer warpgroups and a producer a block where T % 128 == 0, else one consumer
  * and 2 blocks an SM; 5% faster than the 64-query kernel at GPT-2 124M on the H200), the
- * wgmma dQ pass. */
+ * wgmma dQ pass (WGBWD_DQ_RULE). */
 void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
                            const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
                            cudaStream_t fs) {
@@ -278,41 +295,67 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
                              (int)dt_wgbwd_smem(2, WGBWD_STAGES));
         cudaFuncSetAttribute(flash_bwd_kv_wgmma_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)dt_wgbwd_smem(1, WGBWD_STAGES));
-        cudaFuncSetAttribute(flash_bwd_dq_wgmma_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)dt_wgdq_smem(1));
-        cudaFuncSetAttribute(flash_bwd_dq_wgmma_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)dt_wgdq_smem(2));
+        cudaFuncSetAttribute(flash_bwd_dq_wgmma_kernel<1, DT_WGDQ_STAGES, 2>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dt_wgdq_smem(1, DT_WGDQ_STAGES));
+        cudaFuncSetAttribute(flash_bwd_dq_wgmma_kernel<2, DT_WGDQ_STAGES, 2>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dt_wgdq_smem(2, DT_WGDQ_STAGES));
+        cudaFuncSetAttribute(flash_bwd_dq_wgmma_kernel<2, DT_WGDQ_STAGES_3, 3>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dt_wgdq_smem(2, DT_WGDQ_STAGES_3));
         wgbwd_attrs_set = 1;
     }
     const float scale = 1.0f / sqrtf((float)WD);
     float *LD = dt_cu_flash_scratch_ld(scratch);
     bf16 *dS = dt_cu_flash_scratch_ds(scratch, B, T, NH);
     const int BH = B * NH, nqb = T / WB, grp = dt_flash_bwd_group(BH);
+    const int dq = wgbwd_force_dq == DT_CU_WGBWD_DQ_RULE ? WGBWD_DQ_RULE : wgbwd_force_dq;
+    const int cnt_on = dq == DT_CU_WGBWD_DQ_WGMMA_CNT || dq == DT_CU_WGBWD_DQ_WGMMA3_CNT;
+    const int pdl = cnt_on || dq == DT_CU_WGBWD_DQ_WGMMA_PDL || dq == DT_CU_WGBWD_DQ_WGMMA3_PDL;
+    const int three = dq == DT_CU_WGBWD_DQ_WGMMA3 || dq == DT_CU_WGBWD_DQ_WGMMA3_PDL || dq == DT_CU_WGBWD_DQ_WGMMA3_CNT;
+    const int q128 = wgbwd_force_a == DT_CU_WGBWD_A_RULE || wgbwd_force_a == DT_CU_WGBWD_A_Q128 ||
+                     wgbwd_force_a == DT_CU_WGBWD_A_Q128_K64;
+    const int Mq = wgbwd_force_a == DT_CU_WGBWD_A_Q128_K64 || nqb % 2 ? 1 : 2; /* the q128 kernel's M */
+    /* the per-head counts: only the q128 kernel A releases them */
+    int *cnt = cnt_on && q128 ? dt_cu_flash_scratch_cnt(scratch, B, T, NH) : NULL;
     float *bp = dbias ? part : NULL;
-    dt_cu_flash_bwd_prep(LD, dout, out, lse, B, T, NH, s);
+    dt_cu_flash_bwd_prep(LD, cnt, dout, out, lse, B, T, NH, s);
     const int M = wgbwd_force_a == DT_CU_WGBWD_A_128 && nqb % 2 == 0 ? 2 : 1;
     const unsigned n = (unsigned)(BH * (nqb / M));
     const size_t sm = dt_wgbwd_smem(M, WGBWD_STAGES);
-    if (wgbwd_force_a == DT_CU_WGBWD_A_RULE || wgbwd_force_a == DT_CU_WGBWD_A_Q128 ||
-        wgbwd_force_a == DT_CU_WGBWD_A_Q128_K64)
-        dt_cu_flash_bwd_kv_wgmma_q128(dqkv, dS, bp, qkv, dout, LD, B, T, NH,
-                                      wgbwd_force_a == DT_CU_WGBWD_A_Q128_K64 ? 1 : 2, s);
+    if (q128)
+        dt_cu_flash_bwd_kv_wgmma_q128(dqkv, dS, bp, cnt, qkv, dout, LD, B, T, NH, Mq, pdl, s);
     else if (M == 2)
         flash_bwd_kv_wgmma_kernel<2><<<dt_cu_noted(n, 256, sm, "flash_bwd_kv_wgmma_kernel<2>"), 256, sm, s>>>(
             dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);
     else
         flash_bwd_kv_wgmma_kernel<1><<<dt_cu_noted(n, 128, sm, "flash_bwd_kv_wgmma_kernel<1>"), 128, sm, s>>>(
             dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);
-    if (wgbwd_force_dq == DT_CU_WGBWD_DQ_MMA) {
+    if (dq == DT_CU_WGBWD_DQ_MMA) {
         dt_cu_flash_bwd_dq(dqkv, bp, dS, qkv, B, T, NH, s);
-    } else if (nqb % 2 == 0) {
-        const unsigned nq = (unsigned)(BH * (nqb / 2));
-        flash_bwd_dq_wgmma_kernel<2><<<dt_cu_noted(nq, 256, dt_wgdq_smem(2), "flash_bwd_dq_wgmma_kernel<2>"), 256,
-                                       dt_wgdq_smem(2), s>>>(dqkv, bp, dS, qkv, T, NH, scale, grp);
     } else {
-        const unsigned nq = (unsigned)(BH * nqb);
-        flash_bwd_dq_wgmma_kernel<1><<<dt_cu_noted(nq, 128, dt_wgdq_smem(1), "flash_bwd_dq_wgmma_kernel<1>"), 128,
-                                       dt_wgdq_smem(1), s>>>(dqkv, bp, dS, qkv, T, NH, scale, grp);
+        /* two query blocks a block where nqb is even (3 stages and 3 blocks an SM, or 4 and
+         * 2), else one */
+        void (*k)(bf16 *, float *, const bf16 *, const int *, int, const bf16 *, int, int, float, int);
+        unsigned nq;
+        int nth;
+        size_t smq;
+        const char *name;
+        if (nqb % 2 == 0 && three) {
+            k = flash_bwd_dq_wgmma_kernel<2, DT_WGDQ_STAGES_3, 3>, nq = (unsigned)(BH * (nqb / 2)), nth = 256;
+            smq = dt_wgdq_smem(2, DT_WGDQ_STAGES_3), name = "flash_bwd_dq_wgmma_kernel<2,3,3>";
+        } else if (nqb % 2 == 0) {
+            k = flash_bwd_dq_wgmma_kernel<2, DT_WGDQ_STAGES, 2>, nq = (unsigned)(BH * (nqb / 2)), nth = 256;
+            smq = dt_wgdq_smem(2, DT_WGDQ_STAGES), name = "flash_bwd_dq_wgmma_kernel<2,4,2>";
+        } else {
+            k = flash_bwd_dq_wgmma_kernel<1, DT_WGDQ_STAGES, 2>, nq = (unsigned)(BH * nqb), nth = 128;
+            smq = dt_wgdq_smem(1, DT_WGDQ_STAGES), name = "flash_bwd_dq_wgmma_kernel<1,4,2>";
+        }
+        const dim3 g = dt_cu_noted(nq, (unsigned)nth, smq, name);
+        const int need = nqb / Mq; /* kernel A blocks a head */
+        if (pdl)
+            dt_cu_launch_pdl(k, g, (unsigned)nth, smq, s, dqkv, bp, (const bf16 *)dS, (const int *)cnt, need, qkv, T,
+                             NH, scale, grp);
+        else
+            k<<<g, nth, smq, s>>>(dqkv, bp, dS, cnt, need, qkv, T, NH, scale, grp);
     }
     if (dbias) { /* every (64-row block, column) partial was written once: by kernel A (K, V) or the dQ pass */
         dt_cu_fork(s, fs);

@@ -15,6 +15,47 @@ extern "C" {
 #include "ops/flash_layout.h"
 }
 
+/* Programmatic dependent launch (sm_90): a kernel launched with dt_cu_launch_pdl may start
+ * while the kernel before it on the stream is still running, once every block of that one
+ * has called pdl_trigger (or exited); it must call pdl_wait before it reads anything the
+ * earlier kernel writes (the wait returns when that kernel has completed and its writes are
+ * visible). Both are no-ops in a kernel launched the ordinary way. Only the schedule
+ * changes: what every thread computes, and from which values, stays the same. */
+static __device__ __forceinline__ void pdl_trigger(void) { asm volatile("griddepcontrol.launch_dependents;\n" ::); }
+static __device__ __forceinline__ void pdl_wait(void) { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+
+/* Reads *p with acquire semantics at GPU scope (a count that another block released). */
+static __device__ __forceinline__ int ld_acquire_gpu(const int *p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* Launches kernel k (grid, block, smem bytes, stream s) with programmatic stream
+ * serialization on (see pdl_trigger, pdl_wait); where the runtime refuses that launch, the
+ * ordinary one (the same results, no overlap), counted in dt_cu_pdl_refused. */
+int dt_cu_pdl_refused(void);
+void dt_cu_pdl_refused_add(void);
+template <typename... P, typename... A>
+static inline void dt_cu_launch_pdl(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                    A &&...args) {
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    if (cudaLaunchKernelEx(&cfg, k, args...) == cudaSuccess) return;
+    (void)cudaGetLastError();
+    dt_cu_pdl_refused_add();
+    k<<<grid, block, smem, s>>>(static_cast<A &&>(args)...);
+}
+
 /* Writes acc * f (16 x 64 at rows row0.., columns col0..) as bf16 pairs to dst (row stride ld). */
 static __device__ __forceinline__ void store_acc(bf16 *dst, size_t ld, const float acc[8][4], float f, int lane) {
     int g = lane >> 2, t = lane & 3;
@@ -127,12 +168,19 @@ static __device__ __forceinline__ void cp_async16_hint(void *dst, const void *sr
 
 /* ---- the host side shared with attention_wgmma_bwd_cuda.cu (attention_flash_cuda.cu) ---- */
 /* The scratch of dt_cu_flash_bwd: LD (B NH T 2 floats, 256-byte aligned end), then the dS
- * tiles (bf16, B NH dt_flash_ds_tiles(T / 64) tiles of 64 x 64). */
+ * tiles (bf16, B NH dt_flash_ds_tiles(T / 64) tiles of 64 x 64), then B NH ints: per head,
+ * the count of the wgmma kernel A's blocks that have stored all their dS tiles (the dQ pass
+ * may start on a head when all have: attention_wgmma_bwd_cuda.cu). */
 float *dt_cu_flash_scratch_ld(void *scratch);
 bf16 *dt_cu_flash_scratch_ds(void *scratch, int B, int T, int NH);
-/* The D kernel: LD <- {lse log2(e), D = rowsum(dO * O)} per pair of rows (see the file). */
-void dt_cu_flash_bwd_prep(float *LD, const bf16 *dout, const bf16 *out, const float *lse, int B, int T, int NH,
-                          cudaStream_t s);
+int *dt_cu_flash_scratch_cnt(void *scratch, int B, int T, int NH);
+/* The D kernel: LD <- {lse log2(e), D = rowsum(dO * O)} per pair of rows (see the file);
+ * cnt (NULL: none) <- B NH zeros. */
+void dt_cu_flash_bwd_prep(float *LD, int *cnt, const bf16 *dout, const bf16 *out, const float *lse, int B, int T,
+                          int NH, cudaStream_t s);
+/* Benchmarks only: the rows a thread of the D kernel has in flight (2, 4 or 8; the same
+ * bits for each). */
+void dt_cu_flash_bwd_prep_force(int rows);
 /* The dQ pass over a dS scratch written in the layout above; part: dt_cu_flash_bwd's bias
  * partials of the dQ columns (NULL: none). Grid order from dt_flash_bwd_order with group
  * dt_flash_bwd_group(B NH). */
@@ -143,8 +191,10 @@ void dt_cu_flash_bwd_dq(bf16 *dqkv, float *part, const bf16 *dS, const bf16 *qkv
  * the K and V columns' bias partials, from LD (the D kernel's) and the inputs; the bits of
  * the 64-query kernel A. M = 2 (two consumer warpgroups, 128 keys a block; needs T % 128
  * == 0, else M = 1 runs) or 1. Grid order from dt_flash_bwd_order with group
- * dt_flash_bwd_group(B NH). */
-void dt_cu_flash_bwd_kv_wgmma_q128(bf16 *dqkv, bf16 *dS, float *part, const bf16 *qkv, const bf16 *dout,
-                                   const float *LD, int B, int T, int NH, int M, cudaStream_t s);
+ * dt_flash_bwd_group(B NH). pdl: launched with dt_cu_launch_pdl (it may start while the D
+ * kernel before it runs; it waits for LD), else the ordinary way. cnt (NULL: none): each
+ * block adds 1 to its head's count (zeroed by the D kernel) once its dS tiles are stored. */
+void dt_cu_flash_bwd_kv_wgmma_q128(bf16 *dqkv, bf16 *dS, float *part, int *cnt, const bf16 *qkv, const bf16 *dout,
+                                   const float *LD, int B, int T, int NH, int M, int pdl, cudaStream_t s);
 
 #endif

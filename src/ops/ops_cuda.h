@@ -301,8 +301,17 @@ enum {
 };
 enum {
     DT_CU_WGBWD_DQ_RULE = 0,
-    DT_CU_WGBWD_DQ_MMA,  /* dt_cu_flash_bwd's mma.sync dQ pass */
-    DT_CU_WGBWD_DQ_WGMMA /* the dQ pass on wgmma: the rule */
+    DT_CU_WGBWD_DQ_MMA,       /* dt_cu_flash_bwd's mma.sync dQ pass */
+    DT_CU_WGBWD_DQ_WGMMA,     /* the dQ pass on wgmma (4 stages, 2 blocks an SM) */
+    DT_CU_WGBWD_DQ_WGMMA3,    /* the same with 3 stages, 3 blocks an SM */
+    DT_CU_WGBWD_DQ_WGMMA_PDL, /* DT_CU_WGBWD_DQ_WGMMA, kernel A and the dQ pass launched with
+                               * programmatic dependent launch (each may start while the
+                               * kernel before it ends) */
+    DT_CU_WGBWD_DQ_WGMMA3_PDL, /* both */
+    DT_CU_WGBWD_DQ_WGMMA_CNT,  /* DT_CU_WGBWD_DQ_WGMMA_PDL, and the dQ pass starts on a head
+                                * once the q128 kernel A's blocks of that head are done (a count
+                                * a head in the scratch) instead of after all of kernel A */
+    DT_CU_WGBWD_DQ_WGMMA3_CNT  /* the same with 3 stages, 3 blocks an SM */
 };
 void dt_cu_flash_bwd_wgmma_force(int kernel_a, int dq);
 

@@ -157,15 +157,24 @@ static void bufs_poison(bwd_bufs &u, int x, const vf &b0, cudaStream_t s) {
  * or wgmma (the rule is the fourth); then kernel A on 128-query tiles
  * (attention_wgmma_bwd_q128_cuda.cu) with two consumer warpgroups a block (one where T %
  * 128 != 0) or one. */
-#define NCFG 6
-static const int cfg_a[NCFG] = {DT_CU_WGBWD_A_64, DT_CU_WGBWD_A_128, DT_CU_WGBWD_A_128,
-                                DT_CU_WGBWD_A_64, DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128_K64};
-static const int cfg_dq[NCFG] = {DT_CU_WGBWD_DQ_MMA,   DT_CU_WGBWD_DQ_MMA,   DT_CU_WGBWD_DQ_WGMMA,
-                                 DT_CU_WGBWD_DQ_WGMMA, DT_CU_WGBWD_DQ_WGMMA, DT_CU_WGBWD_DQ_WGMMA};
-static const char *const cfg_name[NCFG] = {"A 64, dQ mma.sync", "A 128, dQ mma.sync", "A 128, dQ wgmma",
-                                           "A 64, dQ wgmma",    "A q128, dQ wgmma",   "A q128 k64, dQ wgmma"};
-struct timing { int B, NH, T; double mma, wg, cfg[NCFG], wg_nobias, prep, dq; };
+#define NCFG 12
+static const int cfg_a[NCFG] = {DT_CU_WGBWD_A_64,   DT_CU_WGBWD_A_128,      DT_CU_WGBWD_A_128,  DT_CU_WGBWD_A_64,
+                                DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128_K64, DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128,
+                                DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128,     DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128_K64};
+static const int cfg_dq[NCFG] = {DT_CU_WGBWD_DQ_MMA,        DT_CU_WGBWD_DQ_MMA,       DT_CU_WGBWD_DQ_WGMMA,
+                                 DT_CU_WGBWD_DQ_WGMMA,      DT_CU_WGBWD_DQ_WGMMA,     DT_CU_WGBWD_DQ_WGMMA,
+                                 DT_CU_WGBWD_DQ_WGMMA3,     DT_CU_WGBWD_DQ_WGMMA_PDL, DT_CU_WGBWD_DQ_WGMMA3_PDL,
+                                 DT_CU_WGBWD_DQ_WGMMA_CNT,  DT_CU_WGBWD_DQ_WGMMA3_CNT, DT_CU_WGBWD_DQ_WGMMA3_CNT};
+static const char *const cfg_name[NCFG] = {
+    "A 64, dQ mma.sync", "A 128, dQ mma.sync",  "A 128, dQ wgmma",        "A 64, dQ wgmma",
+    "A q128, dQ wgmma",  "A q128 k64, dQ wgmma", "A q128, dQ 3st",        "A q128, dQ pdl",
+    "A q128, dQ 3st pdl", "A q128, dQ cnt",      "A q128, dQ 3st cnt",    "A q128k64, dQ 3st cnt"};
+/* The D kernel's rows a thread (dt_cu_flash_bwd_prep_force; 2: the first entry is the rule) */
+#define NPREP 3
+static const int prep_rows[NPREP] = {2, 4, 8};
+struct timing { int B, NH, T; double mma, wg, cfg[NCFG], wg_nobias, prep, dq, prep_r[NPREP]; };
 static std::vector<timing> g_times;
+static int g_profile; /* DT_WGBWD_PROFILE set: test_shape only calls the kernels once each */
 
 static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
     const int C = NH * HS, C3 = 3 * C, BT = B * T;
@@ -179,6 +188,29 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
     dt_cu_flash_fwd(out, lse, qkv, B, T, C, NH, 0);
     gpu_ok(cudaGetLastError(), "dt_cu_flash_fwd launch");
     bwd_bufs f = bufs_new(B, T, NH), w = bufs_new(B, T, NH);
+    if (g_profile) { /* one call of each dQ pass and D kernel for a profiler; no checks */
+        static const int dqs[4] = {DT_CU_WGBWD_DQ_WGMMA, DT_CU_WGBWD_DQ_WGMMA3, DT_CU_WGBWD_DQ_WGMMA_CNT,
+                                   DT_CU_WGBWD_DQ_WGMMA3_CNT};
+        for (int v = 0; v < 4; v++) {
+            dt_cu_flash_bwd_wgmma_force(DT_CU_WGBWD_A_Q128, dqs[v]);
+            dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0);
+        }
+        dt_cu_flash_bwd_wgmma_force(0, 0);
+        for (int v = 0; v < NPREP; v++) {
+            dt_cu_flash_bwd_prep_force(prep_rows[v]);
+            dt_cu_flash_bwd_prep(dt_cu_flash_scratch_ld(w.scr), NULL, dout, out, lse, B, T, NH, 0);
+        }
+        dt_cu_flash_bwd_prep_force(0);
+        cudaError_t e = cudaDeviceSynchronize();
+        CHECKF(e == cudaSuccess, "profiled calls: %s", cudaGetErrorString(e));
+        bufs_free(f);
+        bufs_free(w);
+        cudaFree(qkv);
+        cudaFree(dout);
+        cudaFree(out);
+        cudaFree(lse);
+        return;
+    }
 
     /* 1. against dt_cu_flash_bwd */
     bufs_poison(f, 0xff, b0, 0);
@@ -228,6 +260,24 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
                cfg_name[v]);
         CHECKF(bytes_of(w.dbias, C3 * sizeof(float)) == b0w, "B%d NH%d T%d %s: the bias bytes differ", B, NH, T,
                cfg_name[v]);
+    }
+
+    /* the D kernel with each count of rows a thread: LD's bytes as the rule's (the scratch
+     * poisoned first, so an unwritten pair fails) */
+    {
+        const size_t nld = (size_t)B * NH * T * 2 * sizeof(float);
+        float *ld = dt_cu_flash_scratch_ld(w.scr);
+        std::vector<unsigned char> l0;
+        for (int v = 0; v < NPREP; v++) {
+            gpu_ok(cudaMemset(w.scr, 0xff, nld), "poison LD");
+            dt_cu_flash_bwd_prep_force(prep_rows[v]);
+            dt_cu_flash_bwd_prep(ld, NULL, dout, out, lse, B, T, NH, 0);
+            gpu_ok(cudaGetLastError(), "dt_cu_flash_bwd_prep launch");
+            std::vector<unsigned char> lv = bytes_of(ld, nld);
+            if (v == 0) l0 = lv;
+            else CHECKF(lv == l0, "B%d NH%d T%d: LD with %d rows a thread differs from 2", B, NH, T, prep_rows[v]);
+        }
+        dt_cu_flash_bwd_prep_force(0);
     }
 
     /* 2. against fp64 */
@@ -290,7 +340,13 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
             tm.cfg[v] = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
         }
         dt_cu_flash_bwd_wgmma_force(0, 0);
-        tm.prep = gpu_median_ms([&] { dt_cu_flash_bwd_prep(dt_cu_flash_scratch_ld(w.scr), dout, out, lse, B, T, NH, 0); });
+        tm.prep = gpu_median_ms([&] { dt_cu_flash_bwd_prep(dt_cu_flash_scratch_ld(w.scr), NULL, dout, out, lse, B, T, NH, 0); });
+        for (int v = 0; v < NPREP; v++) {
+            dt_cu_flash_bwd_prep_force(prep_rows[v]);
+            tm.prep_r[v] = gpu_median_ms(
+                [&] { dt_cu_flash_bwd_prep(dt_cu_flash_scratch_ld(w.scr), NULL, dout, out, lse, B, T, NH, 0); });
+        }
+        dt_cu_flash_bwd_prep_force(0);
         tm.dq = gpu_median_ms([&] {
             dt_cu_flash_bwd_dq(w.dqkv, w.part, dt_cu_flash_scratch_ds(w.scr, B, T, NH), qkv, B, T, NH, 0);
         });
@@ -319,12 +375,20 @@ static void test_few_blocks(void) {
 
 int main(void) {
     if (!gpu_is_sm90("test_gpu_wgmma_bwd")) return 1;
+    if (getenv("DT_WGBWD_PROFILE")) { /* under a profiler: the GPT-2 shape's kernels once each */
+        g_profile = 1;
+        RUN(test_gpt2);
+        printf("launches with programmatic dependent launch refused: %d\n", dt_cu_pdl_refused());
+        return dt_test_report();
+    }
     RUN(test_small);
     RUN(test_gpt2);
     RUN(test_small_64key);
     RUN(test_few_blocks);
     cudaError_t e = cudaDeviceSynchronize();
     CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));
+    printf("launches with programmatic dependent launch refused (ordinary launch instead): %d\n",
+           dt_cu_pdl_refused());
     /* wgmma: the rule, with and without the fused bias sums; then each configuration; D and
      * dQ mma: the D kernel and the mma.sync dQ pass alone; A = "A 64, dQ mma.sync" minus
      * both (kernel A with the bias finish); A q128, A q128k64: A plus the difference of that
@@ -342,6 +406,17 @@ int main(void) {
         const double a64 = t.cfg[0] - t.prep - t.dq;
         printf(" %8.4f %8.4f %8.4f %8.4f %8.4f %8.1f\n", t.prep, t.dq, a64, a64 + t.cfg[4] - t.cfg[3],
                a64 + t.cfg[5] - t.cfg[3], flop / (t.wg * 1e9));
+    }
+    printf("%-16s", "D kernel (ms)");
+    for (int v = 0; v < NPREP; v++) printf("  %d rows/thread", prep_rows[v]);
+    printf("\n");
+    for (size_t i = 0; i < g_times.size(); i++) {
+        const timing &t = g_times[i];
+        char sh[32];
+        snprintf(sh, sizeof sh, "B%d NH%d T%d", t.B, t.NH, t.T);
+        printf("%-16s", sh);
+        for (int v = 0; v < NPREP; v++) printf(" %15.4f", t.prep_r[v]);
+        printf("\n");
     }
     return dt_test_report();
 }
