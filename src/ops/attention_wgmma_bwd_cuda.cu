@@ -301,6 +301,8 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dt_wgdq_smem(2, DT_WGDQ_STAGES));
         cudaFuncSetAttribute(flash_bwd_dq_wgmma_kernel<2, DT_WGDQ_STAGES_3, 3>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dt_wgdq_smem(2, DT_WGDQ_STAGES_3));
+        cudaFuncSetAttribute(flash_bwd_dq_wgmma_kernel<4, DT_WGDQ_STAGES_3, 1>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dt_wgdq_smem(4, DT_WGDQ_STAGES_3));
         wgbwd_attrs_set = 1;
     }
     const float scale = 1.0f / sqrtf((float)WD);
@@ -308,9 +310,11 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
     bf16 *dS = dt_cu_flash_scratch_ds(scratch, B, T, NH);
     const int BH = B * NH, nqb = T / WB, grp = dt_flash_bwd_group(BH);
     const int dq = wgbwd_force_dq == DT_CU_WGBWD_DQ_RULE ? WGBWD_DQ_RULE : wgbwd_force_dq;
-    const int cnt_on = dq == DT_CU_WGBWD_DQ_WGMMA_CNT || dq == DT_CU_WGBWD_DQ_WGMMA3_CNT;
+    const int cnt_on = dq == DT_CU_WGBWD_DQ_WGMMA_CNT || dq == DT_CU_WGBWD_DQ_WGMMA3_CNT || dq == DT_CU_WGBWD_DQ_WGMMA4_CNT;
+    const int four = (dq == DT_CU_WGBWD_DQ_WGMMA4 || dq == DT_CU_WGBWD_DQ_WGMMA4_CNT) && nqb % 4 == 0;
     const int pdl = cnt_on || dq == DT_CU_WGBWD_DQ_WGMMA_PDL || dq == DT_CU_WGBWD_DQ_WGMMA3_PDL;
-    const int three = dq == DT_CU_WGBWD_DQ_WGMMA3 || dq == DT_CU_WGBWD_DQ_WGMMA3_PDL || dq == DT_CU_WGBWD_DQ_WGMMA3_CNT;
+    const int three = dq == DT_CU_WGBWD_DQ_WGMMA3 || dq == DT_CU_WGBWD_DQ_WGMMA3_PDL ||
+                      dq == DT_CU_WGBWD_DQ_WGMMA3_CNT || dq == DT_CU_WGBWD_DQ_WGMMA4 || dq == DT_CU_WGBWD_DQ_WGMMA4_CNT;
     const int q128 = wgbwd_force_a == DT_CU_WGBWD_A_RULE || wgbwd_force_a == DT_CU_WGBWD_A_Q128 ||
                      wgbwd_force_a == DT_CU_WGBWD_A_Q128_K64;
     const int Mq = wgbwd_force_a == DT_CU_WGBWD_A_Q128_K64 || nqb % 2 ? 1 : 2; /* the q128 kernel's M */
@@ -339,7 +343,10 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
         int nth;
         size_t smq;
         const char *name;
-        if (nqb % 2 == 0 && three) {
+        if (four) {
+            k = flash_bwd_dq_wgmma_kernel<4, DT_WGDQ_STAGES_3, 1>, nq = (unsigned)(BH * (nqb / 4)), nth = 512;
+            smq = dt_wgdq_smem(4, DT_WGDQ_STAGES_3), name = "flash_bwd_dq_wgmma_kernel<4,3,1>";
+        } else if (nqb % 2 == 0 && three) {
             k = flash_bwd_dq_wgmma_kernel<2, DT_WGDQ_STAGES_3, 3>, nq = (unsigned)(BH * (nqb / 2)), nth = 256;
             smq = dt_wgdq_smem(2, DT_WGDQ_STAGES_3), name = "flash_bwd_dq_wgmma_kernel<2,3,3>";
         } else if (nqb % 2 == 0) {

@@ -311,7 +311,10 @@ enum {
     DT_CU_WGBWD_DQ_WGMMA_CNT,  /* DT_CU_WGBWD_DQ_WGMMA_PDL, and the dQ pass starts on a head
                                 * once the q128 kernel A's blocks of that head are done (a count
                                 * a head in the scratch) instead of after all of kernel A */
-    DT_CU_WGBWD_DQ_WGMMA3_CNT  /* the same with 3 stages, 3 blocks an SM */
+    DT_CU_WGBWD_DQ_WGMMA3_CNT, /* the same with 3 stages, 3 blocks an SM */
+    DT_CU_WGBWD_DQ_WGMMA4,     /* 4 query blocks a block sharing each K tile, 3 stages, 1 block
+                                * an SM (where T % 256 == 0, else DT_CU_WGBWD_DQ_WGMMA3) */
+    DT_CU_WGBWD_DQ_WGMMA4_CNT  /* the same with the counts of DT_CU_WGBWD_DQ_WGMMA_CNT */
 };
 void dt_cu_flash_bwd_wgmma_force(int kernel_a, int dq);
 

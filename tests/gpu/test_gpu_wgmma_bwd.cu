@@ -41,7 +41,9 @@
 #include "gpu_check.cuh"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <algorithm>
 #include <vector>
 
 static const int HS = 64;
@@ -157,24 +159,28 @@ static void bufs_poison(bwd_bufs &u, int x, const vf &b0, cudaStream_t s) {
  * or wgmma (the rule is the fourth); then kernel A on 128-query tiles
  * (attention_wgmma_bwd_q128_cuda.cu) with two consumer warpgroups a block (one where T %
  * 128 != 0) or one. */
-#define NCFG 12
+#define NCFG 14
 static const int cfg_a[NCFG] = {DT_CU_WGBWD_A_64,   DT_CU_WGBWD_A_128,      DT_CU_WGBWD_A_128,  DT_CU_WGBWD_A_64,
                                 DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128_K64, DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128,
-                                DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128,     DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128_K64};
+                                DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128,     DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128_K64,
+                                DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128_K64};
 static const int cfg_dq[NCFG] = {DT_CU_WGBWD_DQ_MMA,        DT_CU_WGBWD_DQ_MMA,       DT_CU_WGBWD_DQ_WGMMA,
                                  DT_CU_WGBWD_DQ_WGMMA,      DT_CU_WGBWD_DQ_WGMMA,     DT_CU_WGBWD_DQ_WGMMA,
                                  DT_CU_WGBWD_DQ_WGMMA3,     DT_CU_WGBWD_DQ_WGMMA_PDL, DT_CU_WGBWD_DQ_WGMMA3_PDL,
-                                 DT_CU_WGBWD_DQ_WGMMA_CNT,  DT_CU_WGBWD_DQ_WGMMA3_CNT, DT_CU_WGBWD_DQ_WGMMA3_CNT};
+                                 DT_CU_WGBWD_DQ_WGMMA_CNT,  DT_CU_WGBWD_DQ_WGMMA3_CNT, DT_CU_WGBWD_DQ_WGMMA3_CNT,
+                                 DT_CU_WGBWD_DQ_WGMMA4,     DT_CU_WGBWD_DQ_WGMMA4_CNT};
 static const char *const cfg_name[NCFG] = {
     "A 64, dQ mma.sync", "A 128, dQ mma.sync",  "A 128, dQ wgmma",        "A 64, dQ wgmma",
     "A q128, dQ wgmma",  "A q128 k64, dQ wgmma", "A q128, dQ 3st",        "A q128, dQ pdl",
-    "A q128, dQ 3st pdl", "A q128, dQ cnt",      "A q128, dQ 3st cnt",    "A q128k64, dQ 3st cnt"};
+    "A q128, dQ 3st pdl", "A q128, dQ cnt",      "A q128, dQ 3st cnt",    "A q128k64, dQ 3st cnt",
+    "A q128, dQ M4",      "A q128k64, dQ M4 cnt"};
 /* The D kernel's rows a thread (dt_cu_flash_bwd_prep_force; 2: the first entry is the rule) */
 #define NPREP 3
 static const int prep_rows[NPREP] = {2, 4, 8};
 struct timing { int B, NH, T; double mma, wg, cfg[NCFG], wg_nobias, prep, dq, prep_r[NPREP]; };
 static std::vector<timing> g_times;
 static int g_profile; /* DT_WGBWD_PROFILE set: test_shape only calls the kernels once each */
+static int g_bench;   /* DT_WGBWD_BENCH=n: test_shape only times the dQ configurations, n rounds */
 
 static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
     const int C = NH * HS, C3 = 3 * C, BT = B * T;
@@ -188,6 +194,50 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
     dt_cu_flash_fwd(out, lse, qkv, B, T, C, NH, 0);
     gpu_ok(cudaGetLastError(), "dt_cu_flash_fwd launch");
     bwd_bufs f = bufs_new(B, T, NH), w = bufs_new(B, T, NH);
+    if (g_bench > 0) { /* interleaved timing of the dQ configurations; no checks beyond CUDA errors */
+        static const int dqs[] = {DT_CU_WGBWD_DQ_WGMMA,      DT_CU_WGBWD_DQ_WGMMA3,    DT_CU_WGBWD_DQ_WGMMA_PDL,
+                                  DT_CU_WGBWD_DQ_WGMMA3_PDL, DT_CU_WGBWD_DQ_WGMMA_CNT, DT_CU_WGBWD_DQ_WGMMA3_CNT,
+                                  DT_CU_WGBWD_DQ_WGMMA4,     DT_CU_WGBWD_DQ_WGMMA4_CNT, DT_CU_WGBWD_DQ_WGMMA};
+        static const char *const names[] = {"dQ 4st (before)", "dQ 3st", "dQ 4st pdl", "dQ 3st pdl", "dQ 4st cnt",
+                                            "dQ 3st cnt", "dQ M4", "dQ M4 cnt", "dQ 4st (before, again)"};
+        const int nv = (int)(sizeof dqs / sizeof dqs[0]);
+        std::vector<std::vector<float>> ms(nv);
+        cudaEvent_t e0, e1;
+        gpu_ok(cudaEventCreate(&e0), "event");
+        gpu_ok(cudaEventCreate(&e1), "event");
+        for (int r = 0; r < g_bench + 5; r++)
+            for (int v = 0; v < nv; v++) {
+                dt_cu_flash_bwd_wgmma_force(DT_CU_WGBWD_A_Q128, dqs[v]);
+                cudaEventRecord(e0, 0);
+                dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0);
+                cudaEventRecord(e1, 0);
+                gpu_ok(cudaEventSynchronize(e1), "timed call");
+                float t = 0;
+                cudaEventElapsedTime(&t, e0, e1);
+                if (r >= 5) ms[v].push_back(t);
+            }
+        dt_cu_flash_bwd_wgmma_force(0, 0);
+        printf("B%d NH%d T%d, kernel A q128, %d interleaved rounds (ms): median, 10th percentile, mean\n", B, NH, T,
+               g_bench);
+        for (int v = 0; v < nv; v++) {
+            std::vector<float> x = ms[v];
+            std::sort(x.begin(), x.end());
+            double mean = 0;
+            for (float t : x) mean += t;
+            printf("  %-24s %.4f %.4f %.4f\n", names[v], x[x.size() / 2], x[x.size() / 10], mean / (double)x.size());
+        }
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+        cudaError_t e = cudaDeviceSynchronize();
+        CHECKF(e == cudaSuccess, "timed calls: %s", cudaGetErrorString(e));
+        bufs_free(f);
+        bufs_free(w);
+        cudaFree(qkv);
+        cudaFree(dout);
+        cudaFree(out);
+        cudaFree(lse);
+        return;
+    }
     if (g_profile) { /* one call of each dQ pass and D kernel for a profiler; no checks */
         static const int dqs[4] = {DT_CU_WGBWD_DQ_WGMMA, DT_CU_WGBWD_DQ_WGMMA3, DT_CU_WGBWD_DQ_WGMMA_CNT,
                                    DT_CU_WGBWD_DQ_WGMMA3_CNT};
@@ -375,6 +425,12 @@ static void test_few_blocks(void) {
 
 int main(void) {
     if (!gpu_is_sm90("test_gpu_wgmma_bwd")) return 1;
+    if (getenv("DT_WGBWD_BENCH")) { /* the GPT-2 shape's dQ configurations, interleaved timing */
+        g_bench = atoi(getenv("DT_WGBWD_BENCH"));
+        g_bench = g_bench > 0 ? g_bench : 100;
+        RUN(test_gpt2);
+        return dt_test_report();
+    }
     if (getenv("DT_WGBWD_PROFILE")) { /* under a profiler: the GPT-2 shape's kernels once each */
         g_profile = 1;
         RUN(test_gpt2);

@@ -190,10 +190,11 @@ static void test_wgq_smem(void) {
 }
 
 /* The wgmma dQ pass: tiles 1024-byte aligned, disjoint; with DT_WGDQ_STAGES stages 2 (M =
- * 2) or 3 (M = 1) blocks an SM, with DT_WGDQ_STAGES_3 stages 3 (M = 2). */
+ * 2) or 3 (M = 1) blocks an SM, with DT_WGDQ_STAGES_3 stages 3 (M = 2) or 1 (M = 4). */
 static void test_wgdq_smem(void) {
-    static const int cfg[3][3] = {{1, DT_WGDQ_STAGES, 3}, {2, DT_WGDQ_STAGES, 2}, {2, DT_WGDQ_STAGES_3, 3}};
-    for (int v = 0; v < 3; v++) {
+    static const int cfg[4][3] = {
+        {1, DT_WGDQ_STAGES, 3}, {2, DT_WGDQ_STAGES, 2}, {2, DT_WGDQ_STAGES_3, 3}, {4, DT_WGDQ_STAGES_3, 1}};
+    for (int v = 0; v < 4; v++) {
         const int M = cfg[v][0], nst = cfg[v][1], per_sm = cfg[v][2];
         int n = 0;
         uint32_t off[64], len[64], align[64];
