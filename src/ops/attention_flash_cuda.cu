@@ -384,12 +384,13 @@ static __device__ __forceinline__ void mm_pk(float acc[8][4], const uint32_t pk[
  * i + 32 (R - 1); an xor butterfly over the 8 lanes (the same bits on each). Every row's
  * operations are the same for any R (R only sets how many rows a thread has in flight).
  * B NH T % (32 R) == 0. cnt (NULL: none): the B NH per-head counts of the wgmma backward
- * (flash_cuda.cuh), zeroed by block 0. It lets the kernel after it (kernel A, launched with
- * dt_cu_launch_pdl) start early: that one waits for it (pdl_wait) before reading LD or
- * counting. */
+ * (flash_cuda.cuh), zeroed by block 0. Launched with dt_cu_launch_pdl it waits for the
+ * kernel before it (pdl_wait) before reading anything; it lets the kernel after it (kernel
+ * A, launched that way) start early: that one waits for it before reading LD or counting. */
 template <int R>
 __global__ void __launch_bounds__(256) flash_dot_kernel(float *LD, int *cnt, const bf16 *dout, const bf16 *out,
                                                         const float *lse, int B, int T, int NH) {
+    pdl_wait(); /* launched with dt_cu_launch_pdl: dout may be the kernel before's */
     pdl_trigger();
     if (cnt && blockIdx.x == 0)
         for (int i = (int)threadIdx.x; i < B * NH; i += 256) cnt[i] = 0;
@@ -689,19 +690,16 @@ void dt_cu_flash_bwd_prep_force(int rows) { prep_rows = rows == 4 || rows == 8 ?
 
 /* R = prep_rows where B NH T allows it, else 2 (T % 64 == 0). */
 void dt_cu_flash_bwd_prep(float *LD, int *cnt, const bf16 *dout, const bf16 *out, const float *lse, int B, int T,
-                          int NH, cudaStream_t s) {
+                          int NH, int pdl, cudaStream_t s) {
     const long rows = (long)B * NH * T;
     const int R = rows % (32 * prep_rows) == 0 ? prep_rows : 2;
-    const unsigned g = (unsigned)(rows / (32 * R));
-    if (R == 8)
-        flash_dot_kernel<8><<<dt_cu_noted(g, 256, 0, "flash_dot_kernel<8>"), 256, 0, s>>>(LD, cnt, dout, out, lse, B,
-                                                                                          T, NH);
-    else if (R == 4)
-        flash_dot_kernel<4><<<dt_cu_noted(g, 256, 0, "flash_dot_kernel<4>"), 256, 0, s>>>(LD, cnt, dout, out, lse, B,
-                                                                                          T, NH);
-    else
-        flash_dot_kernel<2><<<dt_cu_noted(g, 256, 0, "flash_dot_kernel<2>"), 256, 0, s>>>(LD, cnt, dout, out, lse, B,
-                                                                                          T, NH);
+    const unsigned nb = (unsigned)(rows / (32 * R));
+    void (*k)(float *, int *, const bf16 *, const bf16 *, const float *, int, int, int) =
+        R == 8 ? flash_dot_kernel<8> : R == 4 ? flash_dot_kernel<4> : flash_dot_kernel<2>;
+    const dim3 g = dt_cu_noted(nb, 256, 0, R == 8 ? "flash_dot_kernel<8>" : R == 4 ? "flash_dot_kernel<4>"
+                                                                                  : "flash_dot_kernel<2>");
+    if (pdl) dt_cu_launch_pdl(k, g, 256, 0, s, LD, cnt, dout, out, lse, B, T, NH);
+    else k<<<g, 256, 0, s>>>(LD, cnt, dout, out, lse, B, T, NH);
 }
 
 void dt_cu_flash_bwd_dq(bf16 *dqkv, float *part, const bf16 *dS, const bf16 *qkv, int B, int T, int NH,
@@ -725,7 +723,7 @@ void dt_cu_flash_bwd(bf16 *dqkv, float *dbias, float *part, void *scratch, const
     float *LD = dt_cu_flash_scratch_ld(scratch);
     bf16 *dS = dt_cu_flash_scratch_ds(scratch, B, T, NH);
     int BH = B * NH;
-    dt_cu_flash_bwd_prep(LD, NULL, dout, out, lse, B, T, NH, s);
+    dt_cu_flash_bwd_prep(LD, NULL, dout, out, lse, B, T, NH, 0, s);
     dim3 g((unsigned)(BH * (T / FB)));
     float *bp = dbias ? part : NULL;
     flash_bwd_kv_kernel<<<dt_cu_noted(g, NT, BWDA_SMEM, "flash_bwd_kv_kernel"), NT, BWDA_SMEM, s>>>(

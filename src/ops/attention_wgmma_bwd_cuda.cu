@@ -180,13 +180,14 @@ __global__ void __launch_bounds__(128 * M, M == 1 ? 2 : 1)
 template <int M, int NST, int MINB>
 __global__ void __launch_bounds__(128 * M, MINB)
     flash_bwd_dq_wgmma_kernel(bf16 *dqkv, float *part, const bf16 *dS, const int *cnt, int need, const bf16 *qkv,
-                              int T, int NH, float scale, int grp) {
+                              int T, int NH, float scale, int grp, int rev) {
     uint32_t sb;
     unsigned char *sm = wg_smem_aligned(&sb); /* stage st: K at (1 + M) st tiles, then the M dS tiles */
     const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
     const int nqb = T / WB, nblk = nqb / M;
     int bh, rank;
-    dt_flash_bwd_order((int)blockIdx.x, grp, nblk, &bh, &rank);
+    if (rev) dt_flash_bwd_order_rev((int)blockIdx.x, grp, nblk, (int)gridDim.x / nblk, &bh, &rank);
+    else dt_flash_bwd_order((int)blockIdx.x, grp, nblk, &bh, &rank);
     if (cnt) {
         if (tid == 0)
             while (ld_acquire_gpu(cnt + bh) < need) __nanosleep(200);
@@ -281,7 +282,7 @@ void dt_cu_flash_bwd_wgmma_force(int kernel_a, int dq) {
 }
 
 /* The rule's dQ pass (see dt_cu_flash_bwd_wgmma). */
-#define WGBWD_DQ_RULE DT_CU_WGBWD_DQ_WGMMA
+#define WGBWD_DQ_RULE DT_CU_WGBWD_DQ_WGMMA_PDL
 
 /* The rule (bench: tests/gpu/test_gpu_wgmma_bwd.cu, docs/cuda.md): kernel A on 128-query
  * tiles (two consumer warpgroups and a producer a block where T % 128 == 0, else one consumer
@@ -312,7 +313,9 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
     const int dq = wgbwd_force_dq == DT_CU_WGBWD_DQ_RULE ? WGBWD_DQ_RULE : wgbwd_force_dq;
     const int cnt_on = dq == DT_CU_WGBWD_DQ_WGMMA_CNT || dq == DT_CU_WGBWD_DQ_WGMMA3_CNT || dq == DT_CU_WGBWD_DQ_WGMMA4_CNT;
     const int four = (dq == DT_CU_WGBWD_DQ_WGMMA4 || dq == DT_CU_WGBWD_DQ_WGMMA4_CNT) && nqb % 4 == 0;
-    const int pdl = cnt_on || dq == DT_CU_WGBWD_DQ_WGMMA_PDL || dq == DT_CU_WGBWD_DQ_WGMMA3_PDL;
+    const int rev = dq == DT_CU_WGBWD_DQ_WGMMA_PDL_REV;
+    const int pdl_d = dq == DT_CU_WGBWD_DQ_WGMMA_PDL_D; /* the D kernel too */
+    const int pdl = cnt_on || rev || pdl_d || dq == DT_CU_WGBWD_DQ_WGMMA_PDL || dq == DT_CU_WGBWD_DQ_WGMMA3_PDL;
     const int three = dq == DT_CU_WGBWD_DQ_WGMMA3 || dq == DT_CU_WGBWD_DQ_WGMMA3_PDL ||
                       dq == DT_CU_WGBWD_DQ_WGMMA3_CNT || dq == DT_CU_WGBWD_DQ_WGMMA4 || dq == DT_CU_WGBWD_DQ_WGMMA4_CNT;
     const int q128 = wgbwd_force_a == DT_CU_WGBWD_A_RULE || wgbwd_force_a == DT_CU_WGBWD_A_Q128 ||
@@ -321,7 +324,7 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
     /* the per-head counts: only the q128 kernel A releases them */
     int *cnt = cnt_on && q128 ? dt_cu_flash_scratch_cnt(scratch, B, T, NH) : NULL;
     float *bp = dbias ? part : NULL;
-    dt_cu_flash_bwd_prep(LD, cnt, dout, out, lse, B, T, NH, s);
+    dt_cu_flash_bwd_prep(LD, cnt, dout, out, lse, B, T, NH, pdl_d, s);
     const int M = wgbwd_force_a == DT_CU_WGBWD_A_128 && nqb % 2 == 0 ? 2 : 1;
     const unsigned n = (unsigned)(BH * (nqb / M));
     const size_t sm = dt_wgbwd_smem(M, WGBWD_STAGES);
@@ -338,7 +341,7 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
     } else {
         /* two query blocks a block where nqb is even (3 stages and 3 blocks an SM, or 4 and
          * 2), else one */
-        void (*k)(bf16 *, float *, const bf16 *, const int *, int, const bf16 *, int, int, float, int);
+        void (*k)(bf16 *, float *, const bf16 *, const int *, int, const bf16 *, int, int, float, int, int);
         unsigned nq;
         int nth;
         size_t smq;
@@ -360,9 +363,9 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
         const int need = nqb / Mq; /* kernel A blocks a head */
         if (pdl)
             dt_cu_launch_pdl(k, g, (unsigned)nth, smq, s, dqkv, bp, (const bf16 *)dS, (const int *)cnt, need, qkv, T,
-                             NH, scale, grp);
+                             NH, scale, grp, rev);
         else
-            k<<<g, nth, smq, s>>>(dqkv, bp, dS, cnt, need, qkv, T, NH, scale, grp);
+            k<<<g, nth, smq, s>>>(dqkv, bp, dS, cnt, need, qkv, T, NH, scale, grp, rev);
     }
     if (dbias) { /* every (64-row block, column) partial was written once: by kernel A (K, V) or the dQ pass */
         dt_cu_fork(s, fs);

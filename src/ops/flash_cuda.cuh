@@ -175,9 +175,9 @@ float *dt_cu_flash_scratch_ld(void *scratch);
 bf16 *dt_cu_flash_scratch_ds(void *scratch, int B, int T, int NH);
 int *dt_cu_flash_scratch_cnt(void *scratch, int B, int T, int NH);
 /* The D kernel: LD <- {lse log2(e), D = rowsum(dO * O)} per pair of rows (see the file);
- * cnt (NULL: none) <- B NH zeros. */
+ * cnt (NULL: none) <- B NH zeros. pdl: launched with dt_cu_launch_pdl. */
 void dt_cu_flash_bwd_prep(float *LD, int *cnt, const bf16 *dout, const bf16 *out, const float *lse, int B, int T,
-                          int NH, cudaStream_t s);
+                          int NH, int pdl, cudaStream_t s);
 /* Benchmarks only: the rows a thread of the D kernel has in flight (2, 4 or 8; the same
  * bits for each). */
 void dt_cu_flash_bwd_prep_force(int rows);

@@ -314,7 +314,11 @@ enum {
     DT_CU_WGBWD_DQ_WGMMA3_CNT, /* the same with 3 stages, 3 blocks an SM */
     DT_CU_WGBWD_DQ_WGMMA4,     /* 4 query blocks a block sharing each K tile, 3 stages, 1 block
                                 * an SM (where T % 256 == 0, else DT_CU_WGBWD_DQ_WGMMA3) */
-    DT_CU_WGBWD_DQ_WGMMA4_CNT  /* the same with the counts of DT_CU_WGBWD_DQ_WGMMA_CNT */
+    DT_CU_WGBWD_DQ_WGMMA4_CNT, /* the same with the counts of DT_CU_WGBWD_DQ_WGMMA_CNT */
+    DT_CU_WGBWD_DQ_WGMMA_PDL_D, /* DT_CU_WGBWD_DQ_WGMMA_PDL, and the D kernel launched the same
+                                 * way (it may start before the kernel before it ends) */
+    DT_CU_WGBWD_DQ_WGMMA_PDL_REV /* DT_CU_WGBWD_DQ_WGMMA_PDL with the dQ pass taking the head
+                                  * groups last first (dt_flash_bwd_order_rev) */
 };
 void dt_cu_flash_bwd_wgmma_force(int kernel_a, int dq);
 

@@ -159,21 +159,22 @@ static void bufs_poison(bwd_bufs &u, int x, const vf &b0, cudaStream_t s) {
  * or wgmma (the rule is the fourth); then kernel A on 128-query tiles
  * (attention_wgmma_bwd_q128_cuda.cu) with two consumer warpgroups a block (one where T %
  * 128 != 0) or one. */
-#define NCFG 14
+#define NCFG 16
 static const int cfg_a[NCFG] = {DT_CU_WGBWD_A_64,   DT_CU_WGBWD_A_128,      DT_CU_WGBWD_A_128,  DT_CU_WGBWD_A_64,
                                 DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128_K64, DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128,
                                 DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128,     DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128_K64,
-                                DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128_K64};
+                                DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128_K64, DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128};
 static const int cfg_dq[NCFG] = {DT_CU_WGBWD_DQ_MMA,        DT_CU_WGBWD_DQ_MMA,       DT_CU_WGBWD_DQ_WGMMA,
                                  DT_CU_WGBWD_DQ_WGMMA,      DT_CU_WGBWD_DQ_WGMMA,     DT_CU_WGBWD_DQ_WGMMA,
                                  DT_CU_WGBWD_DQ_WGMMA3,     DT_CU_WGBWD_DQ_WGMMA_PDL, DT_CU_WGBWD_DQ_WGMMA3_PDL,
                                  DT_CU_WGBWD_DQ_WGMMA_CNT,  DT_CU_WGBWD_DQ_WGMMA3_CNT, DT_CU_WGBWD_DQ_WGMMA3_CNT,
-                                 DT_CU_WGBWD_DQ_WGMMA4,     DT_CU_WGBWD_DQ_WGMMA4_CNT};
+                                 DT_CU_WGBWD_DQ_WGMMA4,     DT_CU_WGBWD_DQ_WGMMA4_CNT, DT_CU_WGBWD_DQ_WGMMA_PDL_D,
+                                 DT_CU_WGBWD_DQ_WGMMA_PDL_REV};
 static const char *const cfg_name[NCFG] = {
     "A 64, dQ mma.sync", "A 128, dQ mma.sync",  "A 128, dQ wgmma",        "A 64, dQ wgmma",
     "A q128, dQ wgmma",  "A q128 k64, dQ wgmma", "A q128, dQ 3st",        "A q128, dQ pdl",
     "A q128, dQ 3st pdl", "A q128, dQ cnt",      "A q128, dQ 3st cnt",    "A q128k64, dQ 3st cnt",
-    "A q128, dQ M4",      "A q128k64, dQ M4 cnt"};
+    "A q128, dQ M4",      "A q128k64, dQ M4 cnt", "A q128, D+dQ pdl",     "A q128, dQ pdl rev"};
 /* The D kernel's rows a thread (dt_cu_flash_bwd_prep_force; 2: the first entry is the rule) */
 #define NPREP 3
 static const int prep_rows[NPREP] = {2, 4, 8};
@@ -195,11 +196,11 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
     gpu_ok(cudaGetLastError(), "dt_cu_flash_fwd launch");
     bwd_bufs f = bufs_new(B, T, NH), w = bufs_new(B, T, NH);
     if (g_bench > 0) { /* interleaved timing of the dQ configurations; no checks beyond CUDA errors */
-        static const int dqs[] = {DT_CU_WGBWD_DQ_WGMMA,      DT_CU_WGBWD_DQ_WGMMA3,    DT_CU_WGBWD_DQ_WGMMA_PDL,
-                                  DT_CU_WGBWD_DQ_WGMMA3_PDL, DT_CU_WGBWD_DQ_WGMMA_CNT, DT_CU_WGBWD_DQ_WGMMA3_CNT,
-                                  DT_CU_WGBWD_DQ_WGMMA4,     DT_CU_WGBWD_DQ_WGMMA4_CNT, DT_CU_WGBWD_DQ_WGMMA};
-        static const char *const names[] = {"dQ 4st (before)", "dQ 3st", "dQ 4st pdl", "dQ 3st pdl", "dQ 4st cnt",
-                                            "dQ 3st cnt", "dQ M4", "dQ M4 cnt", "dQ 4st (before, again)"};
+        static const int dqs[] = {DT_CU_WGBWD_DQ_WGMMA,       DT_CU_WGBWD_DQ_WGMMA_PDL,  DT_CU_WGBWD_DQ_WGMMA_PDL_D,
+                                  DT_CU_WGBWD_DQ_WGMMA_PDL_REV, DT_CU_WGBWD_DQ_WGMMA3_PDL, DT_CU_WGBWD_DQ_WGMMA_CNT,
+                                  DT_CU_WGBWD_DQ_WGMMA};
+        static const char *const names[] = {"dQ 4st (before)", "A, dQ pdl", "D, A, dQ pdl", "A, dQ pdl, rev",
+                                            "A, dQ 3st pdl", "A, dQ pdl cnt", "dQ 4st (before, again)"};
         const int nv = (int)(sizeof dqs / sizeof dqs[0]);
         std::vector<std::vector<float>> ms(nv);
         cudaEvent_t e0, e1;
@@ -248,7 +249,7 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
         dt_cu_flash_bwd_wgmma_force(0, 0);
         for (int v = 0; v < NPREP; v++) {
             dt_cu_flash_bwd_prep_force(prep_rows[v]);
-            dt_cu_flash_bwd_prep(dt_cu_flash_scratch_ld(w.scr), NULL, dout, out, lse, B, T, NH, 0);
+            dt_cu_flash_bwd_prep(dt_cu_flash_scratch_ld(w.scr), NULL, dout, out, lse, B, T, NH, 0, 0);
         }
         dt_cu_flash_bwd_prep_force(0);
         cudaError_t e = cudaDeviceSynchronize();
@@ -321,7 +322,7 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
         for (int v = 0; v < NPREP; v++) {
             gpu_ok(cudaMemset(w.scr, 0xff, nld), "poison LD");
             dt_cu_flash_bwd_prep_force(prep_rows[v]);
-            dt_cu_flash_bwd_prep(ld, NULL, dout, out, lse, B, T, NH, 0);
+            dt_cu_flash_bwd_prep(ld, NULL, dout, out, lse, B, T, NH, 0, 0);
             gpu_ok(cudaGetLastError(), "dt_cu_flash_bwd_prep launch");
             std::vector<unsigned char> lv = bytes_of(ld, nld);
             if (v == 0) l0 = lv;
@@ -390,11 +391,11 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
             tm.cfg[v] = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
         }
         dt_cu_flash_bwd_wgmma_force(0, 0);
-        tm.prep = gpu_median_ms([&] { dt_cu_flash_bwd_prep(dt_cu_flash_scratch_ld(w.scr), NULL, dout, out, lse, B, T, NH, 0); });
+        tm.prep = gpu_median_ms([&] { dt_cu_flash_bwd_prep(dt_cu_flash_scratch_ld(w.scr), NULL, dout, out, lse, B, T, NH, 0, 0); });
         for (int v = 0; v < NPREP; v++) {
             dt_cu_flash_bwd_prep_force(prep_rows[v]);
             tm.prep_r[v] = gpu_median_ms(
-                [&] { dt_cu_flash_bwd_prep(dt_cu_flash_scratch_ld(w.scr), NULL, dout, out, lse, B, T, NH, 0); });
+                [&] { dt_cu_flash_bwd_prep(dt_cu_flash_scratch_ld(w.scr), NULL, dout, out, lse, B, T, NH, 0, 0); });
         }
         dt_cu_flash_bwd_prep_force(0);
         tm.dq = gpu_median_ms([&] {

@@ -45,6 +45,20 @@ static void test_order(void) {
             prev_group = h / grp;
         }
         CHECKF(bad == 0, "dt_flash_bwd_order BH %d nblk %d: %d blocks out of place", BH, nblk, bad);
+        /* the reversed group order: a bijection, groups last first, ranks in order inside */
+        memset(seen, 0, (size_t)n);
+        for (int h = 0; h < BH; h++) last_rank[h] = -1;
+        bad = 0, prev_group = BH / grp - 1;
+        for (int i = 0; i < n; i++) {
+            int h, r;
+            dt_flash_bwd_order_rev(i, grp, nblk, BH, &h, &r);
+            if (h < 0 || h >= BH || r < 0 || r >= nblk || seen[h * nblk + r]++) { bad++; continue; }
+            if (r != last_rank[h] + 1) bad++;
+            last_rank[h] = r;
+            if (h / grp > prev_group) bad++; /* groups in reverse order */
+            prev_group = h / grp;
+        }
+        CHECKF(bad == 0, "dt_flash_bwd_order_rev BH %d nblk %d: %d blocks out of place", BH, nblk, bad);
         free(seen);
         free(last_rank);
     }
