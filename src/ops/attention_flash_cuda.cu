@@ -379,33 +379,28 @@ static __device__ __forceinline__ void mm_pk(float acc[8][4], const uint32_t pk[
     }
 }
 /* LD (B*NH*T/2 float4): for each pair of rows 2j, 2j + 1 of a head, {lse * log2(e) of both,
- * D of both}, D = rowsum(dO * O). A 256-thread block owns 32 R rows: 8 lanes a row (8
- * channels each, 16-byte loads, all 2 R issued before the sums), rows i, i + 32, ..,
- * i + 32 (R - 1); an xor butterfly over the 8 lanes (the same bits on each). Every row's
- * operations are the same for any R (R only sets how many rows a thread has in flight).
- * B NH T % (32 R) == 0. cnt (NULL: none): the B NH per-head counts of the wgmma backward
- * (flash_cuda.cuh), zeroed by block 0. Launched with dt_cu_launch_pdl it waits for the
- * kernel before it (pdl_wait) before reading anything; it lets the kernel after it (kernel
- * A, launched that way) start early: that one waits for it before reading LD or counting. */
-template <int R>
-__global__ void __launch_bounds__(256) flash_dot_kernel(float *LD, int *cnt, const bf16 *dout, const bf16 *out,
-                                                        const float *lse, int B, int T, int NH) {
-    pdl_wait(); /* launched with dt_cu_launch_pdl: dout may be the kernel before's */
+ * D of both}, D = rowsum(dO * O). A 256-thread block owns 64 rows: 8 lanes a row (8
+ * channels each, 16-byte loads, all four issued before the sums), rows i and i + 32; an
+ * xor butterfly over the 8 lanes (the same bits on each). B NH T % 64 == 0. (4 or 8 rows
+ * a thread, fewer blocks: 0.0187 and 0.0216 ms against 0.0181 at B 16 NH 12 T 1024 on the
+ * H200.) Launched with dt_cu_launch_pdl it waits for the kernel before it (pdl_wait)
+ * before reading anything; it lets the kernel after it (the wgmma kernel A, launched that
+ * way) start early: that one waits for LD. */
+__global__ void flash_dot_kernel(float *LD, const bf16 *dout, const bf16 *out, const float *lse, int B, int T, int NH) {
+    pdl_wait();
     pdl_trigger();
-    if (cnt && blockIdx.x == 0)
-        for (int i = (int)threadIdx.x; i < B * NH; i += 256) cnt[i] = 0;
     int part = threadIdx.x & 7, C = NH * FD;
-    int r0 = (int)(blockIdx.x * 32 * R + (threadIdx.x >> 3));
-    uint4 x[R], y[R];
+    int r0 = (int)(blockIdx.x * 64 + (threadIdx.x >> 3)), rows[2] = {r0, r0 + 32};
+    uint4 x[2], y[2];
 #pragma unroll
-    for (int k = 0; k < R; k++) {
-        int row = r0 + 32 * k, t = row % T, bh = row / T;
+    for (int k = 0; k < 2; k++) {
+        int t = rows[k] % T, bh = rows[k] / T;
         size_t off = ((size_t)(bh / NH) * T + t) * C + (bh % NH) * FD + part * 8;
         x[k] = *reinterpret_cast<const uint4 *>(dout + off);
         y[k] = *reinterpret_cast<const uint4 *>(out + off);
     }
 #pragma unroll
-    for (int k = 0; k < R; k++) {
+    for (int k = 0; k < 2; k++) {
         const __nv_bfloat162 *xp = reinterpret_cast<const __nv_bfloat162 *>(&x[k]);
         const __nv_bfloat162 *yp = reinterpret_cast<const __nv_bfloat162 *>(&y[k]);
         float s = 0.0f;
@@ -419,7 +414,7 @@ __global__ void __launch_bounds__(256) flash_dot_kernel(float *LD, int *cnt, con
         s += __shfl_xor_sync(0xffffffffu, s, 2);
         s += __shfl_xor_sync(0xffffffffu, s, 4);
         if (part == 0) {
-            int row = r0 + 32 * k, t = row % T;
+            int row = rows[k], t = row % T;
             float *p = LD + ((size_t)row - (t & 1)) * 2 + (t & 1);
             p[0] = lse[row] * LOG2E;
             p[2] = s;
@@ -660,14 +655,12 @@ void dt_cu_flash_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C
 }
 
 /* Scratch: LD (B NH T 2 floats, 256-byte aligned end), then the dS tiles (bf16, B NH
- * nqb(nqb+1)/2 tiles of 64 x 64), then one int a head (the wgmma backward's count of kernel
- * A blocks done, flash_cuda.cuh). */
+ * nqb(nqb+1)/2 tiles of 64 x 64). */
 static size_t ld_bytes(int B, int T, int NH) { return ((size_t)B * NH * T * 2 * sizeof(float) + 255) & ~(size_t)255; }
-static size_t ds_bytes(int B, int T, int NH) { return (size_t)B * NH * dt_flash_ds_tiles(T / FB) * DS_TILE * sizeof(bf16); }
 
 size_t dt_cu_flash_bwd_scratch(int B, int T, int C, int NH) {
     (void)C;
-    return ld_bytes(B, T, NH) + ds_bytes(B, T, NH) + (((size_t)B * NH * sizeof(int) + 255) & ~(size_t)255);
+    return ld_bytes(B, T, NH) + (size_t)B * NH * dt_flash_ds_tiles(T / FB) * DS_TILE * sizeof(bf16);
 }
 
 int dt_cu_flash_bias_parts(int B, int T) { return B * (T / FB); }
@@ -676,30 +669,16 @@ float *dt_cu_flash_scratch_ld(void *scratch) { return (float *)scratch; }
 bf16 *dt_cu_flash_scratch_ds(void *scratch, int B, int T, int NH) {
     return (bf16 *)((unsigned char *)scratch + ld_bytes(B, T, NH));
 }
-int *dt_cu_flash_scratch_cnt(void *scratch, int B, int T, int NH) {
-    return (int *)((unsigned char *)scratch + ld_bytes(B, T, NH) + ds_bytes(B, T, NH));
-}
 
 static int pdl_refused;
 int dt_cu_pdl_refused(void) { return pdl_refused; }
 void dt_cu_pdl_refused_add(void) { pdl_refused++; }
 
-static int prep_rows = 2; /* R of flash_dot_kernel; dt_cu_flash_bwd_prep_force */
-
-void dt_cu_flash_bwd_prep_force(int rows) { prep_rows = rows == 4 || rows == 8 ? rows : 2; }
-
-/* R = prep_rows where B NH T allows it, else 2 (T % 64 == 0). */
-void dt_cu_flash_bwd_prep(float *LD, int *cnt, const bf16 *dout, const bf16 *out, const float *lse, int B, int T,
-                          int NH, int pdl, cudaStream_t s) {
-    const long rows = (long)B * NH * T;
-    const int R = rows % (32 * prep_rows) == 0 ? prep_rows : 2;
-    const unsigned nb = (unsigned)(rows / (32 * R));
-    void (*k)(float *, int *, const bf16 *, const bf16 *, const float *, int, int, int) =
-        R == 8 ? flash_dot_kernel<8> : R == 4 ? flash_dot_kernel<4> : flash_dot_kernel<2>;
-    const dim3 g = dt_cu_noted(nb, 256, 0, R == 8 ? "flash_dot_kernel<8>" : R == 4 ? "flash_dot_kernel<4>"
-                                                                                  : "flash_dot_kernel<2>");
-    if (pdl) dt_cu_launch_pdl(k, g, 256, 0, s, LD, cnt, dout, out, lse, B, T, NH);
-    else k<<<g, 256, 0, s>>>(LD, cnt, dout, out, lse, B, T, NH);
+void dt_cu_flash_bwd_prep(float *LD, const bf16 *dout, const bf16 *out, const float *lse, int B, int T, int NH,
+                          int pdl, cudaStream_t s) {
+    const dim3 g = dt_cu_noted((unsigned)(B * NH * T / 64), 256, 0, "flash_dot_kernel");
+    if (pdl) dt_cu_launch_pdl(flash_dot_kernel, g, 256, 0, s, LD, dout, out, lse, B, T, NH);
+    else flash_dot_kernel<<<g, 256, 0, s>>>(LD, dout, out, lse, B, T, NH);
 }
 
 void dt_cu_flash_bwd_dq(bf16 *dqkv, float *part, const bf16 *dS, const bf16 *qkv, int B, int T, int NH,
@@ -723,7 +702,7 @@ void dt_cu_flash_bwd(bf16 *dqkv, float *dbias, float *part, void *scratch, const
     float *LD = dt_cu_flash_scratch_ld(scratch);
     bf16 *dS = dt_cu_flash_scratch_ds(scratch, B, T, NH);
     int BH = B * NH;
-    dt_cu_flash_bwd_prep(LD, NULL, dout, out, lse, B, T, NH, 0, s);
+    dt_cu_flash_bwd_prep(LD, dout, out, lse, B, T, NH, 0, s);
     dim3 g((unsigned)(BH * (T / FB)));
     float *bp = dbias ? part : NULL;
     flash_bwd_kv_kernel<<<dt_cu_noted(g, NT, BWDA_SMEM, "flash_bwd_kv_kernel"), NT, BWDA_SMEM, s>>>(

@@ -28,6 +28,11 @@
  * The dQ pass on wgmma: a warpgroup owns a 64-query block and sums dS K over key blocks in
  * order, the dS tiles (already the A fragments) as register operands; dt_cu_flash_bwd's
  * mma.sync dQ pass gives the same bits (dt_cu_flash_bwd_wgmma_force picks it).
+ * By the rule kernel A and the dQ pass are launched with programmatic dependent launch
+ * (flash_cuda.cuh: each may start before the kernel before it ends, and waits for all of
+ * it before reading its output), and the dQ pass takes the head groups last first
+ * (dt_flash_bwd_order_rev: the dS tiles kernel A wrote last may still be in L2): the
+ * schedule changes, not what any thread computes.
  *
  * Determinism: one warpgroup owns each dK, dV row (kernel A) and each dQ row (the dQ pass)
  * and walks its tiles in order; each product reduces over its k-steps in order inside the
@@ -170,31 +175,23 @@ __global__ void __launch_bounds__(128 * M, M == 1 ? 2 : 1)
  * and k-step) and the K tile as the MN-major B operand. M = 2 needs nqb even. The dS tiles
  * come through plain cp.async: with the L2 evict-first hint of the mma.sync pass, ptxas
  * (CUDA 13.0, sm_90a) emitted an LDGSTS form whose uniform registers were never written,
- * and the kernel died with an illegal instruction on the H200. NST stages, loads 2 tiles
- * ahead, one barrier a tile (NST >= 3: flash_layout.h); 78 (M = 2) or 92 registers,
- * dt_wgdq_smem(M, NST) bytes of shared memory (flash_layout.h: with 4 stages 99 KB or 65 KB,
- * 2 or 3 blocks an SM; with 3 and M = 2, 75 KB, 3 blocks an SM: MINB). Launched with
- * dt_cu_launch_pdl it may start while kernel A runs: with cnt NULL it waits for all of
- * kernel A (pdl_wait) before its first load; else only until its head's count reaches need
- * (every kernel A block of the head has stored its dS tiles and released the count). */
-template <int M, int NST, int MINB>
-__global__ void __launch_bounds__(128 * M, MINB)
-    flash_bwd_dq_wgmma_kernel(bf16 *dqkv, float *part, const bf16 *dS, const int *cnt, int need, const bf16 *qkv,
-                              int T, int NH, float scale, int grp, int rev) {
+ * and the kernel died with an illegal instruction on the H200. 78 (M = 2) or 92 registers,
+ * dt_wgdq_smem(M) bytes of shared memory (flash_layout.h: 99 KB or 65 KB; 2 or 3 blocks an SM).
+ * rev: the head groups last first (dt_flash_bwd_order_rev), else first first. Launched with
+ * dt_cu_launch_pdl it may start while kernel A runs: it waits for all of it (pdl_wait)
+ * before its first load. */
+template <int M>
+__global__ void __launch_bounds__(128 * M, 2)
+    flash_bwd_dq_wgmma_kernel(bf16 *dqkv, float *part, const bf16 *dS, const bf16 *qkv, int T, int NH, float scale,
+                              int grp, int rev) {
     uint32_t sb;
     unsigned char *sm = wg_smem_aligned(&sb); /* stage st: K at (1 + M) st tiles, then the M dS tiles */
+    pdl_wait();
     const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
     const int nqb = T / WB, nblk = nqb / M;
     int bh, rank;
     if (rev) dt_flash_bwd_order_rev((int)blockIdx.x, grp, nblk, (int)gridDim.x / nblk, &bh, &rank);
     else dt_flash_bwd_order((int)blockIdx.x, grp, nblk, &bh, &rank);
-    if (cnt) {
-        if (tid == 0)
-            while (ld_acquire_gpu(cnt + bh) < need) __nanosleep(200);
-        __syncthreads();
-    } else {
-        pdl_wait();
-    }
     const int q0 = M * (nblk - 1 - rank), qb = q0 + wg, last = q0 + M - 1;
     const int b = bh / NH, h = bh % NH, C = NH * WD, C3 = 3 * C;
     const bf16 *kbase = qkv + (size_t)b * T * C3 + C + h * WD;
@@ -221,13 +218,11 @@ __global__ void __launch_bounds__(128 * M, MINB)
 #pragma unroll
     for (int i = 0; i < 32; i++) acc[i] = 0.0f;
     for (int kb = 0; kb <= last; kb++) {
-        const int st = kb % NST;
+        const int st = kb % DT_WGDQ_STAGES;
         cp_wait1();
         fence_proxy_async();
-        /* one barrier a tile: after it every thread has left tile kb - 1 (its products
-         * waited for), whose stage the refill for kb + 2 may reuse (NST = 3) */
-        __syncthreads();
-        if (kb + 2 <= last) load((kb + 2) % NST, kb + 2);
+        __syncthreads(); /* one barrier a tile; a stage is refilled 2 tiles after its use */
+        if (kb + 2 <= last) load((kb + 2) % DT_WGDQ_STAGES, kb + 2);
         cp_commit();
         if (kb <= qb) {
             const uint4 *a4 = reinterpret_cast<const uint4 *>(sm + dt_wgdq_ds_off(M, st, wg)) + warp * 128 + lane;
@@ -281,13 +276,12 @@ void dt_cu_flash_bwd_wgmma_force(int kernel_a, int dq) {
     wgbwd_force_dq = dq;
 }
 
-/* The rule's dQ pass (see dt_cu_flash_bwd_wgmma). */
-#define WGBWD_DQ_RULE DT_CU_WGBWD_DQ_WGMMA_PDL
-
 /* The rule (bench: tests/gpu/test_gpu_wgmma_bwd.cu, docs/cuda.md): kernel A on 128-query
  * tiles (two consumer warpgroups and a producer a block where T % 128 == 0, else one consumer
  * and 2 blocks an SM; 5% faster than the 64-query kernel at GPT-2 124M on the H200), the
- * wgmma dQ pass (WGBWD_DQ_RULE). */
+ * wgmma dQ pass with the head groups last first, kernel A and the dQ pass launched with
+ * programmatic dependent launch (DT_CU_WGBWD_DQ_WGMMA_PDL_REV: 0.2698 ms a layer against
+ * 0.2756 for the plain launches at B 16 NH 12 T 1024 on the H200, 400 interleaved calls). */
 void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
                            const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
                            cudaStream_t fs) {
@@ -296,40 +290,29 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
                              (int)dt_wgbwd_smem(2, WGBWD_STAGES));
         cudaFuncSetAttribute(flash_bwd_kv_wgmma_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)dt_wgbwd_smem(1, WGBWD_STAGES));
-        cudaFuncSetAttribute(flash_bwd_dq_wgmma_kernel<1, DT_WGDQ_STAGES, 2>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dt_wgdq_smem(1, DT_WGDQ_STAGES));
-        cudaFuncSetAttribute(flash_bwd_dq_wgmma_kernel<2, DT_WGDQ_STAGES, 2>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dt_wgdq_smem(2, DT_WGDQ_STAGES));
-        cudaFuncSetAttribute(flash_bwd_dq_wgmma_kernel<2, DT_WGDQ_STAGES_3, 3>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dt_wgdq_smem(2, DT_WGDQ_STAGES_3));
-        cudaFuncSetAttribute(flash_bwd_dq_wgmma_kernel<4, DT_WGDQ_STAGES_3, 1>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dt_wgdq_smem(4, DT_WGDQ_STAGES_3));
+        cudaFuncSetAttribute(flash_bwd_dq_wgmma_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)dt_wgdq_smem(1));
+        cudaFuncSetAttribute(flash_bwd_dq_wgmma_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)dt_wgdq_smem(2));
         wgbwd_attrs_set = 1;
     }
     const float scale = 1.0f / sqrtf((float)WD);
     float *LD = dt_cu_flash_scratch_ld(scratch);
     bf16 *dS = dt_cu_flash_scratch_ds(scratch, B, T, NH);
     const int BH = B * NH, nqb = T / WB, grp = dt_flash_bwd_group(BH);
-    const int dq = wgbwd_force_dq == DT_CU_WGBWD_DQ_RULE ? WGBWD_DQ_RULE : wgbwd_force_dq;
-    const int cnt_on = dq == DT_CU_WGBWD_DQ_WGMMA_CNT || dq == DT_CU_WGBWD_DQ_WGMMA3_CNT || dq == DT_CU_WGBWD_DQ_WGMMA4_CNT;
-    const int four = (dq == DT_CU_WGBWD_DQ_WGMMA4 || dq == DT_CU_WGBWD_DQ_WGMMA4_CNT) && nqb % 4 == 0;
+    const int dq = wgbwd_force_dq == DT_CU_WGBWD_DQ_RULE ? DT_CU_WGBWD_DQ_WGMMA_PDL_REV : wgbwd_force_dq;
+    const int pdl_d = dq == DT_CU_WGBWD_DQ_WGMMA_PDL_D;
+    const int pdl = pdl_d || dq == DT_CU_WGBWD_DQ_WGMMA_PDL || dq == DT_CU_WGBWD_DQ_WGMMA_PDL_REV;
     const int rev = dq == DT_CU_WGBWD_DQ_WGMMA_PDL_REV;
-    const int pdl_d = dq == DT_CU_WGBWD_DQ_WGMMA_PDL_D; /* the D kernel too */
-    const int pdl = cnt_on || rev || pdl_d || dq == DT_CU_WGBWD_DQ_WGMMA_PDL || dq == DT_CU_WGBWD_DQ_WGMMA3_PDL;
-    const int three = dq == DT_CU_WGBWD_DQ_WGMMA3 || dq == DT_CU_WGBWD_DQ_WGMMA3_PDL ||
-                      dq == DT_CU_WGBWD_DQ_WGMMA3_CNT || dq == DT_CU_WGBWD_DQ_WGMMA4 || dq == DT_CU_WGBWD_DQ_WGMMA4_CNT;
-    const int q128 = wgbwd_force_a == DT_CU_WGBWD_A_RULE || wgbwd_force_a == DT_CU_WGBWD_A_Q128 ||
-                     wgbwd_force_a == DT_CU_WGBWD_A_Q128_K64;
-    const int Mq = wgbwd_force_a == DT_CU_WGBWD_A_Q128_K64 || nqb % 2 ? 1 : 2; /* the q128 kernel's M */
-    /* the per-head counts: only the q128 kernel A releases them */
-    int *cnt = cnt_on && q128 ? dt_cu_flash_scratch_cnt(scratch, B, T, NH) : NULL;
     float *bp = dbias ? part : NULL;
-    dt_cu_flash_bwd_prep(LD, cnt, dout, out, lse, B, T, NH, pdl_d, s);
+    dt_cu_flash_bwd_prep(LD, dout, out, lse, B, T, NH, pdl_d, s);
     const int M = wgbwd_force_a == DT_CU_WGBWD_A_128 && nqb % 2 == 0 ? 2 : 1;
     const unsigned n = (unsigned)(BH * (nqb / M));
     const size_t sm = dt_wgbwd_smem(M, WGBWD_STAGES);
-    if (q128)
-        dt_cu_flash_bwd_kv_wgmma_q128(dqkv, dS, bp, cnt, qkv, dout, LD, B, T, NH, Mq, pdl, s);
+    if (wgbwd_force_a == DT_CU_WGBWD_A_RULE || wgbwd_force_a == DT_CU_WGBWD_A_Q128 ||
+        wgbwd_force_a == DT_CU_WGBWD_A_Q128_K64)
+        dt_cu_flash_bwd_kv_wgmma_q128(dqkv, dS, bp, qkv, dout, LD, B, T, NH,
+                                      wgbwd_force_a == DT_CU_WGBWD_A_Q128_K64 ? 1 : 2, pdl, s);
     else if (M == 2)
         flash_bwd_kv_wgmma_kernel<2><<<dt_cu_noted(n, 256, sm, "flash_bwd_kv_wgmma_kernel<2>"), 256, sm, s>>>(
             dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);
@@ -338,34 +321,18 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
             dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);
     if (dq == DT_CU_WGBWD_DQ_MMA) {
         dt_cu_flash_bwd_dq(dqkv, bp, dS, qkv, B, T, NH, s);
-    } else {
-        /* two query blocks a block where nqb is even (3 stages and 3 blocks an SM, or 4 and
-         * 2), else one */
-        void (*k)(bf16 *, float *, const bf16 *, const int *, int, const bf16 *, int, int, float, int, int);
-        unsigned nq;
-        int nth;
-        size_t smq;
-        const char *name;
-        if (four) {
-            k = flash_bwd_dq_wgmma_kernel<4, DT_WGDQ_STAGES_3, 1>, nq = (unsigned)(BH * (nqb / 4)), nth = 512;
-            smq = dt_wgdq_smem(4, DT_WGDQ_STAGES_3), name = "flash_bwd_dq_wgmma_kernel<4,3,1>";
-        } else if (nqb % 2 == 0 && three) {
-            k = flash_bwd_dq_wgmma_kernel<2, DT_WGDQ_STAGES_3, 3>, nq = (unsigned)(BH * (nqb / 2)), nth = 256;
-            smq = dt_wgdq_smem(2, DT_WGDQ_STAGES_3), name = "flash_bwd_dq_wgmma_kernel<2,3,3>";
-        } else if (nqb % 2 == 0) {
-            k = flash_bwd_dq_wgmma_kernel<2, DT_WGDQ_STAGES, 2>, nq = (unsigned)(BH * (nqb / 2)), nth = 256;
-            smq = dt_wgdq_smem(2, DT_WGDQ_STAGES), name = "flash_bwd_dq_wgmma_kernel<2,4,2>";
-        } else {
-            k = flash_bwd_dq_wgmma_kernel<1, DT_WGDQ_STAGES, 2>, nq = (unsigned)(BH * nqb), nth = 128;
-            smq = dt_wgdq_smem(1, DT_WGDQ_STAGES), name = "flash_bwd_dq_wgmma_kernel<1,4,2>";
-        }
-        const dim3 g = dt_cu_noted(nq, (unsigned)nth, smq, name);
-        const int need = nqb / Mq; /* kernel A blocks a head */
+    } else { /* two query blocks a block where nqb is even, else one */
+        const int Mq = nqb % 2 == 0 ? 2 : 1;
+        void (*k)(bf16 *, float *, const bf16 *, const bf16 *, int, int, float, int, int) =
+            Mq == 2 ? flash_bwd_dq_wgmma_kernel<2> : flash_bwd_dq_wgmma_kernel<1>;
+        const size_t smq = dt_wgdq_smem(Mq);
+        const dim3 g = dt_cu_noted((unsigned)(BH * (nqb / Mq)), (unsigned)(128 * Mq), smq,
+                                   Mq == 2 ? "flash_bwd_dq_wgmma_kernel<2>" : "flash_bwd_dq_wgmma_kernel<1>");
         if (pdl)
-            dt_cu_launch_pdl(k, g, (unsigned)nth, smq, s, dqkv, bp, (const bf16 *)dS, (const int *)cnt, need, qkv, T,
-                             NH, scale, grp, rev);
+            dt_cu_launch_pdl(k, g, (unsigned)(128 * Mq), smq, s, dqkv, bp, (const bf16 *)dS, qkv, T, NH, scale, grp,
+                             rev);
         else
-            k<<<g, nth, smq, s>>>(dqkv, bp, dS, cnt, need, qkv, T, NH, scale, grp, rev);
+            k<<<g, 128 * Mq, smq, s>>>(dqkv, bp, dS, qkv, T, NH, scale, grp, rev);
     }
     if (dbias) { /* every (64-row block, column) partial was written once: by kernel A (K, V) or the dQ pass */
         dt_cu_fork(s, fs);

@@ -165,15 +165,15 @@ static __device__ __forceinline__ void wgq_tile(float dk[32], float dv[32], floa
  * (3 warpgroups), two with M = 1 (2 each): 168 or 128 registers at launch. */
 template <int M, int NST>
 __global__ void __launch_bounds__(128 * (M + 1), M == 1 ? 2 : 1)
-    flash_bwd_kv_wgmma_q128_kernel(bf16 *dqkv, bf16 *dS, float *part, int *cnt, const bf16 *qkv, const bf16 *dout,
+    flash_bwd_kv_wgmma_q128_kernel(bf16 *dqkv, bf16 *dS, float *part, const bf16 *qkv, const bf16 *dout,
                                    const float *LD, int T, int NH, float scale, int grp) {
     uint32_t sb;
     unsigned char *sm = wg_smem_aligned(&sb);
     const int tid = (int)threadIdx.x, wg = tid >> 7;
     const int nqb = T / WB;
-    /* Launched with dt_cu_launch_pdl this block may start before the D kernel ends: every
-     * thread waits for it (LD, and the zeroed counts), then lets the dQ pass launch (it may
-     * take the SMs this grid leaves): so the dQ pass never starts before the D kernel ends. */
+    /* Launched with dt_cu_launch_pdl this block may start before the D kernel ends: it waits
+     * for it (LD), then lets the dQ pass launch (its blocks take the SMs this grid leaves in
+     * its tail and wait there for all of it). */
     pdl_wait();
     pdl_trigger();
     int bh, rank;
@@ -311,18 +311,11 @@ __global__ void __launch_bounds__(128 * (M + 1), M == 1 ? 2 : 1)
     flash_store_kv(dqkv, part, reinterpret_cast<const float(*)[4]>(dk), reinterpret_cast<const float(*)[4]>(dv),
                    reinterpret_cast<float *>(sm) + wg * 512, b, T, kb, h, C, scale,
                    [] { fence_proxy_async(); named_barrier<1>(128 * M); }, [] { named_barrier<1>(128 * M); });
-    if (cnt) { /* every consumer's dS stores, then one release of the head's count */
-        named_barrier<1>(128 * M);
-        if (tid == 0) {
-            __threadfence();
-            atomicAdd(cnt + bh, 1);
-        }
-    }
 }
 
 static int wgq_attrs_set;
 
-void dt_cu_flash_bwd_kv_wgmma_q128(bf16 *dqkv, bf16 *dS, float *part, int *cnt, const bf16 *qkv, const bf16 *dout,
+void dt_cu_flash_bwd_kv_wgmma_q128(bf16 *dqkv, bf16 *dS, float *part, const bf16 *qkv, const bf16 *dout,
                                    const float *LD, int B, int T, int NH, int M, int pdl, cudaStream_t s) {
     if (!wgq_attrs_set) {
         cudaFuncSetAttribute(flash_bwd_kv_wgmma_q128_kernel<2, DT_WGQ_STAGES_M2>,
@@ -338,20 +331,20 @@ void dt_cu_flash_bwd_kv_wgmma_q128(bf16 *dqkv, bf16 *dS, float *part, int *cnt, 
         const size_t sm = dt_wgq_smem(2, DT_WGQ_STAGES_M2);
         const dim3 g = dt_cu_noted(nb, 384, sm, "flash_bwd_kv_wgmma_q128_kernel<2>");
         if (pdl)
-            dt_cu_launch_pdl(flash_bwd_kv_wgmma_q128_kernel<2, DT_WGQ_STAGES_M2>, g, 384, sm, s, dqkv, dS, part, cnt,
-                             qkv, dout, LD, T, NH, scale, grp);
+            dt_cu_launch_pdl(flash_bwd_kv_wgmma_q128_kernel<2, DT_WGQ_STAGES_M2>, g, 384, sm, s, dqkv, dS, part, qkv,
+                             dout, LD, T, NH, scale, grp);
         else
-            flash_bwd_kv_wgmma_q128_kernel<2, DT_WGQ_STAGES_M2><<<g, 384, sm, s>>>(dqkv, dS, part, cnt, qkv, dout, LD, T,
-                                                                                   NH, scale, grp);
+            flash_bwd_kv_wgmma_q128_kernel<2, DT_WGQ_STAGES_M2><<<g, 384, sm, s>>>(dqkv, dS, part, qkv, dout, LD, T, NH,
+                                                                                   scale, grp);
     } else {
         const unsigned nb = (unsigned)(BH * nqb);
         const size_t sm = dt_wgq_smem(1, DT_WGQ_STAGES_M1);
         const dim3 g = dt_cu_noted(nb, 256, sm, "flash_bwd_kv_wgmma_q128_kernel<1>");
         if (pdl)
-            dt_cu_launch_pdl(flash_bwd_kv_wgmma_q128_kernel<1, DT_WGQ_STAGES_M1>, g, 256, sm, s, dqkv, dS, part, cnt,
-                             qkv, dout, LD, T, NH, scale, grp);
+            dt_cu_launch_pdl(flash_bwd_kv_wgmma_q128_kernel<1, DT_WGQ_STAGES_M1>, g, 256, sm, s, dqkv, dS, part, qkv,
+                             dout, LD, T, NH, scale, grp);
         else
-            flash_bwd_kv_wgmma_q128_kernel<1, DT_WGQ_STAGES_M1><<<g, 256, sm, s>>>(dqkv, dS, part, cnt, qkv, dout, LD, T,
-                                                                                   NH, scale, grp);
+            flash_bwd_kv_wgmma_q128_kernel<1, DT_WGQ_STAGES_M1><<<g, 256, sm, s>>>(dqkv, dS, part, qkv, dout, LD, T, NH,
+                                                                                   scale, grp);
     }
 }

@@ -1,7 +1,8 @@
 /* Pieces shared by the flash-attention backward kernels: the mma.sync ones
  * (attention_flash_cuda.cu) and the warpgroup-MMA kernels A (attention_wgmma_bwd_cuda.cu,
  * attention_wgmma_bwd_q128_cuda.cu), which write the same dS scratch for the same dQ pass
- * and the same rows and bias partials (flash_store_kv).
+ * and the same rows and bias partials (flash_store_kv); the programmatic dependent launch
+ * of the wgmma backward's kernels (pdl_trigger, pdl_wait, dt_cu_launch_pdl).
  *
  * Accumulator of a 16x8 product, lane = 4g + t: c[0], c[1] at row g, columns 2t, 2t+1;
  * c[2], c[3] at row g + 8. A 16 x 64 warp tile is acc[8][4] (8 column groups of 8); a warp's
@@ -24,16 +25,10 @@ extern "C" {
 static __device__ __forceinline__ void pdl_trigger(void) { asm volatile("griddepcontrol.launch_dependents;\n" ::); }
 static __device__ __forceinline__ void pdl_wait(void) { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 
-/* Reads *p with acquire semantics at GPU scope (a count that another block released). */
-static __device__ __forceinline__ int ld_acquire_gpu(const int *p) {
-    int v;
-    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
 /* Launches kernel k (grid, block, smem bytes, stream s) with programmatic stream
  * serialization on (see pdl_trigger, pdl_wait); where the runtime refuses that launch, the
- * ordinary one (the same results, no overlap), counted in dt_cu_pdl_refused. */
+ * ordinary one (the same results, no overlap), counted in dt_cu_pdl_refused
+ * (attention_flash_cuda.cu; test_gpu_wgmma_bwd prints it). */
 int dt_cu_pdl_refused(void);
 void dt_cu_pdl_refused_add(void);
 template <typename... P, typename... A>
@@ -168,19 +163,13 @@ static __device__ __forceinline__ void cp_async16_hint(void *dst, const void *sr
 
 /* ---- the host side shared with attention_wgmma_bwd_cuda.cu (attention_flash_cuda.cu) ---- */
 /* The scratch of dt_cu_flash_bwd: LD (B NH T 2 floats, 256-byte aligned end), then the dS
- * tiles (bf16, B NH dt_flash_ds_tiles(T / 64) tiles of 64 x 64), then B NH ints: per head,
- * the count of the wgmma kernel A's blocks that have stored all their dS tiles (the dQ pass
- * may start on a head when all have: attention_wgmma_bwd_cuda.cu). */
+ * tiles (bf16, B NH dt_flash_ds_tiles(T / 64) tiles of 64 x 64). */
 float *dt_cu_flash_scratch_ld(void *scratch);
 bf16 *dt_cu_flash_scratch_ds(void *scratch, int B, int T, int NH);
-int *dt_cu_flash_scratch_cnt(void *scratch, int B, int T, int NH);
-/* The D kernel: LD <- {lse log2(e), D = rowsum(dO * O)} per pair of rows (see the file);
- * cnt (NULL: none) <- B NH zeros. pdl: launched with dt_cu_launch_pdl. */
-void dt_cu_flash_bwd_prep(float *LD, int *cnt, const bf16 *dout, const bf16 *out, const float *lse, int B, int T,
-                          int NH, int pdl, cudaStream_t s);
-/* Benchmarks only: the rows a thread of the D kernel has in flight (2, 4 or 8; the same
- * bits for each). */
-void dt_cu_flash_bwd_prep_force(int rows);
+/* The D kernel: LD <- {lse log2(e), D = rowsum(dO * O)} per pair of rows (see the file).
+ * pdl: launched with dt_cu_launch_pdl. */
+void dt_cu_flash_bwd_prep(float *LD, const bf16 *dout, const bf16 *out, const float *lse, int B, int T, int NH,
+                          int pdl, cudaStream_t s);
 /* The dQ pass over a dS scratch written in the layout above; part: dt_cu_flash_bwd's bias
  * partials of the dQ columns (NULL: none). Grid order from dt_flash_bwd_order with group
  * dt_flash_bwd_group(B NH). */
@@ -192,9 +181,8 @@ void dt_cu_flash_bwd_dq(bf16 *dqkv, float *part, const bf16 *dS, const bf16 *qkv
  * the 64-query kernel A. M = 2 (two consumer warpgroups, 128 keys a block; needs T % 128
  * == 0, else M = 1 runs) or 1. Grid order from dt_flash_bwd_order with group
  * dt_flash_bwd_group(B NH). pdl: launched with dt_cu_launch_pdl (it may start while the D
- * kernel before it runs; it waits for LD), else the ordinary way. cnt (NULL: none): each
- * block adds 1 to its head's count (zeroed by the D kernel) once its dS tiles are stored. */
-void dt_cu_flash_bwd_kv_wgmma_q128(bf16 *dqkv, bf16 *dS, float *part, int *cnt, const bf16 *qkv, const bf16 *dout,
+ * kernel before it runs; it waits for it before anything else), else the ordinary way. */
+void dt_cu_flash_bwd_kv_wgmma_q128(bf16 *dqkv, bf16 *dS, float *part, const bf16 *qkv, const bf16 *dout,
                                    const float *LD, int B, int T, int NH, int M, int pdl, cudaStream_t s);
 
 #endif

@@ -117,18 +117,14 @@ DT_FLASH_FN int dt_wgq_loop_end(int nqb, int kb0, int kb) {
     return n > 1 && dt_wgq_half(kb0 + 2 * (n - 1) + 1, kb, nqb) == DT_WGQ_SKIP ? n - 1 : n;
 }
 
-/* Shared memory of the wgmma dQ pass with M query blocks a block and nst stages of a K
- * tile (swizzled) and M dS tiles (the scratch bytes as they are), from the 1024-byte aligned
- * base; the total includes 1024 bytes of slack for aligning the base. Its configurations:
- * DT_WGDQ_STAGES stages, 2 blocks an SM; DT_WGDQ_STAGES_3 stages (the fewest for loads 2
- * tiles ahead: the refill at tile i reuses tile i - 1's stage, which every thread has left
- * by tile i's barrier), 3 blocks an SM. */
+/* Shared memory of the wgmma dQ pass with M query blocks a block: DT_WGDQ_STAGES stages of
+ * a K tile (swizzled) and M dS tiles (the scratch bytes as they are), from the 1024-byte
+ * aligned base; the total includes 1024 bytes of slack for aligning the base. */
 #define DT_WGDQ_STAGES 4
-#define DT_WGDQ_STAGES_3 3
 DT_FLASH_FN uint32_t dt_wgdq_k_off(int M, int st) { return (uint32_t)(st * (1 + M)) * DT_WGBWD_TILE; }
 DT_FLASH_FN uint32_t dt_wgdq_ds_off(int M, int st, int j) {
     return dt_wgdq_k_off(M, st) + (uint32_t)(1 + j) * DT_WGBWD_TILE;
 }
-DT_FLASH_FN uint32_t dt_wgdq_smem(int M, int nst) { return dt_wgdq_k_off(M, nst) + 1024u; }
+DT_FLASH_FN uint32_t dt_wgdq_smem(int M) { return dt_wgdq_k_off(M, DT_WGDQ_STAGES) + 1024u; }
 
 #endif
