@@ -171,6 +171,11 @@ __global__ void __launch_bounds__(128 * (M + 1), M == 1 ? 2 : 1)
     unsigned char *sm = wg_smem_aligned(&sb);
     const int tid = (int)threadIdx.x, wg = tid >> 7;
     const int nqb = T / WB;
+    /* Launched with dt_cu_launch_pdl this block may start before the D kernel ends: it waits
+     * for it (LD), then lets the dQ pass launch (its blocks take the SMs this grid leaves in
+     * its tail and wait there for all of it). */
+    pdl_wait();
+    pdl_trigger();
     int bh, rank;
     dt_flash_bwd_order((int)blockIdx.x, grp, nqb / M, &bh, &rank);
     const int b = bh / NH, h = bh % NH, C = NH * WD, C3 = 3 * C, kb0 = rank * M, n = dt_wgq_tiles(nqb, kb0);
@@ -311,7 +316,7 @@ __global__ void __launch_bounds__(128 * (M + 1), M == 1 ? 2 : 1)
 static int wgq_attrs_set;
 
 void dt_cu_flash_bwd_kv_wgmma_q128(bf16 *dqkv, bf16 *dS, float *part, const bf16 *qkv, const bf16 *dout,
-                                   const float *LD, int B, int T, int NH, int M, cudaStream_t s) {
+                                   const float *LD, int B, int T, int NH, int M, int pdl, cudaStream_t s) {
     if (!wgq_attrs_set) {
         cudaFuncSetAttribute(flash_bwd_kv_wgmma_q128_kernel<2, DT_WGQ_STAGES_M2>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dt_wgq_smem(2, DT_WGQ_STAGES_M2));
@@ -324,14 +329,22 @@ void dt_cu_flash_bwd_kv_wgmma_q128(bf16 *dqkv, bf16 *dS, float *part, const bf16
     if (M == 2 && nqb % 2 == 0) {
         const unsigned nb = (unsigned)(BH * (nqb / 2));
         const size_t sm = dt_wgq_smem(2, DT_WGQ_STAGES_M2);
-        flash_bwd_kv_wgmma_q128_kernel<2, DT_WGQ_STAGES_M2>
-            <<<dt_cu_noted(nb, 384, sm, "flash_bwd_kv_wgmma_q128_kernel<2>"), 384, sm, s>>>(
-                dqkv, dS, part, qkv, dout, LD, T, NH, scale, grp);
+        const dim3 g = dt_cu_noted(nb, 384, sm, "flash_bwd_kv_wgmma_q128_kernel<2>");
+        if (pdl)
+            dt_cu_launch_pdl(flash_bwd_kv_wgmma_q128_kernel<2, DT_WGQ_STAGES_M2>, g, 384, sm, s, dqkv, dS, part, qkv,
+                             dout, LD, T, NH, scale, grp);
+        else
+            flash_bwd_kv_wgmma_q128_kernel<2, DT_WGQ_STAGES_M2><<<g, 384, sm, s>>>(dqkv, dS, part, qkv, dout, LD, T, NH,
+                                                                                   scale, grp);
     } else {
         const unsigned nb = (unsigned)(BH * nqb);
         const size_t sm = dt_wgq_smem(1, DT_WGQ_STAGES_M1);
-        flash_bwd_kv_wgmma_q128_kernel<1, DT_WGQ_STAGES_M1>
-            <<<dt_cu_noted(nb, 256, sm, "flash_bwd_kv_wgmma_q128_kernel<1>"), 256, sm, s>>>(
-                dqkv, dS, part, qkv, dout, LD, T, NH, scale, grp);
+        const dim3 g = dt_cu_noted(nb, 256, sm, "flash_bwd_kv_wgmma_q128_kernel<1>");
+        if (pdl)
+            dt_cu_launch_pdl(flash_bwd_kv_wgmma_q128_kernel<1, DT_WGQ_STAGES_M1>, g, 256, sm, s, dqkv, dS, part, qkv,
+                             dout, LD, T, NH, scale, grp);
+        else
+            flash_bwd_kv_wgmma_q128_kernel<1, DT_WGQ_STAGES_M1><<<g, 256, sm, s>>>(dqkv, dS, part, qkv, dout, LD, T, NH,
+                                                                                   scale, grp);
     }
 }

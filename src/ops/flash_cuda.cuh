@@ -1,7 +1,8 @@
 /* Pieces shared by the flash-attention backward kernels: the mma.sync ones
  * (attention_flash_cuda.cu) and the warpgroup-MMA kernels A (attention_wgmma_bwd_cuda.cu,
  * attention_wgmma_bwd_q128_cuda.cu), which write the same dS scratch for the same dQ pass
- * and the same rows and bias partials (flash_store_kv).
+ * and the same rows and bias partials (flash_store_kv); the programmatic dependent launch
+ * of the wgmma backward's kernels (pdl_trigger, pdl_wait, dt_cu_launch_pdl).
  *
  * Accumulator of a 16x8 product, lane = 4g + t: c[0], c[1] at row g, columns 2t, 2t+1;
  * c[2], c[3] at row g + 8. A 16 x 64 warp tile is acc[8][4] (8 column groups of 8); a warp's
@@ -13,6 +14,41 @@
 
 extern "C" {
 #include "ops/flash_layout.h"
+}
+
+/* Programmatic dependent launch (sm_90): a kernel launched with dt_cu_launch_pdl may start
+ * while the kernel before it on the stream is still running, once every block of that one
+ * has called pdl_trigger (or exited); it must call pdl_wait before it reads anything the
+ * earlier kernel writes (the wait returns when that kernel has completed and its writes are
+ * visible). Both are no-ops in a kernel launched the ordinary way. Only the schedule
+ * changes: what every thread computes, and from which values, stays the same. */
+static __device__ __forceinline__ void pdl_trigger(void) { asm volatile("griddepcontrol.launch_dependents;\n" ::); }
+static __device__ __forceinline__ void pdl_wait(void) { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+
+/* Launches kernel k (grid, block, smem bytes, stream s) with programmatic stream
+ * serialization on (see pdl_trigger, pdl_wait); where the runtime refuses that launch, the
+ * ordinary one (the same results, no overlap), counted in dt_cu_pdl_refused
+ * (attention_flash_cuda.cu; test_gpu_wgmma_bwd prints it). */
+int dt_cu_pdl_refused(void);
+void dt_cu_pdl_refused_add(void);
+template <typename... P, typename... A>
+static inline void dt_cu_launch_pdl(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                    A &&...args) {
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    if (cudaLaunchKernelEx(&cfg, k, args...) == cudaSuccess) return;
+    (void)cudaGetLastError();
+    dt_cu_pdl_refused_add();
+    k<<<grid, block, smem, s>>>(static_cast<A &&>(args)...);
 }
 
 /* Writes acc * f (16 x 64 at rows row0.., columns col0..) as bf16 pairs to dst (row stride ld). */
@@ -130,9 +166,10 @@ static __device__ __forceinline__ void cp_async16_hint(void *dst, const void *sr
  * tiles (bf16, B NH dt_flash_ds_tiles(T / 64) tiles of 64 x 64). */
 float *dt_cu_flash_scratch_ld(void *scratch);
 bf16 *dt_cu_flash_scratch_ds(void *scratch, int B, int T, int NH);
-/* The D kernel: LD <- {lse log2(e), D = rowsum(dO * O)} per pair of rows (see the file). */
+/* The D kernel: LD <- {lse log2(e), D = rowsum(dO * O)} per pair of rows (see the file).
+ * pdl: launched with dt_cu_launch_pdl. */
 void dt_cu_flash_bwd_prep(float *LD, const bf16 *dout, const bf16 *out, const float *lse, int B, int T, int NH,
-                          cudaStream_t s);
+                          int pdl, cudaStream_t s);
 /* The dQ pass over a dS scratch written in the layout above; part: dt_cu_flash_bwd's bias
  * partials of the dQ columns (NULL: none). Grid order from dt_flash_bwd_order with group
  * dt_flash_bwd_group(B NH). */
@@ -143,8 +180,9 @@ void dt_cu_flash_bwd_dq(bf16 *dqkv, float *part, const bf16 *dS, const bf16 *qkv
  * the K and V columns' bias partials, from LD (the D kernel's) and the inputs; the bits of
  * the 64-query kernel A. M = 2 (two consumer warpgroups, 128 keys a block; needs T % 128
  * == 0, else M = 1 runs) or 1. Grid order from dt_flash_bwd_order with group
- * dt_flash_bwd_group(B NH). */
+ * dt_flash_bwd_group(B NH). pdl: launched with dt_cu_launch_pdl (it may start while the D
+ * kernel before it runs; it waits for it before anything else), else the ordinary way. */
 void dt_cu_flash_bwd_kv_wgmma_q128(bf16 *dqkv, bf16 *dS, float *part, const bf16 *qkv, const bf16 *dout,
-                                   const float *LD, int B, int T, int NH, int M, cudaStream_t s);
+                                   const float *LD, int B, int T, int NH, int M, int pdl, cudaStream_t s);
 
 #endif

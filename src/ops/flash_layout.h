@@ -36,6 +36,14 @@ DT_FLASH_FN void dt_flash_bwd_order(int i, int grp, int nblk, int *bh, int *rank
     *rank = r / grp;
 }
 
+/* dt_flash_bwd_order with the head groups taken last first (ranks inside a group as
+ * before): the dQ pass can start on the groups whose dS tiles kernel A wrote last, which
+ * may still be in L2. Also a bijection. */
+DT_FLASH_FN void dt_flash_bwd_order_rev(int i, int grp, int nblk, int BH, int *bh, int *rank) {
+    int gs = grp * nblk;
+    dt_flash_bwd_order((BH / grp - 1 - i / gs) * gs + i % gs, grp, nblk, bh, rank);
+}
+
 /* Tiles of a head's dS scratch: one per (query block qb, key block kb <= qb), in
  * lower-triangular order (row qb starts at qb (qb + 1) / 2). */
 DT_FLASH_FN size_t dt_flash_ds_tiles(int nqb) { return (size_t)nqb * (size_t)(nqb + 1) / 2; }

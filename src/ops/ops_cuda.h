@@ -294,8 +294,9 @@ void dt_cu_flash_fwd_wgmma_force(int kernel);
  * the D kernel shared. The contract of dt_cu_flash_bwd (same arguments, scratch, bias
  * partials and finish; deterministic: one owner per output element, fixed orders, no
  * atomics) and the same bits (the same products in the same k order, the same elementwise
- * code; tests/gpu/test_gpu_wgmma_bwd.cu compares the bytes). 0.280 ms against 0.350 at
- * B 16 NH 12 T 1024 on an H200 (docs/cuda.md). On a GPU other than sm_90 the launch fails
+ * code; tests/gpu/test_gpu_wgmma_bwd.cu compares the bytes). 0.270 ms against 0.352 at
+ * B 16 NH 12 T 1024 on an H200 (docs/cuda.md). Kernel A and the dQ pass are launched with
+ * programmatic dependent launch on s (they may start before the kernel before them ends). On a GPU other than sm_90 the launch fails
  * (no kernel image), reported by the next cudaGetLastError. */
 void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
                            const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
@@ -316,8 +317,14 @@ enum {
 };
 enum {
     DT_CU_WGBWD_DQ_RULE = 0,
-    DT_CU_WGBWD_DQ_MMA,  /* dt_cu_flash_bwd's mma.sync dQ pass */
-    DT_CU_WGBWD_DQ_WGMMA /* the dQ pass on wgmma: the rule */
+    DT_CU_WGBWD_DQ_MMA,         /* dt_cu_flash_bwd's mma.sync dQ pass */
+    DT_CU_WGBWD_DQ_WGMMA,       /* the dQ pass on wgmma, every kernel launched the ordinary way */
+    DT_CU_WGBWD_DQ_WGMMA_PDL,   /* the same with kernel A and the dQ pass launched with
+                                 * programmatic dependent launch (each may start while the
+                                 * kernel before it ends, and waits for it before reading) */
+    DT_CU_WGBWD_DQ_WGMMA_PDL_D, /* DT_CU_WGBWD_DQ_WGMMA_PDL and the D kernel launched that way */
+    DT_CU_WGBWD_DQ_WGMMA_PDL_REV /* DT_CU_WGBWD_DQ_WGMMA_PDL with the dQ pass taking the head
+                                  * groups last first (dt_flash_bwd_order_rev): the rule */
 };
 void dt_cu_flash_bwd_wgmma_force(int kernel_a, int dq);
 

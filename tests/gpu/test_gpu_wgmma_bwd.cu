@@ -34,14 +34,22 @@
  *     without them and in each configuration, and the shared D kernel and mma.sync dQ pass
  *     alone (kernel A's time is the rest). TFLOP/s counts 5 products of the causal half,
  *     5 * 2 B NH T^2 64 / 2 flops.
- * Exits non-zero on any failed check (a CUDA error ends it with status 2). */
+ * Exits non-zero on any failed check (a CUDA error ends it with status 2).
+ * Two other modes, at the GPT-2 shape only: DT_WGBWD_BENCH=n times the launch schedules of
+ * the wgmma dQ pass (the rule, plain launches, programmatic dependent launch with and
+ * without the D kernel) in n interleaved rounds, one call each, and prints the median, 10th
+ * percentile and mean of each (so that a difference of 1% stands out of the machine's
+ * drift); DT_WGBWD_PROFILE=1 calls the rule and the plain-launch form once each, for a
+ * profiler (ncu -k regex:flash_bwd_dq_wgmma). */
 #include "ops/ops_cuda.h"
 #include "ops/flash_cuda.cuh"
 
 #include "gpu_check.cuh"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <algorithm>
 #include <vector>
 
 static const int HS = 64;
@@ -157,15 +165,67 @@ static void bufs_poison(bwd_bufs &u, int x, const vf &b0, cudaStream_t s) {
  * or wgmma (the rule is the fourth); then kernel A on 128-query tiles
  * (attention_wgmma_bwd_q128_cuda.cu) with two consumer warpgroups a block (one where T %
  * 128 != 0) or one. */
-#define NCFG 6
-static const int cfg_a[NCFG] = {DT_CU_WGBWD_A_64, DT_CU_WGBWD_A_128, DT_CU_WGBWD_A_128,
-                                DT_CU_WGBWD_A_64, DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128_K64};
-static const int cfg_dq[NCFG] = {DT_CU_WGBWD_DQ_MMA,   DT_CU_WGBWD_DQ_MMA,   DT_CU_WGBWD_DQ_WGMMA,
-                                 DT_CU_WGBWD_DQ_WGMMA, DT_CU_WGBWD_DQ_WGMMA, DT_CU_WGBWD_DQ_WGMMA};
-static const char *const cfg_name[NCFG] = {"A 64, dQ mma.sync", "A 128, dQ mma.sync", "A 128, dQ wgmma",
-                                           "A 64, dQ wgmma",    "A q128, dQ wgmma",   "A q128 k64, dQ wgmma"};
+#define NCFG 10
+static const int cfg_a[NCFG] = {DT_CU_WGBWD_A_64,   DT_CU_WGBWD_A_128,      DT_CU_WGBWD_A_128,  DT_CU_WGBWD_A_64,
+                                DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128_K64, DT_CU_WGBWD_A_Q128, DT_CU_WGBWD_A_Q128,
+                                DT_CU_WGBWD_A_Q128_K64, DT_CU_WGBWD_A_64};
+static const int cfg_dq[NCFG] = {DT_CU_WGBWD_DQ_MMA,         DT_CU_WGBWD_DQ_MMA,           DT_CU_WGBWD_DQ_WGMMA,
+                                 DT_CU_WGBWD_DQ_WGMMA,       DT_CU_WGBWD_DQ_WGMMA,         DT_CU_WGBWD_DQ_WGMMA,
+                                 DT_CU_WGBWD_DQ_WGMMA_PDL,   DT_CU_WGBWD_DQ_WGMMA_PDL_D,   DT_CU_WGBWD_DQ_WGMMA_PDL_REV,
+                                 DT_CU_WGBWD_DQ_WGMMA_PDL_REV};
+static const char *const cfg_name[NCFG] = {"A 64, dQ mma.sync",    "A 128, dQ mma.sync",  "A 128, dQ wgmma",
+                                           "A 64, dQ wgmma",       "A q128, dQ wgmma",    "A q128 k64, dQ wgmma",
+                                           "A q128, dQ pdl",       "A q128, D+dQ pdl",    "A q128 k64, dQ pdl rev",
+                                           "A 64, dQ pdl rev"};
 struct timing { int B, NH, T; double mma, wg, cfg[NCFG], wg_nobias, prep, dq; };
 static std::vector<timing> g_times;
+static int g_profile; /* DT_WGBWD_PROFILE set: test_shape calls the dQ schedules once each */
+static int g_bench;   /* DT_WGBWD_BENCH=n: test_shape times the dQ schedules, n rounds */
+
+/* The launch schedules of the wgmma dQ pass that DT_WGBWD_BENCH and DT_WGBWD_PROFILE run
+ * (kernel A on 128-query tiles); the first is the rule. */
+#define NSCHED 5
+static const int sched_dq[NSCHED] = {DT_CU_WGBWD_DQ_RULE, DT_CU_WGBWD_DQ_WGMMA, DT_CU_WGBWD_DQ_WGMMA_PDL,
+                                     DT_CU_WGBWD_DQ_WGMMA_PDL_D, DT_CU_WGBWD_DQ_WGMMA};
+static const char *const sched_name[NSCHED] = {"the rule (A, dQ pdl, rev)", "plain launches",
+                                               "A, dQ pdl", "D, A, dQ pdl", "plain launches, again"};
+
+/* g_bench rounds of one call of each schedule (CUDA events around each call, alone on
+ * stream 0): their median, 10th percentile and mean; or, with g_profile, one call each. */
+static void time_schedules(bwd_bufs &w, const bf16 *dout, const bf16 *qkv, const bf16 *out, const float *lse, int B,
+                           int T, int C, int NH) {
+    std::vector<std::vector<float>> ms(NSCHED);
+    cudaEvent_t e0, e1;
+    gpu_ok(cudaEventCreate(&e0), "cudaEventCreate");
+    gpu_ok(cudaEventCreate(&e1), "cudaEventCreate");
+    const int rounds = g_profile ? 1 : g_bench + 5;
+    for (int r = 0; r < rounds; r++)
+        for (int v = 0; v < NSCHED; v++) {
+            dt_cu_flash_bwd_wgmma_force(DT_CU_WGBWD_A_Q128, sched_dq[v]);
+            cudaEventRecord(e0, 0);
+            dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0);
+            cudaEventRecord(e1, 0);
+            gpu_ok(cudaEventSynchronize(e1), "timed call");
+            float t = 0;
+            cudaEventElapsedTime(&t, e0, e1);
+            if (r >= 5) ms[v].push_back(t);
+        }
+    dt_cu_flash_bwd_wgmma_force(0, 0);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaError_t e = cudaDeviceSynchronize();
+    CHECKF(e == cudaSuccess, "timed calls: %s", cudaGetErrorString(e));
+    if (g_profile) return;
+    printf("B%d NH%d T%d, kernel A q128, %d interleaved rounds (ms): median, 10th percentile, mean\n", B, NH, T,
+           g_bench);
+    for (int v = 0; v < NSCHED; v++) {
+        std::vector<float> x = ms[v];
+        std::sort(x.begin(), x.end());
+        double mean = 0;
+        for (float t : x) mean += t;
+        printf("  %-26s %.4f %.4f %.4f\n", sched_name[v], x[x.size() / 2], x[x.size() / 10], mean / (double)x.size());
+    }
+}
 
 static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
     const int C = NH * HS, C3 = 3 * C, BT = B * T;
@@ -179,6 +239,16 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
     dt_cu_flash_fwd(out, lse, qkv, B, T, C, NH, 0);
     gpu_ok(cudaGetLastError(), "dt_cu_flash_fwd launch");
     bwd_bufs f = bufs_new(B, T, NH), w = bufs_new(B, T, NH);
+    if (g_bench || g_profile) {
+        time_schedules(w, dout, qkv, out, lse, B, T, C, NH);
+        bufs_free(f);
+        bufs_free(w);
+        cudaFree(qkv);
+        cudaFree(dout);
+        cudaFree(out);
+        cudaFree(lse);
+        return;
+    }
 
     /* 1. against dt_cu_flash_bwd */
     bufs_poison(f, 0xff, b0, 0);
@@ -290,7 +360,7 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
             tm.cfg[v] = gpu_median_ms([&] { dt_cu_flash_bwd_wgmma(w.dqkv, w.dbias, w.part, w.scr, dout, qkv, out, lse, B, T, C, NH, 0, 0); });
         }
         dt_cu_flash_bwd_wgmma_force(0, 0);
-        tm.prep = gpu_median_ms([&] { dt_cu_flash_bwd_prep(dt_cu_flash_scratch_ld(w.scr), dout, out, lse, B, T, NH, 0); });
+        tm.prep = gpu_median_ms([&] { dt_cu_flash_bwd_prep(dt_cu_flash_scratch_ld(w.scr), dout, out, lse, B, T, NH, 0, 0); });
         tm.dq = gpu_median_ms([&] {
             dt_cu_flash_bwd_dq(w.dqkv, w.part, dt_cu_flash_scratch_ds(w.scr, B, T, NH), qkv, B, T, NH, 0);
         });
@@ -319,12 +389,23 @@ static void test_few_blocks(void) {
 
 int main(void) {
     if (!gpu_is_sm90("test_gpu_wgmma_bwd")) return 1;
+    if (getenv("DT_WGBWD_BENCH") || getenv("DT_WGBWD_PROFILE")) {
+        g_bench = getenv("DT_WGBWD_BENCH") ? atoi(getenv("DT_WGBWD_BENCH")) : 0;
+        g_bench = g_bench > 0 ? g_bench : 100;
+        g_profile = getenv("DT_WGBWD_PROFILE") != NULL;
+        RUN(test_gpt2);
+        printf("launches with programmatic dependent launch refused (ordinary launch instead): %d\n",
+               dt_cu_pdl_refused());
+        return dt_test_report();
+    }
     RUN(test_small);
     RUN(test_gpt2);
     RUN(test_small_64key);
     RUN(test_few_blocks);
     cudaError_t e = cudaDeviceSynchronize();
     CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));
+    printf("launches with programmatic dependent launch refused (ordinary launch instead): %d\n",
+           dt_cu_pdl_refused());
     /* wgmma: the rule, with and without the fused bias sums; then each configuration; D and
      * dQ mma: the D kernel and the mma.sync dQ pass alone; A = "A 64, dQ mma.sync" minus
      * both (kernel A with the bias finish); A q128, A q128k64: A plus the difference of that

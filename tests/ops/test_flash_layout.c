@@ -4,6 +4,7 @@
  *  - dt_flash_bwd_group: a power of two up to 16 that divides BH;
  *  - dt_flash_bwd_order: a bijection of the grid onto (head, rank) pairs, ranks of a head
  *    in increasing block order, all heads of a group before the next group;
+ *    dt_flash_bwd_order_rev the same with the groups last first;
  *  - dt_flash_ds_tile: the lower-triangular (qb, kb <= qb) tiles onto 0 .. tiles - 1;
  *  - the shared memory of the wgmma kernel A in each configuration and of the wgmma dQ
  *    pass: every tile 1024-byte aligned (the 128-byte swizzle atom), nothing overlapping,
@@ -45,6 +46,20 @@ static void test_order(void) {
             prev_group = h / grp;
         }
         CHECKF(bad == 0, "dt_flash_bwd_order BH %d nblk %d: %d blocks out of place", BH, nblk, bad);
+        /* the reversed group order: a bijection, groups last first, ranks in order inside */
+        memset(seen, 0, (size_t)n);
+        for (int h = 0; h < BH; h++) last_rank[h] = -1;
+        bad = 0, prev_group = BH / grp - 1;
+        for (int i = 0; i < n; i++) {
+            int h, r;
+            dt_flash_bwd_order_rev(i, grp, nblk, BH, &h, &r);
+            if (h < 0 || h >= BH || r < 0 || r >= nblk || seen[h * nblk + r]++) { bad++; continue; }
+            if (r != last_rank[h] + 1) bad++;
+            last_rank[h] = r;
+            if (h / grp > prev_group) bad++; /* groups in reverse order */
+            prev_group = h / grp;
+        }
+        CHECKF(bad == 0, "dt_flash_bwd_order_rev BH %d nblk %d: %d blocks out of place", BH, nblk, bad);
         free(seen);
         free(last_rank);
     }
