@@ -23,6 +23,12 @@ extern "C" {
 #define EMB_SITE 0xffffffffu
 #define MAX_EVENTS 4096
 
+/* The CUDA graph slots (see "CUDA graphs" below): a training loop alternates these phases,
+ * and with gradient accumulation the first backward after zero_grad (fresh gradients) with
+ * the ones adding to them; an eval forward (loss scale 0) runs between training steps.
+ * Each keeps its own graph. */
+enum { G_ZERO, G_FWD, G_FWD_EVAL, G_BWD_FRESH, G_BWD_ADD, G_SLOTS };
+
 struct dt_gpt_cuda {
     dt_gpt_config cfg;
     dt_param_desc params[DT_NUM_PARAM_TENSORS];
@@ -59,11 +65,11 @@ struct dt_gpt_cuda {
     cudaEvent_t ev_ready, ev_wdone, ev_read[DT_CU_READS_MAX];
     dt_cu_reads reads;
     dt_cu_blas *blas;
-    /* CUDA graphs of the launch sequences (DT_CUDA_GRAPH, default on; cuda_plan.h): one
-     * slot per G_* below */
+    /* CUDA graphs of the launch sequences (DT_CUDA_GRAPH, default on; cuda_plan.h), one a
+     * slot */
     int graphs, ncapture, nreplay, nrelaxed;
-    dt_cu_graph_state gstate[5];
-    cudaGraphExec_t gexec[5];
+    dt_cu_graph_state gstate[G_SLOTS];
+    cudaGraphExec_t gexec[G_SLOTS];
     /* parameters, gradients, optimizer state */
     float *param, *grad, *adam_m, *adam_v;
     bf16 *param16;
@@ -405,7 +411,7 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
                     m->zeros, m->d_in, m->d_tg, m->d_order, m->d_segtok, m->d_segstart, m->chunks,
                     m->decay, m->att_lse, m->pn_part};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < G_SLOTS; i++)
         if (m->gexec[i]) cudaGraphExecDestroy(m->gexec[i]);
     for (int i = 0; i < MAX_EVENTS; i++)
         if (m->ev[i]) cudaEventDestroy(m->ev[i]);
@@ -551,10 +557,6 @@ static dt_status inject(dt_gpt_cuda *m, const char *op, void *p, size_t n, int e
  * not. The batch enters through copies from the pinned h_in/h_tg, which a replay reads
  * afresh. Calls that must run host code per op (trace events, profiled ranges, a pending
  * injection) or whose kernels take per-step arguments (dropout's step) launch eagerly. */
-/* The slots: a training loop alternates these phases, and with gradient accumulation the
- * first backward after zero_grad (fresh gradients) with the ones adding to them; an eval
- * forward (loss scale 0) runs between training steps. Each keeps its own graph. */
-enum { G_ZERO, G_FWD, G_FWD_EVAL, G_BWD_FRESH, G_BWD_ADD, G_SLOTS };
 static const char *graph_names[G_SLOTS] = {"zero_grad (graph)", "forward (graph)", "eval forward (graph)",
                                            "backward (graph)", "accumulating backward (graph)"};
 
@@ -591,6 +593,20 @@ static uint64_t graph_sig(const dt_gpt_cuda *m, int g) {
  * capture refused: a bug to report), nothing was launched; graphs are dropped for the
  * model's life with a note on stderr and the launches run eagerly, which gives the same
  * bits (a graph changes how the kernels are launched, not what they compute). */
+static void graphs_off(dt_gpt_cuda *m, int g, const char *why) {
+    fprintf(stderr, "detrain: recording the %s launches as a CUDA graph failed (%s); running every step's "
+            "launches one by one from now on (same results; set DT_CUDA_GRAPH=off to skip the attempt, and "
+            "please report this)\n", graph_names[g], why);
+    (void)cudaGetLastError();
+    for (int i = 0; i < G_SLOTS; i++) {
+        if (m->gexec[i]) cudaGraphExecDestroy(m->gexec[i]);
+        m->gexec[i] = NULL;
+        dt_cu_graph_forget(&m->gstate[i]);
+    }
+    m->graphs = 0;
+    dt_cu_reads_clear(&m->reads); /* events noted in the abandoned capture */
+}
+
 static dt_status run_phase(dt_gpt_cuda *m, int g, dt_status (*fn)(dt_gpt_cuda *)) {
     uint64_t sig = graph_sig(m, g);
     dt_cu_graph_act act = dt_cu_graph_decide(&m->gstate[g], graph_eligible(m), sig);
@@ -602,12 +618,16 @@ static dt_status run_phase(dt_gpt_cuda *m, int g, dt_status (*fn)(dt_gpt_cuda *)
         m->nreplay++;
         return dt_cu_check(e, "cudaGraphLaunch");
     }
-    TRY(dt_cu_check(cudaStreamBeginCapture(m->s, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture"));
+    cudaError_t e = cudaStreamBeginCapture(m->s, cudaStreamCaptureModeRelaxed);
+    if (e != cudaSuccess) {
+        graphs_off(m, g, cudaGetErrorString(e));
+        return fn(m);
+    }
     dt_cu_blas_capture_begin(m->blas);
     if (m->blas_w) dt_cu_blas_capture_begin(m->blas_w);
     dt_status st = fn(m);
     cudaGraph_t graph = NULL;
-    cudaError_t e = cudaStreamEndCapture(m->s, &graph);
+    e = cudaStreamEndCapture(m->s, &graph);
     /* cuBLASLt's workspace memsets off the stream's path (ops_cuda.h) */
     cudaGraph_t ok = st == DT_OK && e == cudaSuccess ? graph : NULL;
     int moved = dt_cu_blas_graph_relax(m->blas, ok), moved_w = m->blas_w ? dt_cu_blas_graph_relax(m->blas_w, ok) : 0;
@@ -625,18 +645,7 @@ static dt_status run_phase(dt_gpt_cuda *m, int g, dt_status (*fn)(dt_gpt_cuda *)
         m->ncapture++;
         return dt_cu_check(cudaGraphLaunch(exec, m->s), "cudaGraphLaunch");
     }
-    fprintf(stderr, "detrain: recording the %s launches as a CUDA graph failed (%s%s%s); running every "
-            "step's launches one by one from now on (same results; set DT_CUDA_GRAPH=off to skip the "
-            "attempt, and please report this)\n", graph_names[g], e != cudaSuccess ? cudaGetErrorString(e) : "",
-            e != cudaSuccess && st != DT_OK ? "; " : "", st != DT_OK ? dt_errmsg() : "");
-    (void)cudaGetLastError();
-    for (int i = 0; i < G_SLOTS; i++) {
-        if (m->gexec[i]) cudaGraphExecDestroy(m->gexec[i]);
-        m->gexec[i] = NULL;
-        dt_cu_graph_forget(&m->gstate[i]);
-    }
-    m->graphs = 0;
-    dt_cu_reads_clear(&m->reads); /* events noted in the abandoned capture */
+    graphs_off(m, g, e != cudaSuccess ? cudaGetErrorString(e) : dt_errmsg());
     return fn(m);
 }
 

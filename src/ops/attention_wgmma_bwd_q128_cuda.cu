@@ -315,6 +315,21 @@ __global__ void __launch_bounds__(128 * (M + 1), M == 1 ? 2 : 1)
 
 static int wgq_attrs_set;
 
+/* One launch of kernel A with M consumer warpgroups and NST stages over nb blocks: a
+ * programmatic dependent launch (pdl) or an ordinary one. */
+template <int M, int NST>
+static void wgq_launch(unsigned nb, int pdl, cudaStream_t s, const char *name, bf16 *dqkv, bf16 *dS, float *part,
+                       const bf16 *qkv, const bf16 *dout, const float *LD, int T, int NH, float scale, int grp) {
+    const size_t sm = dt_wgq_smem(M, NST);
+    const dim3 g = dt_cu_noted(nb, 128 * (M + 1), sm, name);
+    if (pdl)
+        dt_cu_launch_pdl(flash_bwd_kv_wgmma_q128_kernel<M, NST>, g, 128 * (M + 1), sm, s, dqkv, dS, part, qkv, dout,
+                         LD, T, NH, scale, grp);
+    else
+        flash_bwd_kv_wgmma_q128_kernel<M, NST><<<g, 128 * (M + 1), sm, s>>>(dqkv, dS, part, qkv, dout, LD, T, NH,
+                                                                           scale, grp);
+}
+
 void dt_cu_flash_bwd_kv_wgmma_q128(bf16 *dqkv, bf16 *dS, float *part, const bf16 *qkv, const bf16 *dout,
                                    const float *LD, int B, int T, int NH, int M, int pdl, cudaStream_t s) {
     if (!wgq_attrs_set) {
@@ -326,25 +341,10 @@ void dt_cu_flash_bwd_kv_wgmma_q128(bf16 *dqkv, bf16 *dS, float *part, const bf16
     }
     const float scale = 1.0f / sqrtf((float)WD);
     const int BH = B * NH, nqb = T / WB, grp = dt_flash_bwd_group(BH);
-    if (M == 2 && nqb % 2 == 0) {
-        const unsigned nb = (unsigned)(BH * (nqb / 2));
-        const size_t sm = dt_wgq_smem(2, DT_WGQ_STAGES_M2);
-        const dim3 g = dt_cu_noted(nb, 384, sm, "flash_bwd_kv_wgmma_q128_kernel<2>");
-        if (pdl)
-            dt_cu_launch_pdl(flash_bwd_kv_wgmma_q128_kernel<2, DT_WGQ_STAGES_M2>, g, 384, sm, s, dqkv, dS, part, qkv,
-                             dout, LD, T, NH, scale, grp);
-        else
-            flash_bwd_kv_wgmma_q128_kernel<2, DT_WGQ_STAGES_M2><<<g, 384, sm, s>>>(dqkv, dS, part, qkv, dout, LD, T, NH,
-                                                                                   scale, grp);
-    } else {
-        const unsigned nb = (unsigned)(BH * nqb);
-        const size_t sm = dt_wgq_smem(1, DT_WGQ_STAGES_M1);
-        const dim3 g = dt_cu_noted(nb, 256, sm, "flash_bwd_kv_wgmma_q128_kernel<1>");
-        if (pdl)
-            dt_cu_launch_pdl(flash_bwd_kv_wgmma_q128_kernel<1, DT_WGQ_STAGES_M1>, g, 256, sm, s, dqkv, dS, part, qkv,
-                             dout, LD, T, NH, scale, grp);
-        else
-            flash_bwd_kv_wgmma_q128_kernel<1, DT_WGQ_STAGES_M1><<<g, 256, sm, s>>>(dqkv, dS, part, qkv, dout, LD, T, NH,
-                                                                                   scale, grp);
-    }
+    if (M == 2 && nqb % 2 == 0)
+        wgq_launch<2, DT_WGQ_STAGES_M2>((unsigned)(BH * (nqb / 2)), pdl, s, "flash_bwd_kv_wgmma_q128_kernel<2>", dqkv,
+                                        dS, part, qkv, dout, LD, T, NH, scale, grp);
+    else
+        wgq_launch<1, DT_WGQ_STAGES_M1>((unsigned)(BH * nqb), pdl, s, "flash_bwd_kv_wgmma_q128_kernel<1>", dqkv, dS,
+                                        part, qkv, dout, LD, T, NH, scale, grp);
 }

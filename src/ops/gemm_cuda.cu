@@ -166,7 +166,10 @@ static void capture_note(dt_cu_blas *h, cudaStream_t s, int when, int half) {
         if (h->ncap == h->capcap) {
             int cap = h->capcap ? 2 * h->capcap : 64;
             struct cap_note *p = (struct cap_note *)realloc(h->cap, sizeof *p * (size_t)cap);
-            if (!p) return; /* this GEMM stays as captured */
+            if (!p) { /* this GEMM and the later ones stay as captured */
+                h->capturing = 0;
+                return;
+            }
             h->cap = p;
             h->capcap = cap;
         }

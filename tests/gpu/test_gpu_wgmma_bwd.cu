@@ -239,14 +239,17 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
     dt_cu_flash_fwd(out, lse, qkv, B, T, C, NH, 0);
     gpu_ok(cudaGetLastError(), "dt_cu_flash_fwd launch");
     bwd_bufs f = bufs_new(B, T, NH), w = bufs_new(B, T, NH);
-    if (g_bench || g_profile) {
-        time_schedules(w, dout, qkv, out, lse, B, T, C, NH);
+    auto free_all = [&] {
         bufs_free(f);
         bufs_free(w);
         cudaFree(qkv);
         cudaFree(dout);
         cudaFree(out);
         cudaFree(lse);
+    };
+    if (g_bench || g_profile) {
+        time_schedules(w, dout, qkv, out, lse, B, T, C, NH);
+        free_all();
         return;
     }
 
@@ -367,12 +370,7 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
         gpu_ok(cudaGetLastError(), "timed launches");
         g_times.push_back(tm);
     }
-    bufs_free(f);
-    bufs_free(w);
-    cudaFree(qkv);
-    cudaFree(dout);
-    cudaFree(out);
-    cudaFree(lse);
+    free_all();
 }
 
 static void test_small(void) { test_shape(2, 4, 1024, 1, 1); }
