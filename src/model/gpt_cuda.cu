@@ -224,6 +224,16 @@ static dt_status probe_fusions(dt_gpt_cuda *m) {
     return DT_OK;
 }
 
+/* An on/off switch in the environment: unset or "on" is on; any other value is refused,
+ * naming the accepted ones and what on (the default) means. */
+static dt_status env_switch(const char *name, const char *on_means, int *on) {
+    const char *v = getenv(name);
+    if (v && strcmp(v, "on") && strcmp(v, "off"))
+        return dt_fail(DT_EINVAL, "%s='%s': accepted: on (the default: %s), off", name, v, on_means);
+    *on = !(v && !strcmp(v, "off"));
+    return DT_OK;
+}
+
 dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     *out = NULL;
     const dt_gpt_config *c = &host->cfg;
@@ -252,20 +262,11 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_batch, cudaEventDisableTiming), "cudaEventCreate");
     if (st != DT_OK) { free(m); return dt_fail_context(st, "--device cuda: no usable GPU"); }
     if ((st = dt_cu_blas_create(&m->blas)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
-    const char *ov = getenv("DT_BWD_OVERLAP");
-    if (ov && strcmp(ov, "on") && strcmp(ov, "off")) {
+    if ((st = env_switch("DT_BWD_OVERLAP", "weight gradients on a second stream", &m->overlap)) != DT_OK ||
+        (st = env_switch("DT_CUDA_GRAPH", "each step's launches replayed from CUDA graphs", &m->graphs)) != DT_OK) {
         dt_gpt_cuda_free(m);
-        return dt_fail(DT_EINVAL, "DT_BWD_OVERLAP='%s': accepted: on (the default: weight gradients on a "
-                       "second stream), off", ov);
+        return st;
     }
-    m->overlap = !(ov && !strcmp(ov, "off"));
-    const char *gr = getenv("DT_CUDA_GRAPH");
-    if (gr && strcmp(gr, "on") && strcmp(gr, "off")) {
-        dt_gpt_cuda_free(m);
-        return dt_fail(DT_EINVAL, "DT_CUDA_GRAPH='%s': accepted: on (the default: each step's launches "
-                       "replayed from CUDA graphs), off", gr);
-    }
-    m->graphs = !(gr && !strcmp(gr, "off"));
     if (m->overlap) {
         st = dt_cu_check(cudaStreamCreateWithFlags(&m->wgs, cudaStreamNonBlocking), "cudaStreamCreate");
         if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_ready, cudaEventDisableTiming), "cudaEventCreate");

@@ -206,7 +206,8 @@ static cudaGraphNode_t ws_memset(const dt_cu_blas *h, const struct cap_note *c) 
         if (cudaGraphNodeGetType(kids[i], &t) != cudaSuccess || t != cudaGraphNodeTypeMemset) continue;
         if (cudaGraphMemsetNodeGetParams(kids[i], &mp) != cudaSuccess) continue;
         const char *d = (const char *)mp.dst, *w = (const char *)h->ws + (size_t)c->half * DT_CU_GEMM_WORKSPACE;
-        size_t bytes = (size_t)mp.elementSize * mp.width * (mp.height ? mp.height : 1);
+        size_t row = (size_t)mp.elementSize * mp.width, rows = mp.height ? mp.height : 1;
+        size_t bytes = rows > 1 ? mp.pitch * (rows - 1) + row : row; /* the extent it writes */
         if (d < w || d + bytes > w + DT_CU_GEMM_WORKSPACE) continue;
         cudaGraphNode_t deps[4];
         size_t nd = 4;

@@ -70,11 +70,11 @@ void dt_cu_blas_forget(dt_cu_blas *h);
  * captured, its workspace and the capture's dependencies before cuBLASLt's launches and
  * after them; relax then makes each memset into a workspace depend on the previous GEMM
  * that used that workspace instead of the op just before it (the region is free from then
- * on, and only this handle's GEMMs, in stream order, touch it), and the GEMM on that op too,
- * so the memset runs off the stream's path, even between two GEMMs back to back. Edges are added before any is removed, so an
- * API failure part way leaves a valid graph (more constrained, never less). Returns the
- * memsets moved, -1 on an API error (relaxed so far, all edges valid); g NULL (the capture
- * failed) just ends the notes. */
+ * on, and only this handle's GEMMs, in stream order, touch it), and the GEMM on that op
+ * too, so the memset runs off the stream's path, even between two GEMMs back to back.
+ * Edges are added before any is removed, so an API failure part way leaves a valid graph
+ * (more constrained, never less). Returns the memsets moved, -1 on an API error (relaxed
+ * so far, all edges valid); g NULL (the capture failed) just ends the notes. */
 void dt_cu_blas_capture_begin(dt_cu_blas *h);
 int dt_cu_blas_graph_relax(dt_cu_blas *h, cudaGraph_t g);
 
@@ -296,8 +296,9 @@ void dt_cu_flash_fwd_wgmma_force(int kernel);
  * atomics) and the same bits (the same products in the same k order, the same elementwise
  * code; tests/gpu/test_gpu_wgmma_bwd.cu compares the bytes). 0.270 ms against 0.352 at
  * B 16 NH 12 T 1024 on an H200 (docs/cuda.md). Kernel A and the dQ pass are launched with
- * programmatic dependent launch on s (they may start before the kernel before them ends). On a GPU other than sm_90 the launch fails
- * (no kernel image), reported by the next cudaGetLastError. */
+ * programmatic dependent launch on s (they may start before the kernel before them ends).
+ * On a GPU other than sm_90 the launch fails (no kernel image), reported by the next
+ * cudaGetLastError. */
 void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
                            const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
                            cudaStream_t fs);
