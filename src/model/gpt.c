@@ -80,36 +80,6 @@ size_t dt_gpt_param_table(const dt_gpt_config *cfg, dt_param_desc out[DT_NUM_PAR
     return off;
 }
 
-int dt_gpt_opt_slices(const dt_gpt_config *cfg, const dt_param_desc params[DT_NUM_PARAM_TENSORS],
-                      dt_gpt_slice *out, int cap) {
-    static const int layer_a[] = {DT_P_LN1W, DT_P_LN1B, DT_P_QKVW, DT_P_QKVB};
-    static const int layer_b[] = {DT_P_ATTPROJW, DT_P_ATTPROJB, DT_P_LN2W, DT_P_LN2B,
-                                  DT_P_FCW, DT_P_FCB, DT_P_FCPROJW, DT_P_FCPROJB};
-    int L = cfg->num_layers, n = 0;
-#define SLICE(t, pc, off, num) do { \
-        if (n < cap) { out[n].tensor = (t); out[n].piece = (pc); out[n].offset = (off); out[n].numel = (num); } \
-        n++; \
-    } while (0)
-    SLICE(DT_P_WTE, 0, params[DT_P_WTE].offset, params[DT_P_WTE].numel);
-    SLICE(DT_P_WPE, 0, params[DT_P_WPE].offset, params[DT_P_WPE].numel);
-    for (int l = 0; l < L; l++) {
-        for (size_t i = 0; i < sizeof layer_a / sizeof layer_a[0]; i++) {
-            const dt_param_desc *d = &params[layer_a[i]];
-            size_t per = d->numel / (size_t)L;
-            SLICE(layer_a[i], DT_GPT_PIECE_LAYER_A(l), d->offset + (size_t)l * per, per);
-        }
-        for (size_t i = 0; i < sizeof layer_b / sizeof layer_b[0]; i++) {
-            const dt_param_desc *d = &params[layer_b[i]];
-            size_t per = d->numel / (size_t)L;
-            SLICE(layer_b[i], DT_GPT_PIECE_LAYER_B(l), d->offset + (size_t)l * per, per);
-        }
-    }
-    SLICE(DT_P_LNFW, 2 * L + 1, params[DT_P_LNFW].offset, params[DT_P_LNFW].numel);
-    SLICE(DT_P_LNFB, 2 * L + 1, params[DT_P_LNFB].offset, params[DT_P_LNFB].numel);
-#undef SLICE
-    return n;
-}
-
 static void init_params(dt_gpt *m, uint64_t seed) {
     const dt_gpt_config *c = &m->cfg;
     float proj_std = 0.02f / sqrtf(2.0f * (float)c->num_layers);

@@ -64,25 +64,6 @@ typedef struct dt_param_desc {
 /* Describes all parameter tensors of a config. Returns the total number of floats. */
 size_t dt_gpt_param_table(const dt_gpt_config *cfg, dt_param_desc out[DT_NUM_PARAM_TENSORS]);
 
-/* The optimizer's pieces: the parameter slab cut into the groups the forward reads in turn,
- * so that an update overlapping the next forward (gpt_cuda.cu, DT_OPT_OVERLAP) can release
- * each group as soon as it is updated. Piece 0: wte, wpe (the embedding); piece 1 + 2l:
- * layer l's ln1 and qkv; piece 2 + 2l: layer l's attproj, ln2, fc and fcproj; piece 2L + 1:
- * lnf. A slice is one tensor's rows of one layer (the whole tensor for the unlayered ones). */
-typedef struct dt_gpt_slice {
-    int tensor;    /* DT_P_* */
-    int piece;
-    size_t offset; /* floats into the parameter slab */
-    size_t numel;
-} dt_gpt_slice;
-#define DT_GPT_PIECE_LAYER_A(l) (1 + 2 * (l))
-#define DT_GPT_PIECE_LAYER_B(l) (2 + 2 * (l))
-static inline int dt_gpt_opt_pieces(const dt_gpt_config *cfg) { return 2 * cfg->num_layers + 2; }
-/* Writes up to cap slices in piece order (within a piece in slab order); returns how many
- * there are (call with cap 0 to size). Every parameter lies in exactly one slice. */
-int dt_gpt_opt_slices(const dt_gpt_config *cfg, const dt_param_desc params[DT_NUM_PARAM_TENSORS],
-                      dt_gpt_slice *out, int cap);
-
 /* ---- the model ---------------------------------------------------------------------- */
 
 /* Activations of one forward pass, pointers into one slab (sizes for B, T). */

@@ -25,10 +25,9 @@ extern "C" {
 
 /* The CUDA graph slots (see "CUDA graphs" below): a training loop alternates these phases,
  * and with gradient accumulation the first backward after zero_grad (fresh gradients) with
- * the ones adding to them; an eval forward (loss scale 0) runs between training steps; the
- * first forward after a step carries that step's optimizer update (G_FWD_UPD, "The
- * optimizer update overlapping the next forward" below). Each keeps its own graph. */
-enum { G_ZERO, G_FWD, G_FWD_EVAL, G_BWD_FRESH, G_BWD_ADD, G_FWD_UPD, G_SLOTS };
+ * the ones adding to them; an eval forward (loss scale 0) runs between training steps.
+ * Each keeps its own graph. */
+enum { G_ZERO, G_FWD, G_FWD_EVAL, G_BWD_FRESH, G_BWD_ADD, G_SLOTS };
 
 struct dt_gpt_cuda {
     dt_gpt_config cfg;
@@ -77,22 +76,10 @@ struct dt_gpt_cuda {
     dt_cu_chunk *chunks;
     int nchunks;
     double *pn_part; /* AdamW's per-chunk sums of parameter squares (the parameter norm) */
-    int pn_valid;    /* pn_part holds the sums of the parameters as they are (written by the last update) */
+    int pn_valid;    /* pn_part holds the sums of the parameters as they are (the last update wrote them) */
     float *decay;
     int decay_set;
     float decay_value;
-    /* The optimizer update overlapping the next forward (DT_OPT_OVERLAP, default on; see
-     * that section below): the chunk table is cut into pieces in the order the forward reads
-     * the parameters (dt_gpt_opt_slices); piece p is chunks [piece_first[p], piece_first[p +
-     * 1]). A step leaves its update pending (upd); the next training forward launches it on
-     * os, piece by piece, each piece's event releasing the forward's next reads. */
-    int opt_overlap;
-    int npieces, *piece_first;
-    cudaStream_t os;
-    cudaEvent_t ev_fork, ev_odone, *ev_piece;
-    int upd_pending, zero_pending, ovl, waited;
-    dt_cu_adamw_args upd;
-    dt_cu_adamw_hyper *d_hyper, *h_hyper; /* the update's scalars: pinned, copied in the forward */
     /* activations (bf16 unless noted) */
     bf16 *encoded, *ln1, *qkv, *atty, *att, *attproj, *res2, *ln2, *fch, *fchg, *fcproj, *res3, *lnf,
         *logits;
@@ -117,6 +104,7 @@ struct dt_gpt_cuda {
      * the driver, which left the device idle ~40-70 us at the end of every step */
     double *h_stats;
     long long *h_zeros;
+    cudaEvent_t ev_stats; /* recorded after the copies into h_stats / h_zeros */
     float loss_scale;
     /* the loss sum of the latest forward, read back with the step's statistics */
     double loss_sum;
@@ -248,34 +236,6 @@ static dt_status env_switch(const char *name, const char *on_means, int *on) {
     return DT_OK;
 }
 
-/* The AdamW chunk table in the optimizer's pieces (dt_gpt_opt_slices): writes up to cap
- * chunks and m->piece_first; returns the number of chunks, 0 when host memory ran out. */
-static size_t opt_table(dt_gpt_cuda *m, dt_cu_chunk *out, size_t cap) {
-    int nsl = dt_gpt_opt_slices(&m->cfg, m->params, NULL, 0);
-    dt_gpt_slice *sl = (dt_gpt_slice *)malloc(sizeof *sl * (size_t)nsl);
-    size_t *offs = (size_t *)malloc(sizeof(size_t) * 2 * (size_t)nsl);
-    int *ten = (int *)malloc(sizeof(int) * (size_t)nsl);
-    size_t nch = 0;
-    if (sl && offs && ten && nsl > 0) {
-        size_t *nums = offs + nsl;
-        dt_gpt_opt_slices(&m->cfg, m->params, sl, nsl);
-        for (int i = 0; i < nsl; i++) {
-            offs[i] = sl[i].offset;
-            nums[i] = sl[i].numel;
-            ten[i] = sl[i].tensor;
-            /* a piece starts at the first chunk of its first slice */
-            size_t before = dt_cu_adamw_slice_chunks(offs, nums, ten, i, DT_CU_ADAMW_CHUNK, NULL, 0);
-            for (int p = i ? sl[i - 1].piece + 1 : 0; p <= sl[i].piece; p++) m->piece_first[p] = (int)before;
-        }
-        nch = dt_cu_adamw_slice_chunks(offs, nums, ten, nsl, DT_CU_ADAMW_CHUNK, out, cap);
-        for (int p = sl[nsl - 1].piece + 1; p <= m->npieces; p++) m->piece_first[p] = (int)nch;
-    }
-    free(sl);
-    free(offs);
-    free(ten);
-    return nch;
-}
-
 dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     *out = NULL;
     const dt_gpt_config *c = &host->cfg;
@@ -302,12 +262,11 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     if (st == DT_OK) st = dt_cu_check(cudaStreamCreateWithFlags(&m->fin, cudaStreamNonBlocking), "cudaStreamCreate");
     if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->join, cudaEventDisableTiming), "cudaEventCreate");
     if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_batch, cudaEventDisableTiming), "cudaEventCreate");
+    if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_stats, cudaEventDisableTiming), "cudaEventCreate");
     if (st != DT_OK) { free(m); return dt_fail_context(st, "--device cuda: no usable GPU"); }
     if ((st = dt_cu_blas_create(&m->blas)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
     if ((st = env_switch("DT_BWD_OVERLAP", "weight gradients on a second stream", &m->overlap)) != DT_OK ||
-        (st = env_switch("DT_CUDA_GRAPH", "each step's launches replayed from CUDA graphs", &m->graphs)) != DT_OK ||
-        (st = env_switch("DT_OPT_OVERLAP", "each step's optimizer update overlapping the next forward",
-                         &m->opt_overlap)) != DT_OK) {
+        (st = env_switch("DT_CUDA_GRAPH", "each step's launches replayed from CUDA graphs", &m->graphs)) != DT_OK) {
         dt_gpt_cuda_free(m);
         return st;
     }
@@ -400,28 +359,19 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     DMALLOC(m->d_order, BT, "batch");
     DMALLOC(m->d_segtok, BT, "batch");
     DMALLOC(m->d_segstart, BT + 1, "batch");
-    /* the multi-tensor AdamW table, in the optimizer's pieces (dt_gpt_opt_slices) */
+    /* the multi-tensor AdamW table */
+    size_t offs[DT_NUM_PARAM_TENSORS], nums[DT_NUM_PARAM_TENSORS];
     float decay[DT_NUM_PARAM_TENSORS];
-    for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++) decay[i] = (float)m->params[i].decay;
-    m->npieces = dt_gpt_opt_pieces(c);
-    m->piece_first = (int *)calloc((size_t)m->npieces + 1, sizeof(int));
-    m->ev_piece = (cudaEvent_t *)calloc((size_t)m->npieces, sizeof(cudaEvent_t));
-    size_t nch = m->piece_first && m->ev_piece ? opt_table(m, NULL, 0) : 0;
-    if (nch == 0) {
-        dt_gpt_cuda_free(m);
-        return dt_fail(DT_ENOMEM, "out of host memory for the GPU model's optimizer table");
+    for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++) {
+        offs[i] = m->params[i].offset;
+        nums[i] = m->params[i].numel;
+        decay[i] = (float)m->params[i].decay;
     }
+    size_t nch = dt_cu_adamw_chunks(offs, nums, DT_NUM_PARAM_TENSORS, DT_CU_ADAMW_CHUNK, NULL, 0);
     m->nchunks = (int)nch;
-    for (int p = 0; p < m->npieces && st == DT_OK; p++)
-        st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_piece[p], cudaEventDisableTiming), "cudaEventCreate");
-    if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_fork, cudaEventDisableTiming), "cudaEventCreate");
-    if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_odone, cudaEventDisableTiming), "cudaEventCreate");
-    if (st == DT_OK) st = dt_cu_check(cudaStreamCreateWithFlags(&m->os, cudaStreamNonBlocking), "cudaStreamCreate");
-    if (st != DT_OK) { dt_gpt_cuda_free(m); return st; }
     DMALLOC(m->chunks, nch, "AdamW table"); /* before the host buffers below: a failure leaks none */
     DMALLOC(m->pn_part, nch, "scratch");
     DMALLOC(m->decay, DT_NUM_PARAM_TENSORS, "AdamW table");
-    DMALLOC(m->d_hyper, 1, "AdamW scalars");
     dt_cu_chunk *hch = (dt_cu_chunk *)malloc(sizeof *hch * nch);
     /* pinned, so the uploads are asynchronous (the buckets are built while the GPU runs) */
     m->h_count = (int *)malloc(sizeof(int) * Vp);
@@ -432,15 +382,13 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     if (cudaMallocHost((void **)&m->h_segstart, sizeof(int) * (BT + 1)) != cudaSuccess) m->h_segstart = NULL;
     if (cudaMallocHost((void **)&m->h_stats, sizeof(double) * 4 + sizeof(long long)) != cudaSuccess) m->h_stats = NULL;
     m->h_zeros = m->h_stats ? (long long *)(m->h_stats + 4) : NULL;
-    if (cudaMallocHost((void **)&m->h_hyper, sizeof *m->h_hyper) != cudaSuccess) m->h_hyper = NULL;
-    if (!hch || !m->h_in || !m->h_tg || !m->h_count || !m->h_order || !m->h_segtok || !m->h_segstart || !m->h_stats ||
-        !m->h_hyper) {
+    if (!hch || !m->h_in || !m->h_tg || !m->h_count || !m->h_order || !m->h_segtok || !m->h_segstart || !m->h_stats) {
         free(hch);
         dt_gpt_cuda_free(m);
         return dt_fail(DT_ENOMEM, "out of host memory for the GPU model's batch buffers");
     }
-    st = opt_table(m, hch, nch) == nch ? DT_OK : dt_fail(DT_ENOMEM, "out of host memory for the optimizer table");
-    if (st == DT_OK) st = dt_cu_check(cudaMemcpy(m->chunks, hch, sizeof *hch * nch, cudaMemcpyHostToDevice), "upload");
+    dt_cu_adamw_chunks(offs, nums, DT_NUM_PARAM_TENSORS, DT_CU_ADAMW_CHUNK, hch, nch);
+    st = dt_cu_check(cudaMemcpy(m->chunks, hch, sizeof *hch * nch, cudaMemcpyHostToDevice), "upload");
     free(hch);
     if (st == DT_OK) st = dt_cu_check(cudaMemcpy(m->decay, decay, sizeof decay, cudaMemcpyHostToDevice), "upload");
     if (st == DT_OK) st = dt_cu_check(cudaMemcpy(m->param, host->param_mem, sizeof(float) * n,
@@ -465,7 +413,7 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
                     m->lnf_mean, m->lnf_rstd, m->losses, m->dres, m->part, m->dres16, m->dproj16,
                     m->dc1, m->dqkv, m->dfch, m->dfchg, m->att_scratch, m->red_part, m->stats,
                     m->zeros, m->d_in, m->d_tg, m->d_order, m->d_segtok, m->d_segstart, m->chunks,
-                    m->decay, m->att_lse, m->pn_part, m->d_hyper};
+                    m->decay, m->att_lse, m->pn_part};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
     for (int i = 0; i < G_SLOTS; i++)
         if (m->gexec[i]) cudaGraphExecDestroy(m->gexec[i]);
@@ -482,14 +430,7 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
     if (m->fin) cudaStreamDestroy(m->fin);
     if (m->join) cudaEventDestroy(m->join);
     if (m->ev_batch) cudaEventDestroy(m->ev_batch);
-    for (int p = 0; m->ev_piece && p < m->npieces; p++)
-        if (m->ev_piece[p]) cudaEventDestroy(m->ev_piece[p]);
-    if (m->ev_fork) cudaEventDestroy(m->ev_fork);
-    if (m->ev_odone) cudaEventDestroy(m->ev_odone);
-    if (m->os) cudaStreamDestroy(m->os);
-    free(m->ev_piece);
-    free(m->piece_first);
-    cudaFreeHost(m->h_hyper);
+    if (m->ev_stats) cudaEventDestroy(m->ev_stats);
     cudaFreeHost(m->h_in); cudaFreeHost(m->h_tg); cudaFreeHost(m->h_order); cudaFreeHost(m->h_segtok);
     cudaFreeHost(m->h_segstart);
     cudaFreeHost(m->h_stats);
@@ -504,20 +445,10 @@ void dt_gpt_cuda_set_mode(dt_gpt_cuda *m, int training, uint32_t rng_step) {
 
 void dt_gpt_cuda_set_step(dt_gpt_cuda *m, int64_t step) { m->step = step; }
 
-/* Waits for everything queued on m->s (a pending optimizer update stays pending). */
-static dt_status stream_sync(dt_gpt_cuda *m) {
+dt_status dt_gpt_cuda_sync(dt_gpt_cuda *m) {
     DT_CU_TRY(cudaGetLastError());
     DT_CU_TRY(cudaStreamSynchronize(m->s));
     return DT_OK;
-}
-
-static dt_status flush(dt_gpt_cuda *m);
-static dt_status upd_launches(dt_gpt_cuda *m);
-static dt_status need(dt_gpt_cuda *m, int piece);
-
-dt_status dt_gpt_cuda_sync(dt_gpt_cuda *m) {
-    dt_status st = flush(m);
-    return st != DT_OK ? st : stream_sync(m);
 }
 
 size_t dt_gpt_cuda_bytes(const dt_gpt_cuda *m) { return m->bytes; }
@@ -632,8 +563,7 @@ static dt_status inject(dt_gpt_cuda *m, const char *op, void *p, size_t n, int e
  * afresh. Calls that must run host code per op (trace events, profiled ranges, a pending
  * injection) or whose kernels take per-step arguments (dropout's step) launch eagerly. */
 static const char *graph_names[G_SLOTS] = {"zero_grad (graph)", "forward (graph)", "eval forward (graph)",
-                                           "backward (graph)", "accumulating backward (graph)",
-                                           "forward with the optimizer update (graph)"};
+                                           "backward (graph)", "accumulating backward (graph)"};
 
 static int graph_eligible(const dt_gpt_cuda *m) {
     dt_dropout hd = hidden_drop(m), ad = attn_drop(m);
@@ -644,7 +574,7 @@ static int graph_eligible(const dt_gpt_cuda *m) {
 /* Every host-side setting phase g's launch sequence depends on. */
 static uint64_t graph_sig(const dt_gpt_cuda *m, int g) {
     struct {
-        int g, training, ov, ln_colsum, grad_fresh, zero_pending;
+        int g, training, ov, ln_colsum, grad_fresh;
         float loss_scale;
         unsigned char variant[DT_OP_COUNT];
     } k;
@@ -658,7 +588,6 @@ static uint64_t graph_sig(const dt_gpt_cuda *m, int g) {
             k.ln_colsum = m->ln_colsum;
             k.grad_fresh = m->grad_fresh;
         }
-        if (g == G_FWD_UPD) k.zero_pending = m->zero_pending; /* the update's launches end with zero_grad's */
         for (int i = 0; i < DT_OP_COUNT; i++) k.variant[i] = (unsigned char)dt_op_variant((dt_op_id)i);
     }
     return dt_cu_graph_sig(DT_CU_GRAPH_SIG0, &k, sizeof k);
@@ -968,14 +897,11 @@ static dt_status forward_launches(dt_gpt_cuda *m) {
     float loss_scale = m->loss_scale;
     size_t sc = (size_t)BT * C, TT = (size_t)T * T;
     dt_dropout hd = hidden_drop(m), ad = attn_drop(m);
-    if (m->ovl) TRY(upd_launches(m)); /* the previous step's update, beside this forward */
     dt_trace_scope_push("embed");
-    TRY(need(m, 0));
     rbegin(m, DT_R_EMBED_FWD);
     TRY(t_encoder_fwd(m, &hd));
     rend(m, DT_R_EMBED_FWD);
     dt_trace_scope_pop();
-    TRY(need(m, DT_GPT_PIECE_LAYER_A(0)));
     rbegin(m, DT_R_LN_FWD);
     TRY(t_layernorm_fwd(m, m->ln1, m->ln1_mean, m->ln1_rstd, NULL, m->encoded, NULL, P(DT_P_LN1W),
                         P(DT_P_LN1B), NULL, 0));
@@ -995,7 +921,6 @@ static dt_status forward_launches(dt_gpt_cuda *m) {
         rbegin(m, DT_R_ATTN_FWD);
         TRY(t_attention_fwd(m, atty, att, m->flash ? m->att_lse + (size_t)l * B * NH * T : NULL, qkv, &ad, l));
         rend(m, DT_R_ATTN_FWD);
-        TRY(need(m, DT_GPT_PIECE_LAYER_B(l)));
         rbegin(m, DT_R_MATMUL_FWD);
         TRY(linear_fwd(m, attproj, atty, P16(DT_P_ATTPROJW) + lC * C, P16(DT_P_ATTPROJB) + lC, BT, C, C));
         rend(m, DT_R_MATMUL_FWD);
@@ -1019,7 +944,6 @@ static dt_status forward_launches(dt_gpt_cuda *m) {
         rend(m, DT_R_MATMUL_FWD);
         /* res3 = res2 + dropout(fcproj), normalised by the next layer's ln1 or by lnf */
         int last = l == L - 1;
-        TRY(need(m, last ? m->npieces - 1 : DT_GPT_PIECE_LAYER_A(l + 1)));
         rbegin(m, DT_R_LN_FWD);
         TRY(t_layernorm_fwd(m, last ? m->lnf : m->ln1 + (l + 1) * sc,
                             last ? m->lnf_mean : m->ln1_mean + (size_t)(l + 1) * BT,
@@ -1037,8 +961,6 @@ static dt_status forward_launches(dt_gpt_cuda *m) {
     TRY(t_crossentropy(m, loss_scale));
     rend(m, DT_R_CROSSENTROPY);
     dt_trace_scope_pop();
-    if (m->ovl) /* the update's last launches (zero_grad's clears) before anything after the forward */
-        TRY(dt_cu_check(cudaStreamWaitEvent(m->s, m->ev_odone, 0), "cudaStreamWaitEvent"));
     return dt_cu_check(cudaGetLastError(), "forward launch");
 }
 
@@ -1054,30 +976,32 @@ dt_status dt_gpt_cuda_forward(dt_gpt_cuda *m, const int *inputs, const int *targ
     TRY(dt_cu_check(cudaEventSynchronize(m->ev_batch), "cudaEventSynchronize"));
     memcpy(m->h_in, inputs, sizeof(int) * BT);
     memcpy(m->h_tg, targets, sizeof(int) * BT);
-    /* the previous step's update: beside this forward where its launches can be interleaved
-     * (a training forward, not profiled, no per-module trace digests of the parameters),
-     * else now. The event above also covers the previous copy from h_hyper. */
-    if (m->upd_pending && loss_scale != 0.0f && !m->prof && !dt_trace_on(DT_TRACE_MODULE)) {
-        *m->h_hyper = m->upd.hp;
-        m->ovl = 1;
-    } else TRY(flush(m));
     m->loss_scale = loss_scale;
     m->loss_read = 0;
     dt_cu_launch_log(dt_trace_on(DT_TRACE_KERNEL)); /* launches noted only for kernel-level events */
     m->nseg = 0; /* the det embedding buckets are built in backward, while the forward runs */
-    dt_status st = run_phase(m, m->ovl ? G_FWD_UPD : loss_scale != 0.0f ? G_FWD : G_FWD_EVAL, forward_launches);
-    if (m->ovl) m->ovl = m->upd_pending = m->zero_pending = 0;
-    TRY(st);
+    TRY(run_phase(m, loss_scale != 0.0f ? G_FWD : G_FWD_EVAL, forward_launches));
     return dt_cu_check(cudaEventRecord(m->ev_batch, m->s), "cudaEventRecord");
 }
 
-/* stats[0..3] and zeros into the pinned h_stats / h_zeros, then waits for them. */
-static dt_status read_stats(dt_gpt_cuda *m) {
+/* Queues the copies of stats[0..3] and zeros into the pinned h_stats / h_zeros, then
+ * ev_stats; wait_stats waits for that event only (work queued after it goes on). */
+static dt_status queue_stats(dt_gpt_cuda *m) {
     TRY(dt_cu_check(cudaMemcpyAsync(m->h_stats, m->stats, sizeof(double) * 4, cudaMemcpyDeviceToHost, m->s),
                     "stats"));
     TRY(dt_cu_check(cudaMemcpyAsync(m->h_zeros, m->zeros, sizeof(long long), cudaMemcpyDeviceToHost, m->s),
                     "stats"));
-    return stream_sync(m);
+    return dt_cu_check(cudaEventRecord(m->ev_stats, m->s), "cudaEventRecord");
+}
+
+static dt_status wait_stats(dt_gpt_cuda *m) {
+    DT_CU_TRY(cudaGetLastError());
+    return dt_cu_check(cudaEventSynchronize(m->ev_stats), "cudaEventSynchronize");
+}
+
+static dt_status read_stats(dt_gpt_cuda *m) {
+    TRY(queue_stats(m));
+    return wait_stats(m);
 }
 
 dt_status dt_gpt_cuda_loss(dt_gpt_cuda *m, double *loss) {
@@ -1285,7 +1209,6 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
 dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     if (m->loss_scale == 0.0f)
         return dt_fail(DT_ESTATE, "dt_gpt_cuda_backward: the last forward had loss_scale 0 (eval)");
-    TRY(flush(m)); /* none pending after a forward: only a step between them leaves one */
     int BT = m->B * m->T, Vp = m->cfg.padded_vocab;
     cudaStream_t s = m->s;
     dt_dropout hd = hidden_drop(m);
@@ -1332,28 +1255,20 @@ static int gemm_made(int i) {
     return i == DT_P_WTE || i == DT_P_QKVW || i == DT_P_ATTPROJW || i == DT_P_FCW || i == DT_P_FCPROJW;
 }
 
-static dt_status zero_on(dt_gpt_cuda *m, cudaStream_t s) {
+static dt_status zero_launches(dt_gpt_cuda *m) {
     /* the weight matrices (99% of the slab) are not cleared: the next backward's GEMMs write
      * them with beta 0, which never reads the old values (they may even be NaN) */
     for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++)
         if (!gemm_made(i))
             TRY(dt_cu_check(cudaMemsetAsync(m->grad + m->params[i].offset, 0, sizeof(float) * m->params[i].numel,
-                                            s), "cudaMemsetAsync"));
+                                            m->s), "cudaMemsetAsync"));
     return DT_OK;
 }
 
-static dt_status zero_launches(dt_gpt_cuda *m) { return zero_on(m, m->s); }
-
 void dt_gpt_cuda_zero_grad(dt_gpt_cuda *m) {
-    m->grad_fresh = 1;
-    /* a pending update still reads the gradients: the clears follow it (flush, or the
-     * overlapped update's launches) */
-    if (m->upd_pending) {
-        m->zero_pending = 1;
-        return;
-    }
     /* a failed launch surfaces at the forward's next error check, as a kernel's would */
     (void)run_phase(m, G_ZERO, zero_launches);
+    m->grad_fresh = 1;
 }
 
 __global__ void sqrt_kernel(double *x) { x[3] = sqrt(x[1]); }
@@ -1369,67 +1284,8 @@ static void state_tensors(dt_gpt_cuda *m, dt_gtrace_set *s, int opt) {
     }
 }
 
-/* ---- The optimizer update overlapping the next forward (DT_OPT_OVERLAP) ----------------
- * AdamW reads and writes 30 bytes a parameter (about 0.95 ms of a GPT-2 124M step on an
- * H200), and none of the step's statistics waits for it: the grad norm, the zeros and the
- * loss come before it, and the parameter norm is the sum the previous update wrote
- * (dt_cu_adamw's pnorm_part, of the parameters it made). So a step leaves its update
- * pending, and the next training forward launches it on m->os in the optimizer's pieces
- * (dt_gpt_opt_slices: the embedding first, then each layer's two halves, lnf last); the
- * forward waits for piece p's event just before its first read of the piece (need). The
- * memory-bound update then runs beside the forward's GEMMs instead of before them. The
- * same kernel on the same chunks, so the same bits as the update launched in the step
- * (DT_OPT_OVERLAP=off; test_model_graphs and gpu_e2e.sh compare the bytes). Whatever reads
- * the parameters, gradients or optimizer state before such a forward (get_*, sync,
- * set_opt_state, the backward, an eval or profiled forward, the metrics event, another
- * step) first launches the update on m->s (flush). A zero_grad meanwhile clears after it. */
-
-/* The pending update (and zero_grad's clears after it) on m->s now. Not a timed range:
- * the update is the previous step's. */
-static dt_status flush(dt_gpt_cuda *m) {
-    if (!m->upd_pending) return DT_OK;
-    m->upd_pending = 0;
-    dt_cu_adamw(m->param, m->param16, m->grad, m->adam_m, m->adam_v, &m->upd, m->s);
-    if (m->zero_pending) {
-        m->zero_pending = 0;
-        TRY(run_phase(m, G_ZERO, zero_launches));
-    }
-    return dt_cu_check(cudaGetLastError(), "optimizer update launch");
-}
-
-/* The forward's first launches (m->ovl): m->os joins m->s, then the update piece by piece,
- * each piece's event recorded, its scalars from d_hyper (copied from the pinned h_hyper,
- * so a recorded graph takes each step's learning rate and bias corrections), then the
- * pending zero_grad's clears, then ev_odone (the forward's end waits for it). */
-static dt_status upd_launches(dt_gpt_cuda *m) {
-    TRY(dt_cu_check(cudaEventRecord(m->ev_fork, m->s), "cudaEventRecord"));
-    TRY(dt_cu_check(cudaStreamWaitEvent(m->os, m->ev_fork, 0), "cudaStreamWaitEvent"));
-    TRY(dt_cu_check(cudaMemcpyAsync(m->d_hyper, m->h_hyper, sizeof *m->h_hyper, cudaMemcpyHostToDevice, m->os),
-                    "upload"));
-    dt_cu_adamw_args a = m->upd;
-    a.hp_dev = m->d_hyper;
-    for (int p = 0; p < m->npieces; p++) {
-        a.chunks = m->chunks + m->piece_first[p];
-        a.nchunks = m->piece_first[p + 1] - m->piece_first[p];
-        a.pnorm_part = m->pn_part + m->piece_first[p];
-        if (a.nchunks > 0) dt_cu_adamw(m->param, m->param16, m->grad, m->adam_m, m->adam_v, &a, m->os);
-        TRY(dt_cu_check(cudaEventRecord(m->ev_piece[p], m->os), "cudaEventRecord"));
-    }
-    if (m->zero_pending) TRY(zero_on(m, m->os));
-    m->waited = -1;
-    return dt_cu_check(cudaEventRecord(m->ev_odone, m->os), "cudaEventRecord");
-}
-
-/* Before the forward's first read of piece p's parameters (pieces finish in order). */
-static dt_status need(dt_gpt_cuda *m, int piece) {
-    if (!m->ovl || piece <= m->waited) return DT_OK;
-    m->waited = piece;
-    return dt_cu_check(cudaStreamWaitEvent(m->s, m->ev_piece[piece], 0), "cudaStreamWaitEvent");
-}
-
 dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, int64_t t,
                            dt_grad_stats *stats) {
-    TRY(flush(m)); /* a previous step's update no forward took */
     int det = dt_op_variant(DT_OP_NORM) == DT_VARIANT_DET;
     dt_trace_op *h = NULL;
     if (dt_trace_on(DT_TRACE_SEMANTIC)) {
@@ -1438,23 +1294,27 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
         state_tensors(m, &in, 0);
         TRY(dt_gtrace_begin(&h, DT_TRACE_SEMANTIC, DT_PHASE_OPT, "grad_stats", variant_name(DT_OP_NORM), &in, m->s));
     }
-    /* The parameter norm: the chunk sums the last update wrote of the parameters it made,
-     * or, where no update made them (the first step), the same kernel without the update
-     * (the same bits either way). */
+    /* The parameter norm: the chunk sums the last update wrote of the parameters it made
+     * (no pass of its own), or, for parameters no update made (the first step), the same
+     * kernel without the update: the same bits either way. So every statistic is ready
+     * before the update runs, and the host reads them back without waiting for it. */
     rbegin(m, DT_R_NORM);
     dt_cu_reduce(m->stats + 1, m->zeros, m->red_part, m->grad, m->num_params, 1, det, m->s);
     sqrt_kernel<<<1, 1, 0, m->s>>>(m->stats);
-    dt_cu_adamw_args a;
-    memset(&a, 0, sizeof a);
-    a.chunks = m->chunks;
-    a.nchunks = m->nchunks;
-    a.pnorm_part = m->pn_part;
-    if (!m->pn_valid) dt_cu_adamw_pnorm(m->param, &a, m->s);
+    if (!m->pn_valid) {
+        dt_cu_adamw_args pa;
+        memset(&pa, 0, sizeof pa);
+        pa.chunks = m->chunks;
+        pa.nchunks = m->nchunks;
+        pa.pnorm_part = m->pn_part;
+        dt_cu_adamw_pnorm(m->param, &pa, m->s);
+    }
     dt_cu_sum_parts(m->stats + 2, m->pn_part, m->nchunks, m->s);
     rend(m, DT_R_NORM);
+    TRY(queue_stats(m)); /* before the update: the host waits for the statistics only */
     const double *hs = m->h_stats;
-    if (h) { /* the statistics are the event's outputs: read them back now */
-        TRY(read_stats(m));
+    if (h) { /* the statistics are the event's outputs */
+        TRY(wait_stats(m));
         double gn = sqrt(hs[1]), pn = sqrt(hs[2]);
         int64_t nz = *m->h_zeros;
         dt_tensor_ref out[3];
@@ -1465,14 +1325,19 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
         dt_trace_end(h, out, 3);
         h = NULL;
     }
-    a.hp.lr = lr;
-    a.hp.beta1 = c->beta1;
-    a.hp.beta2 = c->beta2;
-    a.hp.eps = c->eps;
-    a.hp.bc1 = 1.0f - powf(c->beta1, (float)t); /* as optim/adamw.c */
-    a.hp.bc2 = 1.0f - powf(c->beta2, (float)t);
-    a.hp.clip_grad = c->clip_grad;
+    dt_cu_adamw_args a;
+    a.lr = lr;
+    a.beta1 = c->beta1;
+    a.beta2 = c->beta2;
+    a.eps = c->eps;
+    a.bc1 = 1.0f - powf(c->beta1, (float)t); /* as optim/adamw.c */
+    a.bc2 = 1.0f - powf(c->beta2, (float)t);
+    a.clip_grad = c->clip_grad;
     a.grad_norm = m->stats + 3;
+    a.decay = NULL;
+    a.chunks = m->chunks;
+    a.nchunks = m->nchunks;
+    a.pnorm_part = m->pn_part; /* the next step's parameter norm */
     /* weight decay per tensor: 0 where the tensor does not decay */
     if (!m->decay_set || m->decay_value != c->weight_decay) { /* a blocking upload, once */
         float wd[DT_NUM_PARAM_TENSORS];
@@ -1483,32 +1348,30 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
         m->decay_value = c->weight_decay;
     }
     a.decay = m->decay;
-    m->pn_valid = 1; /* the update writes the sums of the parameters it makes */
-    if (m->opt_overlap && !m->prof && !dt_trace_on(DT_TRACE_SEMANTIC) && !dt_inject_pending()) {
-        m->upd = a; /* pending: the next forward launches it (or flush) */
-        m->upd_pending = 1;
-    } else { /* now: timed in profiled steps; trace events and injections see it in its step */
-        if (dt_trace_on(DT_TRACE_SEMANTIC)) {
-            dt_gtrace_set in;
-            gset_init(&in);
-            state_tensors(m, &in, 1);
-            TRY(dt_gtrace_begin(&h, DT_TRACE_SEMANTIC, DT_PHASE_OPT, "adamw", NULL, &in, m->s));
-        }
-        rbegin(m, DT_R_ADAMW);
-        dt_cu_adamw(m->param, m->param16, m->grad, m->adam_m, m->adam_v, &a, m->s);
-        rend(m, DT_R_ADAMW);
-        TRY(inject(m, "adamw", m->param, m->num_params, 4));
-        if (h) {
-            dt_gtrace_set out;
-            gset_init(&out);
-            int64_t n = (int64_t)m->num_params;
-            dt_gtrace_add(&out, "params", m->param, DT_DT_F32, 1, n);
-            dt_gtrace_add(&out, "adam_m", m->adam_m, DT_DT_F32, 1, n);
-            dt_gtrace_add(&out, "adam_v", m->adam_v, DT_DT_F32, 1, n);
-            TRY(dt_gtrace_end(h, &out, m->s));
-        }
+    if (dt_trace_on(DT_TRACE_SEMANTIC)) {
+        dt_gtrace_set in;
+        gset_init(&in);
+        state_tensors(m, &in, 1);
+        TRY(dt_gtrace_begin(&h, DT_TRACE_SEMANTIC, DT_PHASE_OPT, "adamw", NULL, &in, m->s));
     }
-    TRY(read_stats(m));
+    rbegin(m, DT_R_ADAMW);
+    dt_cu_adamw(m->param, m->param16, m->grad, m->adam_m, m->adam_v, &a, m->s);
+    m->pn_valid = 1;
+    rend(m, DT_R_ADAMW);
+    int fired = dt_inject_fired();
+    TRY(inject(m, "adamw", m->param, m->num_params, 4));
+    if (dt_inject_fired() != fired) m->pn_valid = 0; /* a parameter changed after the update summed it */
+    if (h) {
+        dt_gtrace_set out;
+        gset_init(&out);
+        int64_t n = (int64_t)m->num_params;
+        dt_gtrace_add(&out, "params", m->param, DT_DT_F32, 1, n);
+        dt_gtrace_add(&out, "adam_m", m->adam_m, DT_DT_F32, 1, n);
+        dt_gtrace_add(&out, "adam_v", m->adam_v, DT_DT_F32, 1, n);
+        TRY(dt_gtrace_end(h, &out, m->s));
+    }
+    /* the statistics, while the update runs: the caller's next launches queue behind it */
+    TRY(wait_stats(m));
     m->loss_sum = hs[0]; /* stats[0] is the forward's loss sum: dt_gpt_cuda_loss need not wait again */
     m->loss_read = 1;
     stats->grad_norm = sqrt(hs[1]);
@@ -1519,7 +1382,6 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
 
 dt_status dt_gpt_cuda_trace_metrics(dt_gpt_cuda *m, const dt_tensor_ref *values, int n) {
     if (!dt_trace_on(DT_TRACE_METRICS)) return DT_OK;
-    TRY(flush(m)); /* the digests are of the parameters after the step's update */
     dt_gtrace_set in;
     gset_init(&in);
     state_tensors(m, &in, 0);
@@ -1570,14 +1432,13 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
              "\"sm\":\"%d.%d\",\"sms\":%d,\"driver\":%d,"
              "\"runtime\":%d,\"cublaslt\":%zu,\"nvcc_flags\":\"%s\",\"gemm_workspace\":%u,"
              "\"gemm_table\":%s,\"gemm_algos\":%s,\"bwd_overlap\":\"%s\",\"gemm_algos_weight_stream\":%s,"
-             "\"cuda_graphs\":\"%s\",\"opt_overlap\":\"%s\"}",
+             "\"cuda_graphs\":\"%s\"}",
              attention_name(m), m->fuse_gelu ? "true" : "false", m->fuse_bgrad ? "true" : "false",
              m->fusion_note, m->ksplit_off ? "off (DT_GEMM_SPLITK=off)" : "dt_cu_gemm_splits",
              m->fuse_bgrad ? "off (bias gradients from the GEMM epilogue)"
              : m->hidden_dropout > 0.0f ? "off while training (hidden dropout)" : "attproj, fcproj", p.name, p.major,
              p.minor, p.multiProcessorCount, drv, rt, cublasLtGetVersion(), DT_NVCC_FLAGS, DT_CU_GEMM_WORKSPACE,
              table, algos, m->overlap ? "weight gradients on a second stream (DT_BWD_OVERLAP=on)" : "off", algos_w,
-             m->graphs ? "on: zero_grad, forward and backward replayed from CUDA graphs (DT_CUDA_GRAPH=on)" : "off",
-             m->opt_overlap ? "on: each step's AdamW update beside the next forward (DT_OPT_OVERLAP=on)" : "off");
+             m->graphs ? "on: zero_grad, forward and backward replayed from CUDA graphs (DT_CUDA_GRAPH=on)" : "off");
     return m->desc;
 }

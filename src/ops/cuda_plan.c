@@ -51,25 +51,20 @@ int dt_cu_encoder_buckets(const int *inp, int BT, int Vp, int *count, int *order
     return nseg;
 }
 
-size_t dt_cu_adamw_slice_chunks(const size_t *offsets, const size_t *numel, const int *tensor, int nslices,
-                                size_t chunk, dt_cu_chunk *out, size_t cap) {
+size_t dt_cu_adamw_chunks(const size_t *offsets, const size_t *numel, int ntensors,
+                          size_t chunk, dt_cu_chunk *out, size_t cap) {
     size_t k = 0;
-    for (int t = 0; t < nslices; t++)
+    for (int t = 0; t < ntensors; t++)
         for (size_t s = 0; s < numel[t]; s += chunk) {
             size_t len = numel[t] - s < chunk ? numel[t] - s : chunk;
             if (k < cap) {
-                out[k].tensor = (uint32_t)(tensor ? tensor[t] : t);
+                out[k].tensor = (uint32_t)t;
                 out[k].len = (uint32_t)len;
                 out[k].start = offsets[t] + s;
             }
             k++;
         }
     return k;
-}
-
-size_t dt_cu_adamw_chunks(const size_t *offsets, const size_t *numel, int ntensors,
-                          size_t chunk, dt_cu_chunk *out, size_t cap) {
-    return dt_cu_adamw_slice_chunks(offsets, numel, NULL, ntensors, chunk, out, cap);
 }
 
 int dt_cu_gemm_pick(const dt_cu_gemm_cand *c, int n, int det, size_t ws_limit) {

@@ -77,11 +77,6 @@ typedef struct dt_cu_chunk {
  * returns the number needed (call with cap 0 to size). */
 size_t dt_cu_adamw_chunks(const size_t *offsets, const size_t *numel, int ntensors,
                           size_t chunk, dt_cu_chunk *out, size_t cap);
-/* The same over slices of tensors (slice i: numel[i] elements at offsets[i], in any order,
- * never overlapping), chunk.tensor = tensor[i] (the weight-decay index): the optimizer's
- * pieces, each a list of per-layer slices in the order the forward reads them. */
-size_t dt_cu_adamw_slice_chunks(const size_t *offsets, const size_t *numel, const int *tensor, int nslices,
-                                size_t chunk, dt_cu_chunk *out, size_t cap);
 
 /* One cuBLASLt heuristic result, as the algorithm picker sees it. */
 typedef struct dt_cu_gemm_cand {

@@ -3,13 +3,14 @@
  * the CPU's (optim/adamw.c), then the bf16 copy the GEMMs read is refreshed. Elementwise:
  * deterministic by nature. The clip factor is computed on the device from the device grad
  * norm, with the CPU's formula, so the step needs no host round trip. On request each block
- * also sums the squares of its chunk's parameters as it writes them (the parameter norm of
- * the next step's statistics, without a pass of its own). */
+ * also sums the squares of its chunk's parameters as it writes them: the parameter norm of
+ * the next step's statistics, without a pass of its own and ready before that step's
+ * update runs. */
 #include "ops/ops_cuda.h"
 
 /* The update of one element (optim/adamw.c's expression order). */
 static __device__ __forceinline__ float adamw_one(float &p, float g, float &m, float &v,
-                                                  const dt_cu_adamw_hyper &a, float clip, float wd) {
+                                                  const dt_cu_adamw_args &a, float clip, float wd) {
     float gk = g * clip;
     m = a.beta1 * m + (1.0f - a.beta1) * gk;
     v = a.beta2 * v + (1.0f - a.beta2) * gk * gk;
@@ -32,32 +33,30 @@ static __device__ __forceinline__ void adamw_pnorm(const dt_cu_adamw_args &a, do
 /* One block per chunk. Chunks whose start and length are multiples of 4 (every tensor of
  * the GPT models) go by float4, ADAMW_UNROLL vectors loaded before any is updated; others
  * element by element. One writer per element either way. With a.pnorm_part a thread adds
- * the squares of the parameters it handles in its visiting order (vectors j, j +
+ * the squares of the parameters it writes in its visiting order (vectors j, j +
  * ADAMW_THREADS, ..., each vector's elements in order), and the block its threads in
- * dt_block_sum's tree: a fixed order. The sums are of the new parameters (the next step's
- * norm). UPDATE = 0 only sums the parameters as they are (dt_cu_adamw_pnorm): the same
- * visiting order, so the same bits as the update that wrote them. */
+ * dt_block_sum's tree: a fixed order. UPDATE = 0 only sums the parameters as they are
+ * (dt_cu_adamw_pnorm): the same visiting order, so the same bits as the update that wrote
+ * them. */
 template <int UPDATE>
 __global__ void __launch_bounds__(ADAMW_THREADS)
 adamw_kernel(float *__restrict__ param, bf16 *__restrict__ param16, const float *__restrict__ grad,
              float *__restrict__ m, float *__restrict__ v, dt_cu_adamw_args a) {
     dt_cu_chunk ch = a.chunks[blockIdx.x];
     float clip = 1.0f, wd = 0.0f;
-    dt_cu_adamw_hyper h = a.hp;
     if (UPDATE) {
-        if (a.hp_dev) h = *a.hp_dev;
         double gn = *a.grad_norm;
-        if (h.clip_grad > 0.0f && gn > h.clip_grad) clip = (float)(h.clip_grad / (gn + 1e-6));
+        if (a.clip_grad > 0.0f && gn > a.clip_grad) clip = (float)(a.clip_grad / (gn + 1e-6));
         wd = a.decay[ch.tensor];
     }
-    double sq = 0.0; /* this thread's sum of p^2 (a.pnorm_part): new p with UPDATE */
+    double sq = 0.0; /* this thread's sum of p^2 (a.pnorm_part), of the new p with UPDATE */
     if ((ch.start | ch.len) & 3u) {
         for (uint32_t j = threadIdx.x; j < ch.len; j += blockDim.x) {
             size_t k = ch.start + j;
             float p = param[k];
             if (UPDATE) {
                 float mk = m[k], vk = v[k];
-                param16[k] = __float2bfloat16(adamw_one(p, grad[k], mk, vk, h, clip, wd));
+                param16[k] = __float2bfloat16(adamw_one(p, grad[k], mk, vk, a, clip, wd));
                 m[k] = mk;
                 v[k] = vk;
                 param[k] = p;
@@ -91,18 +90,18 @@ adamw_kernel(float *__restrict__ param, bf16 *__restrict__ param16, const float 
             uint32_t j = j0 + u * ADAMW_THREADS;
             if (j >= n4) continue;
             if (UPDATE) {
-                adamw_one(P[u].x, G[u].x, Mv[u].x, Vv[u].x, h, clip, wd);
-                adamw_one(P[u].y, G[u].y, Mv[u].y, Vv[u].y, h, clip, wd);
-                adamw_one(P[u].z, G[u].z, Mv[u].z, Vv[u].z, h, clip, wd);
-                adamw_one(P[u].w, G[u].w, Mv[u].w, Vv[u].w, h, clip, wd);
+                adamw_one(P[u].x, G[u].x, Mv[u].x, Vv[u].x, a, clip, wd);
+                adamw_one(P[u].y, G[u].y, Mv[u].y, Vv[u].y, a, clip, wd);
+                adamw_one(P[u].z, G[u].z, Mv[u].z, Vv[u].z, a, clip, wd);
+                adamw_one(P[u].w, G[u].w, Mv[u].w, Vv[u].w, a, clip, wd);
                 p4[j] = P[u];
                 m4[j] = Mv[u];
                 v4[j] = Vv[u];
                 __nv_bfloat162 lo = __floats2bfloat162_rn(P[u].x, P[u].y), hi = __floats2bfloat162_rn(P[u].z, P[u].w);
-                uint2 hb;
-                hb.x = *reinterpret_cast<uint32_t *>(&lo);
-                hb.y = *reinterpret_cast<uint32_t *>(&hi);
-                h4[j] = hb;
+                uint2 h;
+                h.x = *reinterpret_cast<uint32_t *>(&lo);
+                h.y = *reinterpret_cast<uint32_t *>(&hi);
+                h4[j] = h;
             }
             sq += (double)P[u].x * (double)P[u].x;
             sq += (double)P[u].y * (double)P[u].y;

@@ -6,9 +6,8 @@
 #  - GPU and CPU runs of the same config start from the same loss (first step within 2%);
 #  - env.json records the GPU and the pinned GEMM algorithms;
 #  - DT_ATTENTION=flash-mma with DT_BWD_OVERLAP=off gives the default run's bits, and so
-#    does DT_CUDA_GRAPH=off (every op launched one by one instead of replayed graphs), and
-#    DT_OPT_OVERLAP=off (each step's AdamW update in its step instead of beside the next
-#    forward); bad values of any of them are refused;
+#    does DT_CUDA_GRAPH=off (every op launched one by one instead of replayed graphs); bad
+#    values of any of them are refused;
 #  - checkpoints: a 30-step run saving at 15 and 30 vs 15 steps saved then resumed to 30:
 #    metrics bitwise identical (`detrain compare`) and both checkpoints of each step
 #    identical tensor by tensor (`detrain compare` on checkpoints); a GPU checkpoint
@@ -48,11 +47,7 @@ grep -q '"cuda_graphs":"on' "$W/d/env.json" || fail "run d did not record CUDA g
 DT_CUDA_GRAPH=off "$D" train $nodrop --deterministic-mode --log-dir "$W/g" >/dev/null || fail "run g (DT_CUDA_GRAPH=off)"
 grep -q '"cuda_graphs":"off"' "$W/g/env.json" || fail "run g did not turn CUDA graphs off"
 "$D" compare "$W/d" "$W/g" || fail "CUDA graph replays changed the bits of a deterministic run"
-grep -q '"opt_overlap":"on' "$W/d/env.json" || fail "run d did not record the overlapped update as on"
-DT_OPT_OVERLAP=off "$D" train $nodrop --deterministic-mode --log-dir "$W/o" >/dev/null || fail "run o (DT_OPT_OVERLAP=off)"
-grep -q '"opt_overlap":"off"' "$W/o/env.json" || fail "run o did not turn the overlapped update off"
-"$D" compare "$W/d" "$W/o" || fail "the update overlapping the next forward changed the bits of a deterministic run"
-for bad in DT_ATTENTION DT_BWD_OVERLAP DT_CUDA_GRAPH DT_OPT_OVERLAP; do
+for bad in DT_ATTENTION DT_BWD_OVERLAP DT_CUDA_GRAPH; do
   env "$bad=bogus" "$D" train $nodrop --train-iters 1 --log-dir "$W/bad_$bad" >/dev/null 2>"$W/bad_$bad.err" \
     && fail "$bad=bogus was accepted"
   grep -q "$bad='bogus': accepted" "$W/bad_$bad.err" || fail "$bad=bogus: unexpected error: $(cat "$W/bad_$bad.err")"

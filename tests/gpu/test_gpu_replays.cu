@@ -337,13 +337,13 @@ static void adamw_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     CASE(ctx);
     dt_cu_adamw_args a;
     memset(&a, 0, sizeof a);
-    a.hp.lr = 1e-3f;
-    a.hp.beta1 = 0.9f;
-    a.hp.beta2 = 0.95f;
-    a.hp.eps = 1e-8f;
-    a.hp.bc1 = 1.0f - 0.9f * 0.9f * 0.9f; /* step 3 */
-    a.hp.bc2 = 1.0f - 0.95f * 0.95f * 0.95f;
-    a.hp.clip_grad = 1.0f;
+    a.lr = 1e-3f;
+    a.beta1 = 0.9f;
+    a.beta2 = 0.95f;
+    a.eps = 1e-8f;
+    a.bc1 = 1.0f - 0.9f * 0.9f * 0.9f; /* step 3 */
+    a.bc2 = 1.0f - 0.95f * 0.95f * 0.95f;
+    a.clip_grad = 1.0f;
     a.grad_norm = D(s, "gnorm");
     a.decay = F(s, "decay");
     a.chunks = (const dt_cu_chunk *)I(s, "chunks");

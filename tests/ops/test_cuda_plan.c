@@ -1,15 +1,12 @@
 /* The CUDA kernels' host-side plans (src/ops/cuda_plan.c, cuda_plan.h): partial counts and
  * grids depend on sizes only; the LayerNorm backward's shared memory and scratch fit (with
  * the fused column sum too); the token buckets are a stable sort; the AdamW chunks cover
- * every parameter exactly once without crossing a tensor, and the optimizer's pieces
- * (gpt.c) list every parameter once, in the order the forward reads them; the det GEMM policy never picks an
+ * every parameter exactly once without crossing a tensor; the det GEMM policy never picks an
  * in-place split-K candidate (the policy gemm_cuda.cu applies). Runs on the CPU (CI). */
 #include "ops/cuda_plan.h"
-#include "model/gpt.h"
 
 #include "dt_test.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 static void test_parts_and_grid(void) {
@@ -86,67 +83,6 @@ static void test_adamw_chunks(void) {
     }
     for (int i = 0; i < 36; i++) bad += cover[i] != 1;
     CHECKF(bad == 0, "%d chunk violations", bad);
-}
-
-
-/* The optimizer's pieces (dt_gpt_opt_slices) and their chunks: every parameter in exactly
- * one slice and one chunk, pieces in order, each slice one tensor's rows of the layer its
- * piece names, chunks carrying the slice's tensor (the weight-decay index). */
-static void check_opt_slices(const char *preset) {
-    dt_gpt_config cfg;
-    CHECK_OK(dt_gpt_preset(preset, &cfg));
-    CHECK_OK(dt_gpt_config_finish(&cfg));
-    dt_param_desc p[DT_NUM_PARAM_TENSORS];
-    size_t total = dt_gpt_param_table(&cfg, p);
-    int L = cfg.num_layers, n = dt_gpt_opt_slices(&cfg, p, NULL, 0);
-    CHECK(n == 2 + 12 * L + 2);
-    dt_gpt_slice *sl = (dt_gpt_slice *)malloc(sizeof *sl * (size_t)n);
-    unsigned char *cover = (unsigned char *)calloc(total, 1);
-    if (!sl || !cover) { CHECK(0); free(sl); free(cover); return; }
-    CHECK(dt_gpt_opt_slices(&cfg, p, sl, n) == n);
-    int bad = 0;
-    for (int i = 0; i < n; i++) {
-        const dt_param_desc *d = &p[sl[i].tensor];
-        if (i && sl[i].piece < sl[i - 1].piece) bad++;
-        if (sl[i].piece < 0 || sl[i].piece >= dt_gpt_opt_pieces(&cfg)) bad++;
-        if (sl[i].offset < d->offset || sl[i].offset + sl[i].numel > d->offset + d->numel) bad++;
-        int layered = sl[i].tensor != DT_P_WTE && sl[i].tensor != DT_P_WPE && sl[i].tensor != DT_P_LNFW &&
-                      sl[i].tensor != DT_P_LNFB;
-        int want;
-        if (!layered) want = sl[i].tensor == DT_P_WTE || sl[i].tensor == DT_P_WPE ? 0 : 2 * L + 1;
-        else {
-            int l = (int)((sl[i].offset - d->offset) / (d->numel / (size_t)L));
-            int a = sl[i].tensor == DT_P_LN1W || sl[i].tensor == DT_P_LN1B || sl[i].tensor == DT_P_QKVW ||
-                    sl[i].tensor == DT_P_QKVB;
-            want = a ? DT_GPT_PIECE_LAYER_A(l) : DT_GPT_PIECE_LAYER_B(l);
-            if (sl[i].numel != d->numel / (size_t)L) bad++;
-        }
-        if (sl[i].piece != want) bad++;
-    }
-    CHECKF(bad == 0, "%s: %d slice violations", preset, bad);
-    size_t *offs = (size_t *)malloc(sizeof(size_t) * (size_t)n), *nums = (size_t *)malloc(sizeof(size_t) * (size_t)n);
-    int *ten = (int *)malloc(sizeof(int) * (size_t)n);
-    if (!offs || !nums || !ten) { CHECK(0); free(offs); free(nums); free(ten); free(sl); free(cover); return; }
-    for (int i = 0; i < n; i++) { offs[i] = sl[i].offset; nums[i] = sl[i].numel; ten[i] = sl[i].tensor; }
-    size_t nch = dt_cu_adamw_slice_chunks(offs, nums, ten, n, DT_CU_ADAMW_CHUNK, NULL, 0);
-    dt_cu_chunk *ch = (dt_cu_chunk *)malloc(sizeof *ch * nch);
-    if (ch) {
-        CHECK(dt_cu_adamw_slice_chunks(offs, nums, ten, n, DT_CU_ADAMW_CHUNK, ch, nch) == nch);
-        for (size_t k = 0; k < nch; k++) {
-            const dt_param_desc *d = &p[ch[k].tensor];
-            if (ch[k].len == 0 || ch[k].len > DT_CU_ADAMW_CHUNK) bad++;
-            if (ch[k].start < d->offset || ch[k].start + ch[k].len > d->offset + d->numel) bad++;
-            for (uint32_t j = 0; j < ch[k].len; j++) cover[ch[k].start + j]++;
-        }
-        for (size_t i = 0; i < total; i++) bad += cover[i] != 1;
-        CHECKF(bad == 0, "%s: %d chunk violations", preset, bad);
-    } else CHECK(0);
-    free(ch); free(offs); free(nums); free(ten); free(sl); free(cover);
-}
-
-static void test_opt_slices(void) {
-    check_opt_slices("gpt2-124m");
-    check_opt_slices("gpt2-350m");
 }
 
 static void test_gemm_policy(void) {
@@ -283,7 +219,6 @@ int main(void) {
     RUN(test_ln_plan);
     RUN(test_buckets);
     RUN(test_adamw_chunks);
-    RUN(test_opt_slices);
     RUN(test_gemm_policy);
     RUN(test_gemm_splits);
     RUN(test_launch_log);
