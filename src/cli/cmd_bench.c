@@ -159,7 +159,7 @@ int dt_cmd_bench(int argc, char **argv) {
     if ((rc = run_worker(self, &a, "default", &def)) != 0) return rc;
     if ((rc = run_worker(self, &a, "det", &det)) != 0) return rc;
     double t = tax(det.step_ms, def.step_ms);
-    printf("\ndetrain bench: %s, B=%d T=%d, bf16, %s; median of %d steps after %d warm-up; "
+    printf("\ndetrain bench: %s, B=%d T=%d, bf16, %s; median of %d steps (end to end) after %d warm-up; "
            "ranges: median of %d profiled steps\n", a.model, a.B, a.T, def.device, a.steps, a.warmup,
            a.profile_steps);
     printf("%-34s %14s %14s %9s\n", "", "default", "deterministic", "tax");
