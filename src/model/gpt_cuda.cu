@@ -48,8 +48,10 @@ struct dt_gpt_cuda {
     cudaStream_t s, fin;  /* main stream; det partial finishes (joined at the end of backward) */
     cudaEvent_t join;
     /* recorded after the latest launches that copy from the pinned batch buffers (the
-     * forward's upload, the backward's buckets): the host rewrites them once it passed */
-    cudaEvent_t ev_batch;
+     * forward's upload on m->s; the backward's buckets on m->up, which copies them while
+     * the backward runs, after the forward: ev_fwd): the host rewrites them once both passed */
+    cudaEvent_t ev_batch, ev_buckets, ev_fwd;
+    cudaStream_t up;
     /* set by zero_grad: the next backward's weight-gradient GEMMs write their gradients
      * (beta 0) instead of adding to them, so zero_grad clears only the other tensors */
     int grad_fresh;
@@ -262,6 +264,9 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     if (st == DT_OK) st = dt_cu_check(cudaStreamCreateWithFlags(&m->fin, cudaStreamNonBlocking), "cudaStreamCreate");
     if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->join, cudaEventDisableTiming), "cudaEventCreate");
     if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_batch, cudaEventDisableTiming), "cudaEventCreate");
+    if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_buckets, cudaEventDisableTiming), "cudaEventCreate");
+    if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_fwd, cudaEventDisableTiming), "cudaEventCreate");
+    if (st == DT_OK) st = dt_cu_check(cudaStreamCreateWithFlags(&m->up, cudaStreamNonBlocking), "cudaStreamCreate");
     if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_stats, cudaEventDisableTiming), "cudaEventCreate");
     if (st != DT_OK) { free(m); return dt_fail_context(st, "--device cuda: no usable GPU"); }
     if ((st = dt_cu_blas_create(&m->blas)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
@@ -430,6 +435,9 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
     if (m->fin) cudaStreamDestroy(m->fin);
     if (m->join) cudaEventDestroy(m->join);
     if (m->ev_batch) cudaEventDestroy(m->ev_batch);
+    if (m->ev_buckets) cudaEventDestroy(m->ev_buckets);
+    if (m->ev_fwd) cudaEventDestroy(m->ev_fwd);
+    if (m->up) cudaStreamDestroy(m->up);
     if (m->ev_stats) cudaEventDestroy(m->ev_stats);
     cudaFreeHost(m->h_in); cudaFreeHost(m->h_tg); cudaFreeHost(m->h_order); cudaFreeHost(m->h_segtok);
     cudaFreeHost(m->h_segstart);
@@ -974,6 +982,7 @@ dt_status dt_gpt_cuda_forward(dt_gpt_cuda *m, const int *inputs, const int *targ
     /* the previous step may still copy from the batch buffers (an event, not the stream:
      * zero_grad's clears may be queued behind it, and the device runs them meanwhile) */
     TRY(dt_cu_check(cudaEventSynchronize(m->ev_batch), "cudaEventSynchronize"));
+    TRY(dt_cu_check(cudaEventSynchronize(m->ev_buckets), "cudaEventSynchronize"));
     memcpy(m->h_in, inputs, sizeof(int) * BT);
     memcpy(m->h_tg, targets, sizeof(int) * BT);
     m->loss_scale = loss_scale;
@@ -1219,18 +1228,23 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
      * BGRAD the weight-gradient GEMMs make every bias gradient */
     m->ln_colsum = !dt_dropout_on(&hd) && !m->fuse_bgrad;
     int det_buckets = dt_op_variant(DT_OP_ENCODER_BWD) == DT_VARIANT_DET;
-    if (det_buckets) { /* on the host while the device runs the forward */
+    if (det_buckets) {
+        /* on the host while the device runs the forward, then copied on m->up while it runs
+         * the backward (after the forward: the previous embedding backward read the device
+         * buffers before it) */
         m->nseg = dt_cu_encoder_buckets(m->h_in, BT, Vp, m->h_count, m->h_order, m->h_segtok, m->h_segstart);
         if (m->nseg <= 0) return dt_fail(DT_EINVAL, "encoder backward: token outside [0, %d)", Vp);
+        cudaStream_t u = m->up;
+        TRY(dt_cu_check(cudaEventRecord(m->ev_fwd, s), "cudaEventRecord"));
+        TRY(dt_cu_check(cudaStreamWaitEvent(u, m->ev_fwd, 0), "cudaStreamWaitEvent"));
+        TRY(dt_cu_check(cudaMemcpyAsync(m->d_order, m->h_order, sizeof(int) * BT, cudaMemcpyHostToDevice, u), "upload"));
+        TRY(dt_cu_check(cudaMemcpyAsync(m->d_segtok, m->h_segtok, sizeof(int) * m->nseg, cudaMemcpyHostToDevice, u), "upload"));
+        TRY(dt_cu_check(cudaMemcpyAsync(m->d_segstart, m->h_segstart, sizeof(int) * (m->nseg + 1),
+                                        cudaMemcpyHostToDevice, u), "upload"));
+        TRY(dt_cu_check(cudaEventRecord(m->ev_buckets, u), "cudaEventRecord"));
     }
     TRY(run_phase(m, m->grad_fresh ? G_BWD_FRESH : G_BWD_ADD, backward_launches));
-    if (det_buckets) {
-        TRY(dt_cu_check(cudaMemcpyAsync(m->d_order, m->h_order, sizeof(int) * BT, cudaMemcpyHostToDevice, s), "upload"));
-        TRY(dt_cu_check(cudaMemcpyAsync(m->d_segtok, m->h_segtok, sizeof(int) * m->nseg, cudaMemcpyHostToDevice, s), "upload"));
-        TRY(dt_cu_check(cudaMemcpyAsync(m->d_segstart, m->h_segstart, sizeof(int) * (m->nseg + 1),
-                                        cudaMemcpyHostToDevice, s), "upload"));
-        TRY(dt_cu_check(cudaEventRecord(m->ev_batch, s), "cudaEventRecord"));
-    }
+    if (det_buckets) TRY(dt_cu_check(cudaStreamWaitEvent(s, m->ev_buckets, 0), "cudaStreamWaitEvent"));
     dt_trace_scope_push("embed");
     rbegin(m, DT_R_EMBED_BWD);
     TRY(t_encoder_bwd(m, &hd));
