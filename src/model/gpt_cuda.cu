@@ -1312,17 +1312,15 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
      * (no pass of its own), or, for parameters no update made (the first step), the same
      * kernel without the update: the same bits either way. So every statistic is ready
      * before the update runs, and the host reads them back without waiting for it. */
+    dt_cu_adamw_args a; /* the chunk table and pn_part serve the norm-only kernel and the update */
+    memset(&a, 0, sizeof a);
+    a.chunks = m->chunks;
+    a.nchunks = m->nchunks;
+    a.pnorm_part = m->pn_part; /* the update writes the next step's parameter norm */
     rbegin(m, DT_R_NORM);
     dt_cu_reduce(m->stats + 1, m->zeros, m->red_part, m->grad, m->num_params, 1, det, m->s);
     sqrt_kernel<<<1, 1, 0, m->s>>>(m->stats);
-    if (!m->pn_valid) {
-        dt_cu_adamw_args pa;
-        memset(&pa, 0, sizeof pa);
-        pa.chunks = m->chunks;
-        pa.nchunks = m->nchunks;
-        pa.pnorm_part = m->pn_part;
-        dt_cu_adamw_pnorm(m->param, &pa, m->s);
-    }
+    if (!m->pn_valid) dt_cu_adamw_pnorm(m->param, &a, m->s);
     dt_cu_sum_parts(m->stats + 2, m->pn_part, m->nchunks, m->s);
     rend(m, DT_R_NORM);
     TRY(queue_stats(m)); /* before the update: the host waits for the statistics only */
@@ -1339,7 +1337,6 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
         dt_trace_end(h, out, 3);
         h = NULL;
     }
-    dt_cu_adamw_args a;
     a.lr = lr;
     a.beta1 = c->beta1;
     a.beta2 = c->beta2;
@@ -1348,10 +1345,6 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
     a.bc2 = 1.0f - powf(c->beta2, (float)t);
     a.clip_grad = c->clip_grad;
     a.grad_norm = m->stats + 3;
-    a.decay = NULL;
-    a.chunks = m->chunks;
-    a.nchunks = m->nchunks;
-    a.pnorm_part = m->pn_part; /* the next step's parameter norm */
     /* weight decay per tensor: 0 where the tensor does not decay */
     if (!m->decay_set || m->decay_value != c->weight_decay) { /* a blocking upload, once */
         float wd[DT_NUM_PARAM_TENSORS];
