@@ -199,7 +199,7 @@ int dt_cu_gemm_wgmma_fits(int ta, int tb, int M, int N, int K, int lda, int ldb,
     /* the operands' extents along their rows */
     if (lda % 8 || ldb % 8 || ldc % 8 || lda < K || ldb < (tb ? K : N) || ldc < N) return 0;
     if ((uintptr_t)A % 16 || (uintptr_t)B % 16 || (uintptr_t)C % 16 || !A || !B || !C) return 0;
-    if (bias && (uintptr_t)bias % 4) return 0;
+    if (bias && (uintptr_t)bias % 16) return 0;
     if (epi != DT_CU_EPI_DEFAULT && (!aux || (uintptr_t)aux % 16)) return 0;
     if (epi == DT_CU_EPI_DGELU && bias) return 0;
     return 1;

@@ -146,7 +146,7 @@ enum {
  * Whether a dt_cu_gemm call fits dt_cu_gemm_wgmma's 128 x 128 x 64 tiles: A not transposed
  * (ta 0), bf16 C, alpha 1, beta 0, one batch, epilogue DEFAULT (bias or not), GELU or
  * DGELU, M and N multiples of 128, K a positive multiple of 64, leading dimensions
- * multiples of 8 (16-byte rows) and every pointer 16-byte aligned (bias 4-byte). 1 or 0. */
+ * multiples of 8 (16-byte rows) and every pointer 16-byte aligned. 1 or 0. */
 int dt_cu_gemm_wgmma_fits(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int c_f32, float alpha,
                           float beta, int batch, int epi, const void *A, const void *B, const void *C,
                           const void *bias, const void *aux);

@@ -7,11 +7,14 @@
  *
  * A block computes a 128 x 128 tile of C with two consumer warpgroups (rows 0..63 and
  * 64..127), each issuing wgmma m64n128k16 with both operands in shared memory, walking K in
- * 64-wide steps through a 3-stage cp.async ring (one barrier a step; each thread fences its
- * copies into the async proxy before the barrier). Tiles of 128-byte rows in the 128-byte
+ * 64-wide steps through a 3-stage cp.async ring (each thread fences its copies into the
+ * async proxy before the barrier that publishes them; a step's products stay in flight
+ * while the stage of the step before is refilled). Tiles of 128-byte rows in the 128-byte
  * swizzle (wgmma_desc.h): A and a K-major B as rows of 64 k; an MN-major B as two 64 k x
  * 64 n halves (LBO = one half). 96 KB of shared memory and at most 128 registers a thread:
- * two blocks an SM, so one block's epilogue and barriers overlap the other's products.
+ * two blocks an SM, so one block's epilogue and barriers overlap the other's products. The
+ * epilogue goes through shared memory so that C and aux move in 16-byte pieces; its GELU
+ * uses the hardware tanh approximation.
  *
  * Determinism: one block owns each output element; its products reduce over the K steps in
  * order inside the tensor core (the same instruction sequence on every launch, whatever the
@@ -48,6 +51,9 @@ static __device__ __forceinline__ void wg_commit(void) {
 }
 static __device__ __forceinline__ void wg_wait0(void) {
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+static __device__ __forceinline__ void wg_wait1(void) {
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
 }
 static __device__ __forceinline__ void reg_fence(float d[64]) {
 #pragma unroll
@@ -102,11 +108,19 @@ static __device__ __forceinline__ void load_step(unsigned char *st, const bf16 *
     }
 }
 
+/* tanh by the hardware approximation (tanh.approx.f32: max relative error about 2^-11, far
+ * below the bf16 rounding of the outputs; one instruction instead of tanhf's ~20, which
+ * would cost the epilogue as much as the products). */
+static __device__ __forceinline__ float tanh_fast(float x) {
+    float y;
+    asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
 static __device__ __forceinline__ float gelu_f(float x) {
-    return 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x)));
+    return 0.5f * x * (1.0f + tanh_fast(GELU_K * (x + 0.044715f * x * x * x)));
 }
 static __device__ __forceinline__ float gelu_grad(float x) {
-    float u = GELU_K * (x + 0.044715f * x * x * x), th = tanhf(u), sech2 = 1.0f - th * th;
+    float u = GELU_K * (x + 0.044715f * x * x * x), th = tanh_fast(u), sech2 = 1.0f - th * th;
     return 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
@@ -131,13 +145,15 @@ __global__ void __launch_bounds__(256, 2)
     float d[64];
 #pragma unroll
     for (int i = 0; i < 64; i++) d[i] = 0.0f;
+    reg_fence(d);
+    /* Step kt: wait for its tiles, issue its products, then wait until only they are in
+     * flight (step kt - 1's are done in both warpgroups after the second barrier) and
+     * refill kt - 1's stage with step kt + 2. */
     int st = 0;
     for (int kt = 0; kt < nk; kt++) {
         cp_wait1();          /* this thread's copies of step kt are done */
         fence_proxy_async(); /* ... and ordered before the tensor cores' reads */
-        __syncthreads();     /* everyone's are; both warpgroups finished step kt - 1 */
-        if (kt + 2 < nk) load_step<TB>(sm + (st == 0 ? 2 : st - 1) * GSTAGE, A, lda, B, ldb, m0, n0, (kt + 2) * GK);
-        cp_commit(); /* possibly empty: one group a step keeps the wait count fixed */
+        __syncthreads();     /* everyone's are */
         const uint32_t sa = s0 + (uint32_t)(st * GSTAGE) + (uint32_t)(wg * GHALF), sb = s0 + (uint32_t)(st * GSTAGE) + 2 * GHALF;
         /* A: K-major, SBO 1024 (8 rows of 128 bytes), a 16-wide k step +32 bytes (+2 encoded).
          * B K-major: the same over its 128 n rows; MN-major: LBO = one 64-column half, SBO
@@ -145,42 +161,66 @@ __global__ void __launch_bounds__(256, 2)
         const uint64_t da = dt_wgmma_desc(sa, 16, 1024, DT_WGMMA_SWIZZLE_128B);
         const uint64_t db = TB ? dt_wgmma_desc(sb, GHALF, 1024, DT_WGMMA_SWIZZLE_128B)
                                : dt_wgmma_desc(sb, 16, 1024, DT_WGMMA_SWIZZLE_128B);
-        reg_fence(d);
-        wg_fence();
+        wg_fence(); /* (no register fence on d here: products of step kt - 1 may be in flight) */
 #pragma unroll
         for (int k = 0; k < 4; k++)
             wgmma_128<TB>(d, da + (uint64_t)(2 * k), db + (uint64_t)(TB ? 128 * k : 2 * k), kt > 0 || k > 0);
         wg_commit();
-        wg_wait0();
-        reg_fence(d);
+        wg_wait1();      /* this warpgroup's step kt - 1 is done */
+        __syncthreads(); /* both warpgroups': its stage may be refilled */
+        if (kt + 2 < nk) load_step<TB>(sm + (st == 0 ? 2 : st - 1) * GSTAGE, A, lda, B, ldb, m0, n0, (kt + 2) * GK);
+        cp_commit(); /* possibly empty: one group a step keeps the wait count fixed */
         st = st == GSTAGES - 1 ? 0 : st + 1;
     }
+    wg_wait0();
+    reg_fence(d);
     cp_wait0();
-    /* Epilogue: thread holds d[4 n + i] at row 16 warp + g + 8 (i >> 1), column 8 n + 2 t +
-     * (i & 1) of its warpgroup's 64 x 128; pairs of columns are stored as bf16x2. */
+    __syncthreads(); /* every product is done: the stages are free for the epilogue */
+    /* Epilogue through shared memory: the fp32 tile (rows of GB + 8 floats: the 8 rows of a
+     * store land 8 banks apart) is written from the accumulator layout (thread holds
+     * d[4 n + i] at row 16 warp + g + 8 (i >> 1), column 8 n + 2 t + (i & 1) of its
+     * warpgroup's 64 x 128), then read back 8 columns a thread so that C, aux and bias
+     * move in 16-byte pieces, a 256-byte row per half warp. */
+    float *tile = reinterpret_cast<float *>(sm);
+    const int ldt = GB + 8;
 #pragma unroll
-    for (int hf = 0; hf < 2; hf++) {
-        const size_t row = (size_t)(m0 + wg * 64 + warp * 16 + g + 8 * hf);
+    for (int n = 0; n < 16; n++)
 #pragma unroll
-        for (int n = 0; n < 16; n++) {
-            const int col = n0 + 8 * n + 2 * t;
-            float x0 = d[4 * n + 2 * hf], x1 = d[4 * n + 2 * hf + 1];
-            if (EPI != DT_CU_EPI_DGELU && bias) {
-                __nv_bfloat162 bv = *reinterpret_cast<const __nv_bfloat162 *>(bias + col);
-                x0 = __fadd_rn(x0, __bfloat162float(bv.x));
-                x1 = __fadd_rn(x1, __bfloat162float(bv.y));
-            }
-            if (EPI == DT_CU_EPI_GELU) {
-                *reinterpret_cast<__nv_bfloat162 *>(aux + row * ldc + col) = __floats2bfloat162_rn(x0, x1);
-                x0 = gelu_f(x0);
-                x1 = gelu_f(x1);
-            } else if (EPI == DT_CU_EPI_DGELU) {
-                __nv_bfloat162 pv = *reinterpret_cast<const __nv_bfloat162 *>(aux + row * ldc + col);
-                x0 = __fmul_rn(x0, gelu_grad(__bfloat162float(pv.x)));
-                x1 = __fmul_rn(x1, gelu_grad(__bfloat162float(pv.y)));
-            }
-            *reinterpret_cast<__nv_bfloat162 *>(C + row * ldc + col) = __floats2bfloat162_rn(x0, x1);
+        for (int hf = 0; hf < 2; hf++)
+            *reinterpret_cast<float2 *>(tile + (wg * 64 + warp * 16 + g + 8 * hf) * ldt + 8 * n + 2 * t) =
+                make_float2(d[4 * n + 2 * hf], d[4 * n + 2 * hf + 1]);
+    __syncthreads();
+#pragma unroll 4
+    for (int u = 0; u < GB * GB / 8 / 256; u++) {
+        const int i = tid + 256 * u, r = i >> 4, c = (i & 15) * 8;
+        const size_t off = (size_t)(m0 + r) * ldc + n0 + c;
+        float x[8];
+        const float4 lo = *reinterpret_cast<const float4 *>(tile + r * ldt + c);
+        const float4 hi = *reinterpret_cast<const float4 *>(tile + r * ldt + c + 4);
+        x[0] = lo.x; x[1] = lo.y; x[2] = lo.z; x[3] = lo.w; x[4] = hi.x; x[5] = hi.y; x[6] = hi.z; x[7] = hi.w;
+        if (EPI != DT_CU_EPI_DGELU && bias) {
+            dt_bf16x8 bv = dt_ld8(bias + n0 + c);
+#pragma unroll
+            for (int k = 0; k < 8; k++) x[k] = __fadd_rn(x[k], __bfloat162float(bv.v[k]));
         }
+        dt_bf16x8 o;
+        if (EPI == DT_CU_EPI_GELU) {
+            dt_bf16x8 pre;
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                pre.v[k] = __float2bfloat16(x[k]);
+                o.v[k] = __float2bfloat16(gelu_f(x[k]));
+            }
+            dt_st8(aux + off, pre);
+        } else if (EPI == DT_CU_EPI_DGELU) {
+            dt_bf16x8 pre = dt_ld8(aux + off);
+#pragma unroll
+            for (int k = 0; k < 8; k++) o.v[k] = __float2bfloat16(__fmul_rn(x[k], gelu_grad(__bfloat162float(pre.v[k]))));
+        } else {
+#pragma unroll
+            for (int k = 0; k < 8; k++) o.v[k] = __float2bfloat16(x[k]);
+        }
+        dt_st8(C + off, o);
     }
 }
 

@@ -134,8 +134,8 @@ dt_status dt_cu_gemm_check_cfg(dt_cu_blas *h, const dt_cu_gemm_args *a, const dt
 void dt_cu_gemm_cfg_read(const cublasLtMatmulAlgo_t *algo, dt_cu_gemm_cfg *c);
 /* The same GEMM on warpgroup MMA (gemm_wgmma_cuda.cu, sm_90a only): for calls that
  * dt_cu_gemm_wgmma_fits (cuda_plan.h; else DT_EINVAL, nothing launched), epilogues DEFAULT
- * (bias), GELU and DGELU with dt_cu_gemm's meaning; the GELU math is gelu_cuda.cu's (fp32
- * tanhf), so the bits differ from cuBLASLt's epilogues within bf16 roundings. One block
+ * (bias), GELU and DGELU with dt_cu_gemm's meaning; the GELU is the tanh form with the
+ * hardware tanh (tanh.approx.f32), so the bits differ from cuBLASLt's within bf16 roundings. One block
  * owns each output tile and walks K in order: deterministic, no workspace. On a GPU other
  * than sm_90 the launch fails (no kernel image), reported by the next cudaGetLastError. */
 dt_status dt_cu_gemm_wgmma(const dt_cu_gemm_args *a, cudaStream_t s);

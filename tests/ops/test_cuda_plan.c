@@ -227,8 +227,10 @@ static void test_gemm_wgmma_fits(void) {
                                 NULL, p));
     CHECK(dt_cu_gemm_wgmma_fits(0, 0, 16384, 768, 3072, 3072, 768, 768, 0, 1.0f, 0.0f, 1, DT_CU_EPI_DEFAULT, p, p, p,
                                 NULL, NULL));
-    CHECK(dt_cu_gemm_wgmma_fits(0, 1, 128, 128, 64, 64, 64, 128, 0, 1.0f, 0.0f, 1, DT_CU_EPI_DEFAULT, p, p, p, b4,
-                                NULL)); /* a 4-byte aligned bias is enough */
+    CHECK(dt_cu_gemm_wgmma_fits(0, 1, 128, 128, 64, 64, 64, 128, 0, 1.0f, 0.0f, 1, DT_CU_EPI_DEFAULT, p, p, p, p,
+                                NULL));
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 1, 128, 128, 64, 64, 64, 128, 0, 1.0f, 0.0f, 1, DT_CU_EPI_DEFAULT, p, p, p, b4,
+                                 NULL)); /* the bias is read in 16-byte pieces */
     /* off the tiles or the kernel's contract: each refused */
     CHECK(!dt_cu_gemm_wgmma_fits(0, 1, 16320, 2304, 768, 768, 768, 2304, 0, 1.0f, 0.0f, 1, 0, p, p, p, NULL, NULL));
     CHECK(!dt_cu_gemm_wgmma_fits(0, 1, 16384, 2300, 768, 768, 768, 2304, 0, 1.0f, 0.0f, 1, 0, p, p, p, NULL, NULL));
