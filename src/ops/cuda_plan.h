@@ -143,7 +143,8 @@ enum {
 };
 
 /* ---- the warpgroup-MMA GEMM (gemm_wgmma_cuda.cu) -----------------------------------
- * Whether a dt_cu_gemm call fits dt_cu_gemm_wgmma's 128 x 128 x 64 tiles: A not transposed
+ * Whether a dt_cu_gemm call fits dt_cu_gemm_wgmma's tiles (128 rows x 128 or 256 columns,
+ * K in steps of 64; gemm_tma_plan.h): A not transposed
  * (ta 0), bf16 C, alpha 1, beta 0, one batch, epilogue DEFAULT (bias or not), GELU or
  * DGELU, M and N multiples of 128, K a positive multiple of 64, leading dimensions
  * multiples of 8 (16-byte rows) and every pointer 16-byte aligned. 1 or 0. */

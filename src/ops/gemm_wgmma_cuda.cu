@@ -1,50 +1,70 @@
 /* Row-major bf16 GEMMs with fused epilogues on Hopper's warpgroup MMA (wgmma.mma_async,
- * sm_90a): dt_cu_gemm_wgmma (ops_cuda.h), for the model's activation GEMMs whose shapes
- * tile exactly (dt_cu_gemm_wgmma_fits, cuda_plan.c): the linears' forward (B = W stored
- * (N, K): K-major) and input gradient (B = W stored (K, N): MN-major), with the bias, GELU
- * (aux out) and dGELU (aux in) epilogues of dt_cu_gemm_args. This file alone with
- * attention_wgmma_cuda.cu is compiled for sm_90a (Makefile: WGMMA_OBJ).
+ * sm_90a) fed by the tensor memory accelerator (TMA): dt_cu_gemm_wgmma (ops_cuda.h), for the
+ * model's activation GEMMs whose shapes tile exactly (dt_cu_gemm_wgmma_fits, cuda_plan.c):
+ * the linears' forward (B = W stored (N, K): K-major) and input gradient (B = W stored
+ * (K, N): MN-major), with the bias, GELU (aux out) and dGELU (aux in) epilogues of
+ * dt_cu_gemm_args. Built for sm_90a only (Makefile: WGMMA_OBJ).
  *
- * A block computes a 128 x 128 tile of C with two consumer warpgroups (rows 0..63 and
- * 64..127), each issuing wgmma m64n128k16 with both operands in shared memory, walking K in
- * 64-wide steps through a 3-stage cp.async ring (each thread fences its copies into the
- * async proxy before the barrier that publishes them; a step's products stay in flight
- * while the stage of the step before is refilled). Tiles of 128-byte rows in the 128-byte
- * swizzle (wgmma_desc.h): A and a K-major B as rows of 64 k; an MN-major B as two 64 k x
- * 64 n halves (LBO = one half). 96 KB of shared memory and at most 128 registers a thread:
- * two blocks an SM, so one block's epilogue and barriers overlap the other's products. The
- * epilogue goes through shared memory so that C and aux move in 16-byte pieces; its GELU
- * uses the hardware tanh approximation.
+ * The plan (tiles, ring, tile order, tensor maps) is gemm_tma_plan.h. A block of 384
+ * threads is persistent (one an SM) and takes the 128 x bn tiles b, b + grid, ... in turn:
+ *  - warpgroup 0, the producer, gives most of its registers away (setmaxnreg) and one of its
+ *    threads issues the TMA loads (cp.async.bulk.tensor, 128-byte swizzle) of A and B into a
+ *    ring of stages, each with a "full" mbarrier (the loads' bytes arrive on it) and an
+ *    "empty" one (the consumers' warps arrive when their products have read the stage). It
+ *    runs ahead through the tile boundaries, so the next tile's first stages load while the
+ *    consumers run the epilogue; for dGELU it also prefetches the tile's aux rows into L2;
+ *  - warpgroups 1 and 2, the consumers, take rows 0..63 and 64..127 of the tile, issue
+ *    wgmma m64n{bn}k16 with both operands in shared memory (bn / 2 fp32 accumulators a
+ *    thread), keep one stage's products in flight while releasing the stage before, and run
+ *    the epilogue from registers: bf16 pairs stored straight to global memory (the stores
+ *    drain while the next tile's products run). The GELU uses the hardware tanh.
  *
- * Determinism: one block owns each output element; its products reduce over the K steps in
- * order inside the tensor core (the same instruction sequence on every launch, whatever the
- * GPU's SM count); the epilogue is elementwise. No atomics, no split of K. */
+ * Determinism: one block owns each output tile and each output element is one dot product
+ * over K, reduced in K order inside the tensor core (the same instruction sequence on every
+ * launch, whichever block takes the tile and whatever the SM count); the epilogue is
+ * elementwise. No atomics, no split of K. */
 #include "ops/ops_cuda.h"
 #include "ops/cuda_plan.h"
+#include "ops/gemm_tma_plan.h"
 #include "ops/wgmma_desc.h"
 
+#include <cuda.h> /* CUtensorMap and its enums only: the encoder comes from the runtime */
 #include <stdint.h>
 
-#define GB 128                    /* rows and columns of a block's C tile */
-#define GK 64                     /* K per step: one 128-byte row of bf16 */
-#define GSTAGES 3
-#define GHALF 8192                /* bytes of 64 rows x 128 bytes */
-#define GSTAGE (4 * GHALF)        /* A (128 x 64) + B (128 x 64 or 64 x 128) */
-#define GSMEM (GSTAGES * GSTAGE + 1024)
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi), as gelu_cuda.cu */
 
-static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
+/* ---- mbarriers and TMA ---------------------------------------------------------------- */
+static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
-static __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
+/* One arrival that also expects `bytes` of TMA transfers on the barrier's phase. */
+static __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
-static __device__ __forceinline__ void cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
-static __device__ __forceinline__ void cp_wait1(void) { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
-static __device__ __forceinline__ void cp_wait0(void) { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-static __device__ __forceinline__ void fence_proxy_async(void) {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+static __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
+/* Waits until the barrier's phase of parity `parity` has completed (a fresh barrier counts
+ * its phase before the first, parity 1, as completed). */
+static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    asm volatile("{\n.reg .pred p;\nWAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra WAIT;\n}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+/* The 2-D box at (c0 innermost, c1) of the tensor map into shared memory at dst (1024-byte
+ * aligned), its bytes counted on barrier bar. */
+static __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
+                 ::"r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1)
+                 : "memory");
+}
+static __device__ __forceinline__ void prefetch_l2(const void *p, uint32_t bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+}
+
+/* ---- wgmma ------------------------------------------------------------------------------ */
 static __device__ __forceinline__ void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 static __device__ __forceinline__ void wg_commit(void) {
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -55,9 +75,9 @@ static __device__ __forceinline__ void wg_wait0(void) {
 static __device__ __forceinline__ void wg_wait1(void) {
     asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
 }
-static __device__ __forceinline__ void reg_fence(float d[64]) {
+template <int R> static __device__ __forceinline__ void reg_fence(float (&d)[R]) {
 #pragma unroll
-    for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 #define WG_D64                                                                                                 \
@@ -65,52 +85,41 @@ static __device__ __forceinline__ void reg_fence(float d[64]) {
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                         \
     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                          \
     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define WG_D128                                                                                                \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "              \
+    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "               \
+    "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "               \
+    "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "               \
+    "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "               \
+    "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, "                  \
+    "%108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, "                \
+    "%123, %124, %125, %126, %127}"
 #define WG_R8(k, o) k(d[o]), k(d[o + 1]), k(d[o + 2]), k(d[o + 3]), k(d[o + 4]), k(d[o + 5]), k(d[o + 6]), k(d[o + 7])
-#define WG_REGS64(k)                                                                                           \
-    WG_R8(k, 0), WG_R8(k, 8), WG_R8(k, 16), WG_R8(k, 24), WG_R8(k, 32), WG_R8(k, 40), WG_R8(k, 48), WG_R8(k, 56)
+#define WG_REGS64(k, o)                                                                                        \
+    WG_R8(k, o), WG_R8(k, o + 8), WG_R8(k, o + 16), WG_R8(k, o + 24), WG_R8(k, o + 32), WG_R8(k, o + 40),      \
+        WG_R8(k, o + 48), WG_R8(k, o + 56)
 
-/* d (64 x 128 fp32: 64 a thread) = A B (+ d when accumulate), A (64 x 16) K-major and B
- * (16 x 128) K-major (TB = 0) or MN-major (TB = 1), both in shared memory. */
-template <int TB>
-static __device__ __forceinline__ void wgmma_128(float d[64], uint64_t da, uint64_t db, int accumulate) {
+/* d (64 x BN fp32: BN / 2 a thread) = A B (+ d when accumulate), A (64 x 16) K-major and B
+ * (16 x BN) K-major (MN 0) or MN-major (MN 1), both in shared memory. */
+template <int MN>
+static __device__ __forceinline__ void wgmma_n(float (&d)[128], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " WG_D128 ", %128, %129, p, 1, 1, 0, %131;\n}\n"
+                 : WG_REGS64("+f", 0), WG_REGS64("+f", 64)
+                 : "l"(da), "l"(db), "r"(accumulate), "n"(MN));
+}
+template <int MN>
+static __device__ __forceinline__ void wgmma_n(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WG_D64 ", %64, %65, p, 1, 1, 0, %67;\n}\n"
-                 : WG_REGS64("+f")
-                 : "l"(da), "l"(db), "r"(accumulate), "n"(TB));
+                 : WG_REGS64("+f", 0)
+                 : "l"(da), "l"(db), "r"(accumulate), "n"(MN));
 }
 
-/* One K step's tiles into stage memory st (1024-byte aligned): A rows m0.. (128 x 64), B
- * K-major rows n0.. (128 x 64) or MN-major rows k0.. (64 x 128, two 64-column halves).
- * 256 threads, 8 16-byte copies each. */
-template <int TB>
-static __device__ __forceinline__ void load_step(unsigned char *st, const bf16 *A, int lda, const bf16 *B, int ldb,
-                                                 int m0, int n0, int k0) {
-    const int tid = (int)threadIdx.x;
-#pragma unroll
-    for (int u = 0; u < 4; u++) {
-        int i = tid + 256 * u, r = i >> 3, c = i & 7; /* r 0..127 */
-        cp_async16(st + dt_wgmma_sw128((uint32_t)r, (uint32_t)c), A + (size_t)(m0 + r) * lda + k0 + c * 8);
-    }
-    unsigned char *sb = st + 2 * GHALF;
-    if (TB == 0) {
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            int i = tid + 256 * u, r = i >> 3, c = i & 7;
-            cp_async16(sb + dt_wgmma_sw128((uint32_t)r, (uint32_t)c), B + (size_t)(n0 + r) * ldb + k0 + c * 8);
-        }
-    } else {
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            int i = tid + 256 * u, r = i >> 4, c = i & 15; /* r: k row 0..63, c: 16-byte chunk of n */
-            cp_async16(sb + (c >> 3) * GHALF + dt_wgmma_sw128((uint32_t)r, (uint32_t)(c & 7)),
-                       B + (size_t)(k0 + r) * ldb + n0 + c * 8);
-        }
-    }
-}
-
-/* tanh by the hardware approximation (tanh.approx.f32: max relative error about 2^-11, far
- * below the bf16 rounding of the outputs; one instruction instead of tanhf's ~20, which
- * would cost the epilogue as much as the products). */
+/* ---- the epilogue math ------------------------------------------------------------------ */
+/* tanh by the hardware approximation (tanh.approx.f32: relative error about 2^-11, below the
+ * bf16 rounding of the outputs; one instruction instead of tanhf's ~20, which would cost the
+ * epilogue as much as the products). */
 static __device__ __forceinline__ float tanh_fast(float x) {
     float y;
     asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -124,116 +133,211 @@ static __device__ __forceinline__ float gelu_grad(float x) {
     return 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
-/* Grid (N / 128, M / 128): block (x, y) owns C rows 128 y.., columns 128 x..; 256 threads,
- * GSMEM bytes of dynamic shared memory. EPI: DT_CU_EPI_DEFAULT (bias may be NULL),
- * DT_CU_EPI_GELU, DT_CU_EPI_DGELU. */
-template <int TB, int EPI>
-__global__ void __launch_bounds__(256, 2)
-    gemm_wgmma_kernel(bf16 *C, int ldc, const bf16 *A, int lda, const bf16 *B, int ldb, int K, const bf16 *bias,
-                      bf16 *aux) {
+/* ---- the kernel ------------------------------------------------------------------------- */
+/* Grid dt_gt_grid(tiles, SMs), DT_GT_THREADS threads, dt_gt_smem_bytes(BN) of dynamic
+ * shared memory. MN: B is MN-major (stored (K, N)). EPI: DT_CU_EPI_DEFAULT (bias may be
+ * NULL), DT_CU_EPI_GELU, DT_CU_EPI_DGELU. M, N, K tile exactly (dt_cu_gemm_wgmma_fits). */
+template <int BN, int MN, int EPI>
+__global__ void __launch_bounds__(DT_GT_THREADS, 1)
+    gemm_tma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, bf16 *C,
+                    int ldc, const bf16 *bias, bf16 *aux, int M, int N, int K) {
+    constexpr int STAGES = DT_GT_STAGES(BN), STAGE = DT_GT_STAGE_BYTES(BN);
     extern __shared__ __align__(1024) unsigned char gsm_raw[];
-    const uint32_t raw = smem_u32(gsm_raw), pad = (1024u - (raw & 1023u)) & 1023u;
-    unsigned char *sm = gsm_raw + pad;
-    const uint32_t s0 = raw + pad;
-    const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2,
-              t = lane & 3;
-    const int m0 = (int)blockIdx.y * GB, n0 = (int)blockIdx.x * GB, nk = K / GK;
-    load_step<TB>(sm, A, lda, B, ldb, m0, n0, 0);
-    cp_commit();
-    if (nk > 1) load_step<TB>(sm + GSTAGE, A, lda, B, ldb, m0, n0, GK);
-    cp_commit();
-    float d[64];
-#pragma unroll
-    for (int i = 0; i < 64; i++) d[i] = 0.0f;
-    reg_fence(d);
-    /* Step kt: wait for its tiles, issue its products, then wait until only they are in
-     * flight (step kt - 1's are done in both warpgroups after the second barrier) and
-     * refill kt - 1's stage with step kt + 2. */
-    int st = 0;
-    for (int kt = 0; kt < nk; kt++) {
-        cp_wait1();          /* this thread's copies of step kt are done */
-        fence_proxy_async(); /* ... and ordered before the tensor cores' reads */
-        __syncthreads();     /* everyone's are */
-        const uint32_t sa = s0 + (uint32_t)(st * GSTAGE) + (uint32_t)(wg * GHALF), sb = s0 + (uint32_t)(st * GSTAGE) + 2 * GHALF;
-        /* A: K-major, SBO 1024 (8 rows of 128 bytes), a 16-wide k step +32 bytes (+2 encoded).
-         * B K-major: the same over its 128 n rows; MN-major: LBO = one 64-column half, SBO
-         * 1024 (8 k rows), a k step +16 rows = 2048 bytes (+128 encoded). */
-        const uint64_t da = dt_wgmma_desc(sa, 16, 1024, DT_WGMMA_SWIZZLE_128B);
-        const uint64_t db = TB ? dt_wgmma_desc(sb, GHALF, 1024, DT_WGMMA_SWIZZLE_128B)
-                               : dt_wgmma_desc(sb, 16, 1024, DT_WGMMA_SWIZZLE_128B);
-        wg_fence(); /* (no register fence on d here: products of step kt - 1 may be in flight) */
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            wgmma_128<TB>(d, da + (uint64_t)(2 * k), db + (uint64_t)(TB ? 128 * k : 2 * k), kt > 0 || k > 0);
-        wg_commit();
-        wg_wait1();      /* this warpgroup's step kt - 1 is done */
-        __syncthreads(); /* both warpgroups': its stage may be refilled */
-        if (kt + 2 < nk) load_step<TB>(sm + (st == 0 ? 2 : st - 1) * GSTAGE, A, lda, B, ldb, m0, n0, (kt + 2) * GK);
-        cp_commit(); /* possibly empty: one group a step keeps the wait count fixed */
-        st = st == GSTAGES - 1 ? 0 : st + 1;
+    const uint32_t base = (smem_u32(gsm_raw) + 1023u) & ~1023u;
+    const uint32_t full0 = base + (uint32_t)(STAGES * STAGE), empty0 = full0 + 8u * STAGES;
+    const int tid = (int)threadIdx.x, wg = tid >> 7;
+    const int tiles = dt_gt_tiles(M, N, BN), nk = K / DT_GT_BK;
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(full0 + 8u * s, 1);  /* the producer's expect_tx; the bytes do the rest */
+            mbar_init(empty0 + 8u * s, 8); /* one arrival per consumer warp */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    wg_wait0();
-    reg_fence(d);
-    cp_wait0();
-    __syncthreads(); /* every product is done: the stages are free for the epilogue */
-    /* Epilogue through shared memory: the fp32 tile (rows of GB + 8 floats: the 8 rows of a
-     * store land 8 banks apart) is written from the accumulator layout (thread holds
-     * d[4 n + i] at row 16 warp + g + 8 (i >> 1), column 8 n + 2 t + (i & 1) of its
-     * warpgroup's 64 x 128), then read back 8 columns a thread so that C, aux and bias
-     * move in 16-byte pieces, a 256-byte row per half warp. */
-    float *tile = reinterpret_cast<float *>(sm);
-    const int ldt = GB + 8;
-#pragma unroll
-    for (int n = 0; n < 16; n++)
-#pragma unroll
-        for (int hf = 0; hf < 2; hf++)
-            *reinterpret_cast<float2 *>(tile + (wg * 64 + warp * 16 + g + 8 * hf) * ldt + 8 * n + 2 * t) =
-                make_float2(d[4 * n + 2 * hf], d[4 * n + 2 * hf + 1]);
     __syncthreads();
-#pragma unroll 4
-    for (int u = 0; u < GB * GB / 8 / 256; u++) {
-        const int i = tid + 256 * u, r = i >> 4, c = (i & 15) * 8;
-        const size_t off = (size_t)(m0 + r) * ldc + n0 + c;
-        float x[8];
-        const float4 lo = *reinterpret_cast<const float4 *>(tile + r * ldt + c);
-        const float4 hi = *reinterpret_cast<const float4 *>(tile + r * ldt + c + 4);
-        x[0] = lo.x; x[1] = lo.y; x[2] = lo.z; x[3] = lo.w; x[4] = hi.x; x[5] = hi.y; x[6] = hi.z; x[7] = hi.w;
-        if (EPI != DT_CU_EPI_DGELU && bias) {
-            dt_bf16x8 bv = dt_ld8(bias + n0 + c);
+
+    if (wg == 0) { /* the producer */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (tid != 0) return;
+        int s = 0;
+        uint32_t ph = 0;
+        for (int tile = (int)blockIdx.x; tile < tiles; tile += (int)gridDim.x) {
+            int m0, n0;
+            dt_gt_tile(tile, N, BN, &m0, &n0);
+            if (EPI == DT_CU_EPI_DGELU) /* the epilogue's aux reads, a tile ahead */
+                for (int r = 0; r < DT_GT_BM; r++) prefetch_l2(aux + (size_t)(m0 + r) * ldc + n0, BN * 2);
+            for (int kt = 0; kt < nk; kt++) {
+                const uint32_t full = full0 + 8u * s, sa = base + (uint32_t)(s * STAGE), sb = sa + DT_GT_A_BYTES;
+                mbar_wait(empty0 + 8u * s, ph ^ 1u);
+                mbar_expect_tx(full, (uint32_t)STAGE);
+                tma_load(sa, &map_a, full, kt * DT_GT_BK, m0);
+                if (MN == 0) tma_load(sb, &map_b, full, kt * DT_GT_BK, n0);
+                else
 #pragma unroll
-            for (int k = 0; k < 8; k++) x[k] = __fadd_rn(x[k], __bfloat162float(bv.v[k]));
-        }
-        dt_bf16x8 o;
-        if (EPI == DT_CU_EPI_GELU) {
-            dt_bf16x8 pre;
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                pre.v[k] = __float2bfloat16(x[k]);
-                o.v[k] = __float2bfloat16(gelu_f(x[k]));
+                    for (int j = 0; j < BN / 64; j++) tma_load(sb + 8192u * j, &map_b, full, n0 + 64 * j, kt * DT_GT_BK);
+                if (++s == STAGES) {
+                    s = 0;
+                    ph ^= 1u;
+                }
             }
-            dt_st8(aux + off, pre);
-        } else if (EPI == DT_CU_EPI_DGELU) {
-            dt_bf16x8 pre = dt_ld8(aux + off);
-#pragma unroll
-            for (int k = 0; k < 8; k++) o.v[k] = __float2bfloat16(__fmul_rn(x[k], gelu_grad(__bfloat162float(pre.v[k]))));
-        } else {
-#pragma unroll
-            for (int k = 0; k < 8; k++) o.v[k] = __float2bfloat16(x[k]);
         }
-        dt_st8(C + off, o);
+        return;
+    }
+
+    /* the consumers */
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    int s = 0;
+    uint32_t ph = 0;
+    float d[BN / 2];
+    for (int tile = (int)blockIdx.x; tile < tiles; tile += (int)gridDim.x) {
+        int m0, n0;
+        dt_gt_tile(tile, N, BN, &m0, &n0);
+        int prev = 0;
+        for (int kt = 0; kt < nk; kt++) {
+            mbar_wait(full0 + 8u * s, ph);
+            const uint32_t sa = base + (uint32_t)(s * STAGE) + (uint32_t)(cw * 8192), sb = base + (uint32_t)(s * STAGE) + DT_GT_A_BYTES;
+            /* A: K-major, SBO 1024 (8 rows of 128 bytes), a 16-wide k step +32 bytes (+2
+             * encoded). B K-major: the same over its BN rows; MN-major: LBO = one 64-column
+             * block (8 KB), SBO 1024 (8 k rows), a k step +16 rows = 2048 bytes (+128). */
+            const uint64_t da = dt_wgmma_desc(sa, 16, 1024, DT_WGMMA_SWIZZLE_128B);
+            const uint64_t db = MN ? dt_wgmma_desc(sb, 8192, 1024, DT_WGMMA_SWIZZLE_128B)
+                                   : dt_wgmma_desc(sb, 16, 1024, DT_WGMMA_SWIZZLE_128B);
+            wg_fence();
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                wgmma_n<MN>(d, da + (uint64_t)(2 * k), db + (uint64_t)(MN ? 128 * k : 2 * k), kt > 0 || k > 0);
+            wg_commit();
+            if (kt > 0) { /* the step before is done in this warp: its stage may be refilled */
+                wg_wait1();
+                if (lane == 0) mbar_arrive(empty0 + 8u * prev);
+            }
+            prev = s;
+            if (++s == STAGES) {
+                s = 0;
+                ph ^= 1u;
+            }
+        }
+        wg_wait0();
+        reg_fence(d);
+        if (lane == 0) mbar_arrive(empty0 + 8u * prev);
+
+        /* Epilogue from the accumulator layout: d[4 n + i] is row 16 warp + g + 8 (i >> 1),
+         * column 8 n + 2 t + (i & 1) of this warpgroup's 64 x BN; a bf16 pair a store. */
+        const size_t r0 = (size_t)(m0 + cw * 64 + warp * 16 + g);
+        bf16 *c0 = C + r0 * ldc + n0 + 2 * t, *c1 = c0 + (size_t)8 * ldc;
+        bf16 *x0 = aux ? aux + r0 * ldc + n0 + 2 * t : NULL, *x1 = x0 ? x0 + (size_t)8 * ldc : NULL;
+        const bf16 *bb = bias ? bias + n0 + 2 * t : NULL;
+#pragma unroll
+        for (int nb = 0; nb < BN / 8; nb += 8) {
+            __nv_bfloat162 p0[8], p1[8];
+            if (EPI == DT_CU_EPI_DGELU) { /* eight pairs of loads in flight */
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    p0[j] = __ldg(reinterpret_cast<const __nv_bfloat162 *>(x0 + 8 * (nb + j)));
+                    p1[j] = __ldg(reinterpret_cast<const __nv_bfloat162 *>(x1 + 8 * (nb + j)));
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int n = nb + j;
+                float a0 = d[4 * n], a1 = d[4 * n + 1], b0 = d[4 * n + 2], b1 = d[4 * n + 3];
+                if (EPI != DT_CU_EPI_DGELU && bb) {
+                    const float2 bv = __bfloat1622float2(__ldg(reinterpret_cast<const __nv_bfloat162 *>(bb + 8 * n)));
+                    a0 = __fadd_rn(a0, bv.x);
+                    a1 = __fadd_rn(a1, bv.y);
+                    b0 = __fadd_rn(b0, bv.x);
+                    b1 = __fadd_rn(b1, bv.y);
+                }
+                __nv_bfloat162 *o0 = reinterpret_cast<__nv_bfloat162 *>(c0 + 8 * n);
+                __nv_bfloat162 *o1 = reinterpret_cast<__nv_bfloat162 *>(c1 + 8 * n);
+                if (EPI == DT_CU_EPI_GELU) {
+                    *reinterpret_cast<__nv_bfloat162 *>(x0 + 8 * n) = __floats2bfloat162_rn(a0, a1);
+                    *reinterpret_cast<__nv_bfloat162 *>(x1 + 8 * n) = __floats2bfloat162_rn(b0, b1);
+                    *o0 = __floats2bfloat162_rn(gelu_f(a0), gelu_f(a1));
+                    *o1 = __floats2bfloat162_rn(gelu_f(b0), gelu_f(b1));
+                } else if (EPI == DT_CU_EPI_DGELU) {
+                    const float2 q0 = __bfloat1622float2(p0[j]), q1 = __bfloat1622float2(p1[j]);
+                    *o0 = __floats2bfloat162_rn(__fmul_rn(a0, gelu_grad(q0.x)), __fmul_rn(a1, gelu_grad(q0.y)));
+                    *o1 = __floats2bfloat162_rn(__fmul_rn(b0, gelu_grad(q1.x)), __fmul_rn(b1, gelu_grad(q1.y)));
+                } else {
+                    *o0 = __floats2bfloat162_rn(a0, a1);
+                    *o1 = __floats2bfloat162_rn(b0, b1);
+                }
+            }
+        }
     }
 }
 
-/* The kernels need more than 48 KB of shared memory: raised once per kernel. */
-template <int TB, int EPI> static void launch(const dt_cu_gemm_args *a, cudaStream_t s) {
+/* ---- the launcher ----------------------------------------------------------------------- */
+/* cuTensorMapEncodeTiled, from the driver through the runtime (the binaries link the runtime
+ * statically and not the driver library). */
+typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                              const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+static dt_status encode(CUtensorMap *out, const void *p, dt_gt_map m, const char *what) {
+    static encode_fn fn;
+    if (!fn) {
+        void *f = NULL;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
+                cudaSuccess ||
+            q != cudaDriverEntryPointSuccess || !f)
+            return dt_fail(DT_EUNSUPPORTED, "dt_cu_gemm_wgmma: the driver has no cuTensorMapEncodeTiled (CUDA 12 or "
+                                            "newer needed): call dt_cu_gemm");
+        fn = (encode_fn)f;
+    }
+    const cuuint64_t dim[2] = {m.dim[0], m.dim[1]}, stride[1] = {m.stride};
+    const cuuint32_t box[2] = {m.box[0], m.box[1]}, estride[2] = {1, 1};
+    CUresult r = fn(out, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)p, dim, stride, box, estride,
+                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return dt_fail(DT_EUNSUPPORTED, "dt_cu_gemm_wgmma: cuTensorMapEncodeTiled refused %s (%llu x %llu, row "
+                       "stride %llu bytes): error %d",
+                       what, (unsigned long long)m.dim[1], (unsigned long long)m.dim[0], (unsigned long long)m.stride,
+                       (int)r);
+    return DT_OK;
+}
+
+static int g_force_bn; /* dt_cu_gemm_wgmma_force_bn: 0, 128 or 256 */
+
+void dt_cu_gemm_wgmma_force_bn(int bn) { g_force_bn = bn == 128 || bn == 256 ? bn : 0; }
+
+/* The tensor maps are made per call on the host (a few hundred ns, no device work) and go
+ * to the kernel by value as __grid_constant__ parameters: nothing to cache or to go stale
+ * when a buffer moves, and a captured CUDA graph holds its own copy. */
+template <int BN, int MN, int EPI> static dt_status launch(const dt_cu_gemm_args *a, cudaStream_t s) {
     static int attr_set;
+    const int smem = dt_gt_smem_bytes(BN);
     if (!attr_set) {
-        cudaFuncSetAttribute(gemm_wgmma_kernel<TB, EPI>, cudaFuncAttributeMaxDynamicSharedMemorySize, GSMEM);
+        DT_CU_TRY(cudaFuncSetAttribute(gemm_tma_kernel<BN, MN, EPI>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         attr_set = 1;
     }
-    dim3 grid((unsigned)(a->N / GB), (unsigned)(a->M / GB));
-    gemm_wgmma_kernel<TB, EPI><<<dt_cu_noted(grid, 256, GSMEM, "gemm_wgmma_kernel"), 256, GSMEM, s>>>(
-        (bf16 *)a->C, a->ldc, a->A, a->lda, a->B, a->ldb, a->K, a->bias, (bf16 *)a->aux);
+    CUtensorMap ma, mb;
+    dt_status st = encode(&ma, a->A, dt_gt_map_a(a->M, a->K, a->lda), "A");
+    if (st == DT_OK) st = encode(&mb, a->B, dt_gt_map_b(!MN, a->N, a->K, a->ldb, BN), "B");
+    if (st != DT_OK) return st;
+    int dev = 0, sms = 0;
+    DT_CU_TRY(cudaGetDevice(&dev));
+    DT_CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    dim3 grid((unsigned)dt_gt_grid(dt_gt_tiles(a->M, a->N, BN), sms));
+    gemm_tma_kernel<BN, MN, EPI><<<dt_cu_noted(grid, DT_GT_THREADS, (size_t)smem, "gemm_tma_kernel"), DT_GT_THREADS,
+                                   (size_t)smem, s>>>(ma, mb, (bf16 *)a->C, a->ldc, a->bias, (bf16 *)a->aux, a->M,
+                                                      a->N, a->K);
+    return DT_OK;
+}
+
+template <int BN> static dt_status dispatch(const dt_cu_gemm_args *a, cudaStream_t s) {
+    if (a->tb) {
+        if (a->epi == DT_CU_EPI_GELU) return launch<BN, 0, DT_CU_EPI_GELU>(a, s);
+        if (a->epi == DT_CU_EPI_DGELU) return launch<BN, 0, DT_CU_EPI_DGELU>(a, s);
+        return launch<BN, 0, DT_CU_EPI_DEFAULT>(a, s);
+    }
+    if (a->epi == DT_CU_EPI_GELU) return launch<BN, 1, DT_CU_EPI_GELU>(a, s);
+    if (a->epi == DT_CU_EPI_DGELU) return launch<BN, 1, DT_CU_EPI_DGELU>(a, s);
+    return launch<BN, 1, DT_CU_EPI_DEFAULT>(a, s);
 }
 
 dt_status dt_cu_gemm_wgmma(const dt_cu_gemm_args *a, cudaStream_t s) {
@@ -242,14 +346,8 @@ dt_status dt_cu_gemm_wgmma(const dt_cu_gemm_args *a, cudaStream_t s) {
                                a->aux))
         return dt_fail(DT_EINVAL, "dt_cu_gemm_wgmma: a %s %dx%dx%d GEMM (epilogue %d) does not fit the 128 x 128 x 64 "
                        "tiles: call dt_cu_gemm", a->tb ? "NT" : "NN", a->M, a->N, a->K, a->epi);
-    if (a->tb) {
-        if (a->epi == DT_CU_EPI_GELU) launch<0, DT_CU_EPI_GELU>(a, s);
-        else if (a->epi == DT_CU_EPI_DGELU) launch<0, DT_CU_EPI_DGELU>(a, s);
-        else launch<0, DT_CU_EPI_DEFAULT>(a, s);
-    } else {
-        if (a->epi == DT_CU_EPI_GELU) launch<1, DT_CU_EPI_GELU>(a, s);
-        else if (a->epi == DT_CU_EPI_DGELU) launch<1, DT_CU_EPI_DGELU>(a, s);
-        else launch<1, DT_CU_EPI_DEFAULT>(a, s);
-    }
-    return DT_OK;
+    const int bn = g_force_bn == 128 || (g_force_bn == 0 && a->N % 256) ? 128 : 256;
+    if (bn == 256 && a->N % 256)
+        return dt_fail(DT_EINVAL, "dt_cu_gemm_wgmma: N %d is not a multiple of the forced 256-wide tile", a->N);
+    return bn == 256 ? dispatch<256>(a, s) : dispatch<128>(a, s);
 }

@@ -132,13 +132,20 @@ dt_status dt_cu_gemm_check_cfg(dt_cu_blas *h, const dt_cu_gemm_args *a, const dt
 /* Reads an algorithm's configuration back (every settable attribute of cuBLASLt's algo
  * config) into c. */
 void dt_cu_gemm_cfg_read(const cublasLtMatmulAlgo_t *algo, dt_cu_gemm_cfg *c);
-/* The same GEMM on warpgroup MMA (gemm_wgmma_cuda.cu, sm_90a only): for calls that
- * dt_cu_gemm_wgmma_fits (cuda_plan.h; else DT_EINVAL, nothing launched), epilogues DEFAULT
- * (bias), GELU and DGELU with dt_cu_gemm's meaning; the GELU is the tanh form with the
- * hardware tanh (tanh.approx.f32), so the bits differ from cuBLASLt's within bf16 roundings. One block
- * owns each output tile and walks K in order: deterministic, no workspace. On a GPU other
- * than sm_90 the launch fails (no kernel image), reported by the next cudaGetLastError. */
+/* The same GEMM on our own kernel (gemm_wgmma_cuda.cu, sm_90a only: TMA loads, warpgroup
+ * MMA, persistent blocks, 128 x 256 tiles, 128 x 128 where N is not a multiple of 256): for
+ * calls that dt_cu_gemm_wgmma_fits (cuda_plan.h; else DT_EINVAL, nothing launched),
+ * epilogues DEFAULT (bias), GELU and DGELU with dt_cu_gemm's meaning; the GELU math is
+ * gelu_cuda.cu's formula with the hardware tanh, so the bits differ from cuBLASLt's
+ * epilogues within bf16 roundings. One block owns each output tile and walks K in order:
+ * deterministic, no workspace. DT_EUNSUPPORTED when the driver has no tensor-map encoder;
+ * on a GPU other than sm_90 the launch fails (no kernel image), reported by the next
+ * cudaGetLastError. */
 dt_status dt_cu_gemm_wgmma(const dt_cu_gemm_args *a, cudaStream_t s);
+/* Benchmarks only: the tile width dt_cu_gemm_wgmma's later calls take (128 or 256; 0 or
+ * anything else: the rule above). A forced 256 on an N that is not a multiple of 256 is
+ * refused (DT_EINVAL). */
+void dt_cu_gemm_wgmma_force_bn(int bn);
 
 /* ---- embedding (encoder_cuda.cu), DT_OP_ENCODER_BWD ---------------------------------- */
 /* out (B,T,C) bf16 = wte[inp] + wpe[t], wte/wpe fp32; with hidden dropout on the sum. */

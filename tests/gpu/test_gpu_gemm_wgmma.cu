@@ -1,16 +1,20 @@
-/* The warpgroup-MMA GEMM (gemm_wgmma_cuda.cu, dt_cu_gemm_wgmma, sm_90a) on the GPU machine
- * (built by `make cuda` into build/gpu-tests/). For each activation GEMM of the GPT-2 124M
+/* Our own GEMM (gemm_wgmma_cuda.cu, dt_cu_gemm_wgmma: TMA loads, warpgroup MMA, persistent
+ * blocks; sm_90a) on the GPU machine (built by `make cuda` into build/gpu-tests/), with its
+ * 128 x 256 tiles (the rule) and, forced, its 128 x 128 ones. For each activation GEMM of the GPT-2 124M
  * step (B 16 T 1024: M = 16384 rows; the forward's NT shapes with bias, the fc forward with
  * the GELU epilogue, the input gradients' NN shapes, the fcproj input gradient with dGELU),
  * random bf16 inputs in [-1, 1) (aux pre-activations in [-3, 3)):
- *  1. accuracy against dt_cu_gemm (cuBLASLt, det policy) on the same inputs, outputs
+ *  1. accuracy against dt_cu_gemm (cuBLASLt, det policy) on the same inputs (both tile
+ *     widths), outputs
  *     poisoned (0xff bytes: NaN) first so an unwritten element fails: C and the GELU aux by
  *     ||w - c|| / ||c|| <= 1e-2 (both are bf16 roundings of fp32 sums of the same products
  *     in other orders, ~2e-3; cuBLASLt's GELU is another tanh, within an ulp), and on a
- *     small shape of each kind (256 x 256 x 192) against fp64 on the CPU, same tolerance;
+ *     small shape of each kind (256 x 256 x 192; N 384 and 128 take the 128-wide tiles)
+ *     against fp64 on the CPU, same tolerance;
  *  2. determinism: three replays, each after poisoning C (and aux) with another byte and
  *     with a 4096^3 cuBLASLt GEMM running on a second stream, byte-identical to the first;
- *  3. timing (not a check): CUDA events, median of 20 after 3 warm-ups, wgmma vs cuBLASLt.
+ *  3. timing (not a check): CUDA events, median of 20 after 3 warm-ups, ours (both tile
+ *     widths) vs cuBLASLt, in ms and TFLOP/s.
  * Also checks that dt_cu_gemm_wgmma refuses a call that does not fit (DT_EINVAL, nothing
  * written). Exits non-zero on any failed check (a CUDA error ends it with status 2). */
 #include "ops/ops_cuda.h"
@@ -23,13 +27,6 @@
 
 static dt_cu_blas *g_blas;
 
-static std::vector<unsigned char> bytes_of(const void *d, size_t n) {
-    std::vector<unsigned char> h(n);
-    gpu_ok(cudaDeviceSynchronize(), "sync");
-    gpu_ok(cudaMemcpy(h.data(), d, n, cudaMemcpyDeviceToHost), "download");
-    return h;
-}
-
 static double gelu_d(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
 static double gelu_grad_d(double x) {
     double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), th = tanh(u);
@@ -38,7 +35,7 @@ static double gelu_grad_d(double x) {
 
 struct kind { const char *name; int tb, epi, bias, M, N, K, per_step; };
 
-struct timing { const char *name; int M, N, K, per_step; double ms_w, ms_c; };
+struct timing { const char *name; int M, N, K, per_step; double ms_w, ms_w128, ms_c; };
 static std::vector<timing> g_times;
 
 static void test_kind(const kind &k, int timed) {
@@ -76,6 +73,19 @@ static void test_kind(const kind &k, int timed) {
     if (gelu) {
         vf xw = down16(auxw, (size_t)M * N), xc = down16(auxc, (size_t)M * N);
         CHECK_RELF(xw, xc, 1e-2, "%s %dx%dx%d aux vs cuBLASLt", k.name, M, N, K);
+    }
+    if (timed) { /* the 128-wide tiles too, into the same buffers (checked, then overwritten) */
+        dt_cu_gemm_wgmma_force_bn(128);
+        gpu_ok(cudaMemset(Cw, 0xff, cb), "poison");
+        if (gelu) gpu_ok(cudaMemset(auxw, 0xff, cb), "poison");
+        CHECK_OK(dt_cu_gemm_wgmma(&aw, 0));
+        gpu_ok(cudaGetLastError(), "dt_cu_gemm_wgmma launch (128-wide tiles)");
+        CHECK_RELF(down16(Cw, (size_t)M * N), cc, 1e-2, "%s %dx%dx%d C vs cuBLASLt, 128-wide tiles", k.name, M, N, K);
+        if (gelu)
+            CHECK_RELF(down16(auxw, (size_t)M * N), down16(auxc, (size_t)M * N), 1e-2,
+                       "%s %dx%dx%d aux vs cuBLASLt, 128-wide tiles", k.name, M, N, K);
+        dt_cu_gemm_wgmma_force_bn(0);
+        CHECK_OK(dt_cu_gemm_wgmma(&aw, 0)); /* the rule's bytes back for the replays */
     }
     if ((size_t)M * N * K <= (size_t)1 << 24) { /* fp64 on the CPU */
         vf ref((size_t)M * N), refx((size_t)M * N);
@@ -125,8 +135,11 @@ static void test_kind(const kind &k, int timed) {
 
     /* 3. timing */
     if (timed) {
-        timing tm = {k.name, M, N, K, k.per_step, 0, 0};
+        timing tm = {k.name, M, N, K, k.per_step, 0, 0, 0};
         tm.ms_w = gpu_median_ms([&] { dt_cu_gemm_wgmma(&aw, 0); });
+        dt_cu_gemm_wgmma_force_bn(128);
+        tm.ms_w128 = gpu_median_ms([&] { dt_cu_gemm_wgmma(&aw, 0); });
+        dt_cu_gemm_wgmma_force_bn(0);
         tm.ms_c = gpu_median_ms([&] { dt_cu_gemm(g_blas, &ac, 0); });
         gpu_ok(cudaGetLastError(), "timed launches");
         g_times.push_back(tm);
@@ -157,6 +170,9 @@ static void test_small(void) { /* each layout and epilogue against fp64 */
         {"small NT+bias", 1, DT_CU_EPI_DEFAULT, 1, 256, 256, 192, 0},
         {"small NT+bias+GELU", 1, DT_CU_EPI_GELU, 1, 256, 256, 192, 0},
         {"small NN", 0, DT_CU_EPI_DEFAULT, 0, 256, 384, 64, 0},
+        {"small NT+bias+GELU N384", 1, DT_CU_EPI_GELU, 1, 256, 384, 128, 0},
+        {"small NN+dGELU N128", 0, DT_CU_EPI_DGELU, 0, 128, 128, 320, 0},
+        {"small NN+dGELU N512", 0, DT_CU_EPI_DGELU, 0, 384, 512, 64, 0},
         {"small NN+dGELU", 0, DT_CU_EPI_DGELU, 0, 256, 256, 192, 0},
     };
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) test_kind(s[i], 0);
@@ -205,8 +221,8 @@ int main(void) {
     RUN(test_model_shapes);
     cudaError_t e = cudaDeviceSynchronize();
     CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));
-    printf("%-22s %-16s %10s %10s %9s %9s %8s %12s\n", "GEMM", "M x N x K", "wgmma ms", "cublas ms", "wgmma TF", "cublas TF",
-           "ratio", "step delta ms");
+    printf("%-22s %-16s %10s %10s %10s %9s %9s %8s %12s\n", "GEMM", "M x N x K", "own ms", "own128 ms", "cublas ms",
+           "own TF", "cublas TF", "ratio", "step delta ms");
     double tot = 0;
     for (size_t i = 0; i < g_times.size(); i++) {
         const timing &t = g_times[i];
@@ -215,10 +231,10 @@ int main(void) {
         snprintf(sh, sizeof sh, "%dx%dx%d", t.M, t.N, t.K);
         double dlt = (t.ms_w - t.ms_c) * t.per_step;
         tot += dlt;
-        printf("%-22s %-16s %10.4f %10.4f %9.1f %9.1f %8.3f %12.3f\n", t.name, sh, t.ms_w, t.ms_c, fl / (t.ms_w * 1e9),
-               fl / (t.ms_c * 1e9), t.ms_w / t.ms_c, dlt);
+        printf("%-22s %-16s %10.4f %10.4f %10.4f %9.1f %9.1f %8.3f %12.3f\n", t.name, sh, t.ms_w, t.ms_w128, t.ms_c,
+               fl / (t.ms_w * 1e9), fl / (t.ms_c * 1e9), t.ms_w / t.ms_c, dlt);
     }
-    printf("per step, all of the above on wgmma instead of cuBLASLt: %+.3f ms\n", tot);
+    printf("per step, all of the above on ours (rule) instead of cuBLASLt: %+.3f ms\n", tot);
     dt_cu_blas_free(g_blas);
     return dt_test_report();
 }

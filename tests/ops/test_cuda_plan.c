@@ -263,8 +263,6 @@ int main(void) {
     RUN(test_launch_log);
     RUN(test_pending_reads);
     RUN(test_graph_decide);
-}
-
     RUN(test_gemm_wgmma_fits);
     return dt_test_report();
 }

@@ -1,0 +1,97 @@
+/* The plan of the TMA-fed warpgroup-MMA GEMM (src/ops/gemm_tma_plan.h), which its kernel and
+ * launcher (gemm_wgmma_cuda.cu) build on: checked on the CPU (CI has no GPU) against the
+ * hardware's limits written out from the PTX ISA and the driver API's tensor-map rules (a
+ * box at most 256 elements a side, its inner side at most 128 bytes in the 128-byte swizzle,
+ * row strides multiples of 16 bytes, swizzle atoms 1024-byte aligned, 227 KB of shared
+ * memory a block) and against the model's shapes: the persistent order covers every tile
+ * once, and each stage's TMA bytes equal what its full barrier expects. */
+#include "ops/gemm_tma_plan.h"
+
+#include "dt_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void test_ring(void) {
+    CHECK(dt_gt_stage_bytes(256) == 16384 + 32768 && dt_gt_stages(256) == 4);
+    CHECK(dt_gt_stage_bytes(128) == 16384 + 16384 && dt_gt_stages(128) == 6);
+    static const int bns[2] = {128, 256};
+    for (int i = 0; i < 2; i++) {
+        const int bn = bns[i];
+        /* every stage, and its B tile after the A tile, starts on a swizzle atom */
+        CHECK(dt_gt_stage_bytes(bn) % 1024 == 0 && DT_GT_A_BYTES % 1024 == 0);
+        CHECK(dt_gt_smem_bytes(bn) <= DT_GT_SMEM_MAX);
+        CHECK(dt_gt_smem_bytes(bn) >= dt_gt_stages(bn) * dt_gt_stage_bytes(bn) + 16 * dt_gt_stages(bn) + 1023);
+        CHECK(dt_gt_stages(bn) >= 4); /* enough stages in flight to cover a load's latency */
+    }
+}
+
+/* The tensor maps of the model's shapes (B 16 T 1024, C 768: M = 16384), as the driver takes
+ * them, and the bytes a stage's loads bring against the stage's size. */
+static void test_maps(void) {
+    dt_gt_map a = dt_gt_map_a(16384, 768, 768);
+    CHECK(a.dim[0] == 768 && a.dim[1] == 16384 && a.stride == 1536);
+    CHECK(a.box[0] == 64 && a.box[1] == 128 && a.box_bytes == DT_GT_A_BYTES);
+    /* fc forward, NT: W (3072, 768) */
+    dt_gt_map b = dt_gt_map_b(1, 3072, 768, 768, 256);
+    CHECK(b.dim[0] == 768 && b.dim[1] == 3072 && b.stride == 1536);
+    CHECK(b.box[0] == 64 && b.box[1] == 256 && b.box_bytes == 32768);
+    CHECK(a.box_bytes + (uint32_t)dt_gt_b_loads(1, 256) * b.box_bytes == (uint32_t)dt_gt_stage_bytes(256));
+    /* fcproj input gradient, NN: W (768, 3072) read as (K 768, N 3072) */
+    dt_gt_map n = dt_gt_map_b(0, 3072, 768, 3072, 256);
+    CHECK(n.dim[0] == 3072 && n.dim[1] == 768 && n.stride == 6144);
+    CHECK(n.box[0] == 64 && n.box[1] == 64 && n.box_bytes == 8192); /* the MN-major LBO */
+    CHECK(dt_gt_b_loads(0, 256) == 4 && dt_gt_b_loads(0, 128) == 2 && dt_gt_b_loads(1, 128) == 1);
+    CHECK(a.box_bytes + (uint32_t)dt_gt_b_loads(0, 256) * n.box_bytes == (uint32_t)dt_gt_stage_bytes(256));
+    dt_gt_map n128 = dt_gt_map_b(0, 384, 64, 384, 128), t128 = dt_gt_map_b(1, 384, 64, 64, 128);
+    CHECK(a.box_bytes + 2u * n128.box_bytes == (uint32_t)dt_gt_stage_bytes(128));
+    CHECK(a.box_bytes + t128.box_bytes == (uint32_t)dt_gt_stage_bytes(128));
+    /* the hardware's limits on every map above */
+    const dt_gt_map all[5] = {a, b, n, n128, t128};
+    for (int i = 0; i < 5; i++) {
+        CHECK(all[i].box[0] * 2 == 128);                     /* inner box = the swizzle span */
+        CHECK(all[i].box[1] >= 1 && all[i].box[1] <= 256);   /* box sides */
+        CHECK(all[i].stride % 16 == 0 && all[i].stride >= all[i].dim[0] * 2);
+        CHECK(all[i].box_bytes == all[i].box[0] * all[i].box[1] * 2);
+    }
+}
+
+/* Each tile is taken exactly once by a persistent grid of one block an SM (here 132, an
+ * H200), its corner inside C and on the tile grid, and the tiles taken at once share A's
+ * row band (consecutive tiles walk N first). */
+static void test_order(void) {
+    static const int shapes[][3] = {{16384, 3072, 256}, {16384, 768, 256}, {16384, 2304, 256}, {256, 384, 128}};
+    for (int sh = 0; sh < 4; sh++) {
+        const int M = shapes[sh][0], N = shapes[sh][1], bn = shapes[sh][2];
+        const int tiles = dt_gt_tiles(M, N, bn), grid = dt_gt_grid(tiles, 132);
+        CHECK(tiles == (M / 128) * (N / bn));
+        CHECK(grid == (tiles < 132 ? tiles : 132));
+        unsigned char *seen = calloc((size_t)tiles, 1);
+        int ok = seen != NULL, taken = 0;
+        for (int blk = 0; blk < grid && ok; blk++)
+            for (int i = blk; i < tiles; i += grid) {
+                int m0 = -1, n0 = -1;
+                dt_gt_tile(i, N, bn, &m0, &n0);
+                ok &= m0 >= 0 && m0 + 128 <= M && m0 % 128 == 0 && n0 >= 0 && n0 + bn <= N && n0 % bn == 0;
+                const int id = (m0 / 128) * (N / bn) + n0 / bn;
+                ok &= id >= 0 && id < tiles && !seen[id];
+                if (id >= 0 && id < tiles) seen[id] = 1;
+                taken++;
+            }
+        CHECKF(ok && taken == tiles, "shape %dx%d tile %d: every tile once", M, N, bn);
+        free(seen);
+    }
+    int m0, n0;
+    dt_gt_tile(11, 3072, 256, &m0, &n0);
+    CHECK(m0 == 0 && n0 == 11 * 256);
+    dt_gt_tile(12, 3072, 256, &m0, &n0);
+    CHECK(m0 == 128 && n0 == 0);
+    CHECK(dt_gt_grid(1536, 132) == 132 && dt_gt_grid(6, 132) == 6);
+}
+
+int main(void) {
+    RUN(test_ring);
+    RUN(test_maps);
+    RUN(test_order);
+    return dt_test_report();
+}
