@@ -23,6 +23,7 @@
 #define DT_GT_BK 64           /* K per stage: one 128-byte swizzled row of bf16 */
 #define DT_GT_A_BYTES 16384   /* a stage's A tile: 128 rows x 128 bytes */
 #define DT_GT_THREADS 384     /* one producer warpgroup, two consumer warpgroups */
+#define DT_GT_EPI_BYTES 32768 /* epilogue staging: two 64 x 64 bf16 buffers a consumer warpgroup */
 #define DT_GT_SMEM_MAX 232448 /* bytes of dynamic shared memory a block may have (sm_90) */
 
 /* Bytes of a stage (A tile and a bn-wide B tile) and the ring depth: as many stages as fit
@@ -32,10 +33,13 @@
 #define DT_GT_STAGES(bn) (196608 / DT_GT_STAGE_BYTES(bn))
 DT_GT_FN int dt_gt_stage_bytes(int bn) { return DT_GT_STAGE_BYTES(bn); }
 DT_GT_FN int dt_gt_stages(int bn) { return DT_GT_STAGES(bn); }
-/* Dynamic shared memory a launch asks for: the ring, the full and empty barrier of each
- * stage (8 bytes each), and up to 1023 bytes to align the ring to 1024 bytes (the swizzle
- * atom). */
-DT_GT_FN int dt_gt_smem_bytes(int bn) { return dt_gt_stages(bn) * dt_gt_stage_bytes(bn) + 16 * dt_gt_stages(bn) + 1024; }
+/* Dynamic shared memory a launch asks for: the ring, the epilogue's staging buffers (the
+ * TMA stores read C there; the dGELU epilogue's aux is loaded there), the full and empty
+ * barrier of each stage and one barrier a staging buffer (8 bytes each), and up to 1023
+ * bytes to align the ring to 1024 bytes (the swizzle atom). */
+DT_GT_FN int dt_gt_smem_bytes(int bn) {
+    return dt_gt_stages(bn) * dt_gt_stage_bytes(bn) + DT_GT_EPI_BYTES + 16 * dt_gt_stages(bn) + 32 + 1024;
+}
 
 /* The persistent order: tile i (0 .. tiles - 1) has its rows at *m0 and its columns at *n0,
  * the N tiles of one row band consecutive, so the blocks that run at once share their A rows
@@ -82,6 +86,18 @@ DT_GT_FN dt_gt_map dt_gt_map_b(int tb, int N, int K, int ldb, int bn) {
     m.box[0] = 64;
     m.box[1] = (uint32_t)(tb ? bn : DT_GT_BK);
     m.box_bytes = m.box[0] * m.box[1] * 2u;
+    return m;
+}
+/* C and aux (M, N) with leading dimension ldc: the epilogue stores (and, for dGELU, loads)
+ * 64 columns x 64 rows at (n, m), a consumer warpgroup's rows of one 64-column chunk. */
+DT_GT_FN dt_gt_map dt_gt_map_c(int M, int N, int ldc) {
+    dt_gt_map m;
+    m.dim[0] = (uint64_t)N;
+    m.dim[1] = (uint64_t)M;
+    m.stride = (uint64_t)ldc * 2u;
+    m.box[0] = 64;
+    m.box[1] = 64;
+    m.box_bytes = 8192;
     return m;
 }
 /* TMA loads of B a stage takes. */

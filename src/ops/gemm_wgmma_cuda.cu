@@ -60,6 +60,25 @@ static __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap 
                  ::"r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1)
                  : "memory");
 }
+/* The 2-D box at (c0, c1) of the tensor map from shared memory at src (1024-byte aligned),
+ * in this thread's current bulk group. */
+static __device__ __forceinline__ void tma_store(const CUtensorMap *map, uint32_t src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
+                 ::"l"((uint64_t)map), "r"(src), "r"(c0), "r"(c1)
+                 : "memory");
+}
+static __device__ __forceinline__ void bulk_commit(void) { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+/* Until at most N of this thread's bulk groups still read their shared memory. */
+template <int N> static __device__ __forceinline__ void bulk_wait_read(void) {
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+static __device__ __forceinline__ void bulk_wait_all(void) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+/* Generic-proxy writes to shared memory made visible to the TMA (async proxy). */
+static __device__ __forceinline__ void fence_async_smem(void) {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+/* The 128 threads of consumer warpgroup cw meet (named barrier 1 + cw; 0 is __syncthreads). */
+static __device__ __forceinline__ void wg_bar(int cw) { asm volatile("bar.sync %0, 128;\n" ::"r"(cw + 1) : "memory"); }
 static __device__ __forceinline__ void prefetch_l2(const void *p, uint32_t bytes) {
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
 }
@@ -125,12 +144,20 @@ static __device__ __forceinline__ float tanh_fast(float x) {
     asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
 }
+/* gelu.h's tanh form, factored for few instructions (the epilogue's arithmetic runs while
+ * the tensor cores wait): u = x (K + K c x^2), GELU = h + h tanh(u) with h = x / 2, and
+ * GELU' = (1 + tanh) / 2 + h (1 - tanh^2) (K + 3 K c x^2), with explicit fused multiply-adds
+ * (fixed rounding, not left to the compiler). */
+#define GELU_KC 0.035677408136300125f  /* K c, c = 0.044715 */
+#define GELU_3KC 0.10703222440890037f  /* 3 K c */
 static __device__ __forceinline__ float gelu_f(float x) {
-    return 0.5f * x * (1.0f + tanh_fast(GELU_K * (x + 0.044715f * x * x * x)));
+    const float u = __fmul_rn(x, __fmaf_rn(GELU_KC, __fmul_rn(x, x), GELU_K)), h = __fmul_rn(0.5f, x);
+    return __fmaf_rn(h, tanh_fast(u), h);
 }
 static __device__ __forceinline__ float gelu_grad(float x) {
-    float u = GELU_K * (x + 0.044715f * x * x * x), th = tanh_fast(u), sech2 = 1.0f - th * th;
-    return 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+    const float x2 = __fmul_rn(x, x), th = tanh_fast(__fmul_rn(x, __fmaf_rn(GELU_KC, x2, GELU_K)));
+    const float hs = __fmul_rn(__fmul_rn(0.5f, x), __fmaf_rn(-th, th, 1.0f));
+    return __fmaf_rn(hs, __fmaf_rn(GELU_3KC, x2, GELU_K), __fmaf_rn(0.5f, th, 0.5f));
 }
 
 /* ---- the kernel ------------------------------------------------------------------------- */
@@ -139,12 +166,14 @@ static __device__ __forceinline__ float gelu_grad(float x) {
  * NULL), DT_CU_EPI_GELU, DT_CU_EPI_DGELU. M, N, K tile exactly (dt_cu_gemm_wgmma_fits). */
 template <int BN, int MN, int EPI>
 __global__ void __launch_bounds__(DT_GT_THREADS, 1)
-    gemm_tma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, bf16 *C,
-                    int ldc, const bf16 *bias, bf16 *aux, int M, int N, int K) {
+    gemm_tma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                    const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_x, int ldc,
+                    const bf16 *bias, bf16 *aux, int M, int N, int K) {
     constexpr int STAGES = DT_GT_STAGES(BN), STAGE = DT_GT_STAGE_BYTES(BN);
     extern __shared__ __align__(1024) unsigned char gsm_raw[];
     const uint32_t base = (smem_u32(gsm_raw) + 1023u) & ~1023u;
-    const uint32_t full0 = base + (uint32_t)(STAGES * STAGE), empty0 = full0 + 8u * STAGES;
+    const uint32_t stg0 = base + (uint32_t)(STAGES * STAGE); /* epilogue staging, 1024-aligned */
+    const uint32_t full0 = stg0 + DT_GT_EPI_BYTES, empty0 = full0 + 8u * STAGES, ebar0 = empty0 + 8u * STAGES;
     const int tid = (int)threadIdx.x, wg = tid >> 7;
     const int tiles = dt_gt_tiles(M, N, BN), nk = K / DT_GT_BK;
     if (tid == 0) {
@@ -152,6 +181,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
             mbar_init(full0 + 8u * s, 1);  /* the producer's expect_tx; the bytes do the rest */
             mbar_init(empty0 + 8u * s, 8); /* one arrival per consumer warp */
         }
+        for (int b = 0; b < 4; b++) mbar_init(ebar0 + 8u * b, 1); /* a staging buffer's aux load */
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -187,12 +217,26 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
     /* the consumers */
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
     const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int lead = (tid & 127) == 0; /* issues this warpgroup's epilogue TMA */
+    /* this warpgroup's two staging buffers (64 rows x 128 bytes, 128-byte swizzle) and the
+     * barriers their aux loads arrive on */
+    const uint32_t stg = stg0 + (uint32_t)(cw * 16384), ebar = ebar0 + (uint32_t)(cw * 16);
+    uint32_t eph = 0; /* bit b: the parity of staging buffer b's next aux load */
     int s = 0;
     uint32_t ph = 0;
     float d[BN / 2];
     for (int tile = (int)blockIdx.x; tile < tiles; tile += (int)gridDim.x) {
         int m0, n0;
         dt_gt_tile(tile, N, BN, &m0, &n0);
+        const int mrow = m0 + cw * 64;
+        if (EPI == DT_CU_EPI_DGELU && lead) { /* the first two aux chunks load during the products */
+            bulk_wait_read<0>();             /* the last tile's stores have read the buffers */
+#pragma unroll
+            for (int b = 0; b < 2; b++) {
+                mbar_expect_tx(ebar + 8u * b, 8192);
+                tma_load(stg + 8192u * b, &map_x, ebar + 8u * b, n0 + 64 * b, mrow);
+            }
+        }
         int prev = 0;
         for (int kt = 0; kt < nk; kt++) {
             mbar_wait(full0 + 8u * s, ph);
@@ -222,51 +266,93 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
         reg_fence(d);
         if (lane == 0) mbar_arrive(empty0 + 8u * prev);
 
-        /* Epilogue from the accumulator layout: d[4 n + i] is row 16 warp + g + 8 (i >> 1),
-         * column 8 n + 2 t + (i & 1) of this warpgroup's 64 x BN; a bf16 pair a store. */
-        const size_t r0 = (size_t)(m0 + cw * 64 + warp * 16 + g);
-        bf16 *c0 = C + r0 * ldc + n0 + 2 * t, *c1 = c0 + (size_t)8 * ldc;
-        bf16 *x0 = aux ? aux + r0 * ldc + n0 + 2 * t : NULL, *x1 = x0 ? x0 + (size_t)8 * ldc : NULL;
-        const bf16 *bb = bias ? bias + n0 + 2 * t : NULL;
+        /* Epilogue, 64 columns at a time through the staging buffers: d[4 n + i] is row
+         * 16 warp + g + 8 (i >> 1), column 8 n + 2 t + (i & 1) of this warpgroup's 64 x BN;
+         * its bf16 pairs go to the buffer in the 128-byte swizzle (the 16-byte piece j of
+         * row r at piece j ^ (r % 8): the 32 threads of a warp hit 32 banks), then one TMA
+         * store writes the 64 x 64 box. Buffers alternate, so one store reads shared memory
+         * while the next chunk is written; dGELU loads its aux chunk into the buffer by TMA
+         * and the output overwrites it in place (each thread the same addresses). */
+        const int r0 = warp * 16 + g;
+        const uint32_t off0 = (uint32_t)(r0 * 128 + 4 * t), off1 = off0 + 8u * 128u;
 #pragma unroll
-        for (int nb = 0; nb < BN / 8; nb += 8) {
-            __nv_bfloat162 p0[8], p1[8];
-            if (EPI == DT_CU_EPI_DGELU) { /* eight pairs of loads in flight */
+        for (int ch = 0; ch < BN / 64; ch++) {
+            if (EPI == DT_CU_EPI_DGELU) {
+                const int b = ch & 1;
+                const uint32_t buf = stg + 8192u * b;
+                mbar_wait(ebar + 8u * b, (eph >> b) & 1u);
+                eph ^= 1u << b;
 #pragma unroll
                 for (int j = 0; j < 8; j++) {
-                    p0[j] = __ldg(reinterpret_cast<const __nv_bfloat162 *>(x0 + 8 * (nb + j)));
-                    p1[j] = __ldg(reinterpret_cast<const __nv_bfloat162 *>(x1 + 8 * (nb + j)));
+                    const int n = ch * 8 + j;
+                    const uint32_t sw = (uint32_t)((j ^ g) << 4);
+                    uint32_t p0, p1;
+                    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(p0) : "r"(buf + off0 + sw));
+                    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(p1) : "r"(buf + off1 + sw));
+                    const float2 q0 = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&p0));
+                    const float2 q1 = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&p1));
+                    __nv_bfloat162 o0 = __floats2bfloat162_rn(__fmul_rn(d[4 * n], gelu_grad(q0.x)),
+                                                              __fmul_rn(d[4 * n + 1], gelu_grad(q0.y)));
+                    __nv_bfloat162 o1 = __floats2bfloat162_rn(__fmul_rn(d[4 * n + 2], gelu_grad(q1.x)),
+                                                              __fmul_rn(d[4 * n + 3], gelu_grad(q1.y)));
+                    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off0 + sw), "r"(*reinterpret_cast<uint32_t *>(&o0)));
+                    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off1 + sw), "r"(*reinterpret_cast<uint32_t *>(&o1)));
                 }
-            }
+                fence_async_smem();
+                wg_bar(cw);
+                if (lead) {
+                    tma_store(&map_c, buf, n0 + 64 * ch, mrow);
+                    bulk_commit();
+                    if (ch + 2 < BN / 64) { /* the chunk after next into this buffer, once read */
+                        bulk_wait_read<0>();
+                        mbar_expect_tx(ebar + 8u * b, 8192);
+                        tma_load(buf, &map_x, ebar + 8u * b, n0 + 64 * (ch + 2), mrow);
+                    }
+                }
+            } else {
+                /* GELU: aux (the pre-activation) into buffer 0, C into buffer 1; DEFAULT: C
+                 * into buffer ch & 1. Before a buffer is written, its last store has read it. */
+                constexpr int OUTS = EPI == DT_CU_EPI_GELU ? 2 : 1;
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int n = nb + j;
-                float a0 = d[4 * n], a1 = d[4 * n + 1], b0 = d[4 * n + 2], b1 = d[4 * n + 3];
-                if (EPI != DT_CU_EPI_DGELU && bb) {
-                    const float2 bv = __bfloat1622float2(__ldg(reinterpret_cast<const __nv_bfloat162 *>(bb + 8 * n)));
-                    a0 = __fadd_rn(a0, bv.x);
-                    a1 = __fadd_rn(a1, bv.y);
-                    b0 = __fadd_rn(b0, bv.x);
-                    b1 = __fadd_rn(b1, bv.y);
-                }
-                __nv_bfloat162 *o0 = reinterpret_cast<__nv_bfloat162 *>(c0 + 8 * n);
-                __nv_bfloat162 *o1 = reinterpret_cast<__nv_bfloat162 *>(c1 + 8 * n);
-                if (EPI == DT_CU_EPI_GELU) {
-                    *reinterpret_cast<__nv_bfloat162 *>(x0 + 8 * n) = __floats2bfloat162_rn(a0, a1);
-                    *reinterpret_cast<__nv_bfloat162 *>(x1 + 8 * n) = __floats2bfloat162_rn(b0, b1);
-                    *o0 = __floats2bfloat162_rn(gelu_f(a0), gelu_f(a1));
-                    *o1 = __floats2bfloat162_rn(gelu_f(b0), gelu_f(b1));
-                } else if (EPI == DT_CU_EPI_DGELU) {
-                    const float2 q0 = __bfloat1622float2(p0[j]), q1 = __bfloat1622float2(p1[j]);
-                    *o0 = __floats2bfloat162_rn(__fmul_rn(a0, gelu_grad(q0.x)), __fmul_rn(a1, gelu_grad(q0.y)));
-                    *o1 = __floats2bfloat162_rn(__fmul_rn(b0, gelu_grad(q1.x)), __fmul_rn(b1, gelu_grad(q1.y)));
-                } else {
-                    *o0 = __floats2bfloat162_rn(a0, a1);
-                    *o1 = __floats2bfloat162_rn(b0, b1);
+                for (int o = 0; o < OUTS; o++) {
+                    const int b = OUTS == 2 ? o : (ch & 1);
+                    const uint32_t buf = stg + 8192u * b;
+                    if (lead) bulk_wait_read<1>();
+                    wg_bar(cw);
+#pragma unroll
+                    for (int j = 0; j < 8; j++) {
+                        const int n = ch * 8 + j;
+                        const uint32_t sw = (uint32_t)((j ^ g) << 4);
+                        float a0 = d[4 * n], a1 = d[4 * n + 1], b0 = d[4 * n + 2], b1 = d[4 * n + 3];
+                        if (bias) {
+                            const float2 bv = __bfloat1622float2(
+                                __ldg(reinterpret_cast<const __nv_bfloat162 *>(bias + n0 + 8 * n + 2 * t)));
+                            a0 = __fadd_rn(a0, bv.x);
+                            a1 = __fadd_rn(a1, bv.y);
+                            b0 = __fadd_rn(b0, bv.x);
+                            b1 = __fadd_rn(b1, bv.y);
+                        }
+                        if (EPI == DT_CU_EPI_GELU && o == 1) {
+                            a0 = gelu_f(a0);
+                            a1 = gelu_f(a1);
+                            b0 = gelu_f(b0);
+                            b1 = gelu_f(b1);
+                        }
+                        __nv_bfloat162 o0 = __floats2bfloat162_rn(a0, a1), o1 = __floats2bfloat162_rn(b0, b1);
+                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off0 + sw), "r"(*reinterpret_cast<uint32_t *>(&o0)));
+                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off1 + sw), "r"(*reinterpret_cast<uint32_t *>(&o1)));
+                    }
+                    fence_async_smem();
+                    wg_bar(cw);
+                    if (lead) {
+                        tma_store(EPI == DT_CU_EPI_GELU && o == 0 ? &map_x : &map_c, buf, n0 + 64 * ch, mrow);
+                        bulk_commit();
+                    }
                 }
             }
         }
     }
+    if (lead) bulk_wait_all(); /* the stores are done before the block's shared memory goes */
 }
 
 /* ---- the launcher ----------------------------------------------------------------------- */
@@ -315,17 +401,20 @@ template <int BN, int MN, int EPI> static dt_status launch(const dt_cu_gemm_args
         DT_CU_TRY(cudaFuncSetAttribute(gemm_tma_kernel<BN, MN, EPI>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         attr_set = 1;
     }
-    CUtensorMap ma, mb;
+    CUtensorMap ma, mb, mc, mx;
     dt_status st = encode(&ma, a->A, dt_gt_map_a(a->M, a->K, a->lda), "A");
     if (st == DT_OK) st = encode(&mb, a->B, dt_gt_map_b(!MN, a->N, a->K, a->ldb, BN), "B");
+    if (st == DT_OK) st = encode(&mc, a->C, dt_gt_map_c(a->M, a->N, a->ldc), "C");
+    /* without aux (DEFAULT) the kernel never touches map_x: C's map stands in */
+    if (st == DT_OK) st = a->aux ? encode(&mx, a->aux, dt_gt_map_c(a->M, a->N, a->ldc), "aux") : (mx = mc, DT_OK);
     if (st != DT_OK) return st;
     int dev = 0, sms = 0;
     DT_CU_TRY(cudaGetDevice(&dev));
     DT_CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     dim3 grid((unsigned)dt_gt_grid(dt_gt_tiles(a->M, a->N, BN), sms));
     gemm_tma_kernel<BN, MN, EPI><<<dt_cu_noted(grid, DT_GT_THREADS, (size_t)smem, "gemm_tma_kernel"), DT_GT_THREADS,
-                                   (size_t)smem, s>>>(ma, mb, (bf16 *)a->C, a->ldc, a->bias, (bf16 *)a->aux, a->M,
-                                                      a->N, a->K);
+                                   (size_t)smem, s>>>(ma, mb, mc, mx, a->ldc, a->bias, (bf16 *)a->aux, a->M, a->N,
+                                                      a->K);
     return DT_OK;
 }
 

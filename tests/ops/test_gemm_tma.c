@@ -3,7 +3,7 @@
  * hardware's limits written out from the PTX ISA and the driver API's tensor-map rules (a
  * box at most 256 elements a side, its inner side at most 128 bytes in the 128-byte swizzle,
  * row strides multiples of 16 bytes, swizzle atoms 1024-byte aligned, 227 KB of shared
- * memory a block) and against the model's shapes: the persistent order covers every tile
+ * memory a block, staging included) and against the model's shapes: the persistent order covers every tile
  * once, and each stage's TMA bytes equal what its full barrier expects. */
 #include "ops/gemm_tma_plan.h"
 
@@ -21,7 +21,9 @@ static void test_ring(void) {
         /* every stage, and its B tile after the A tile, starts on a swizzle atom */
         CHECK(dt_gt_stage_bytes(bn) % 1024 == 0 && DT_GT_A_BYTES % 1024 == 0);
         CHECK(dt_gt_smem_bytes(bn) <= DT_GT_SMEM_MAX);
-        CHECK(dt_gt_smem_bytes(bn) >= dt_gt_stages(bn) * dt_gt_stage_bytes(bn) + 16 * dt_gt_stages(bn) + 1023);
+        /* ring + staging + barriers (a full and an empty one a stage, one a staging buffer) */
+        CHECK(dt_gt_smem_bytes(bn) >=
+              dt_gt_stages(bn) * dt_gt_stage_bytes(bn) + DT_GT_EPI_BYTES + 16 * dt_gt_stages(bn) + 4 * 8 + 1023);
         CHECK(dt_gt_stages(bn) >= 4); /* enough stages in flight to cover a load's latency */
     }
 }
@@ -32,6 +34,12 @@ static void test_maps(void) {
     dt_gt_map a = dt_gt_map_a(16384, 768, 768);
     CHECK(a.dim[0] == 768 && a.dim[1] == 16384 && a.stride == 1536);
     CHECK(a.box[0] == 64 && a.box[1] == 128 && a.box_bytes == DT_GT_A_BYTES);
+    /* C and aux of the fc layer: a box is a consumer warpgroup's 64 rows of a 64-column
+     * chunk; two buffers a warpgroup, two warpgroups: the staging bytes */
+    dt_gt_map c = dt_gt_map_c(16384, 3072, 3072);
+    CHECK(c.dim[0] == 3072 && c.dim[1] == 16384 && c.stride == 6144);
+    CHECK(c.box[0] == 64 && c.box[1] == 64 && c.box_bytes == 8192);
+    CHECK(2 * 2 * c.box_bytes == DT_GT_EPI_BYTES);
     /* fc forward, NT: W (3072, 768) */
     dt_gt_map b = dt_gt_map_b(1, 3072, 768, 768, 256);
     CHECK(b.dim[0] == 768 && b.dim[1] == 3072 && b.stride == 1536);
@@ -47,8 +55,8 @@ static void test_maps(void) {
     CHECK(a.box_bytes + 2u * n128.box_bytes == (uint32_t)dt_gt_stage_bytes(128));
     CHECK(a.box_bytes + t128.box_bytes == (uint32_t)dt_gt_stage_bytes(128));
     /* the hardware's limits on every map above */
-    const dt_gt_map all[5] = {a, b, n, n128, t128};
-    for (int i = 0; i < 5; i++) {
+    const dt_gt_map all[6] = {a, b, n, n128, t128, c};
+    for (int i = 0; i < 6; i++) {
         CHECK(all[i].box[0] * 2 == 128);                     /* inner box = the swizzle span */
         CHECK(all[i].box[1] >= 1 && all[i].box[1] <= 256);   /* box sides */
         CHECK(all[i].stride % 16 == 0 && all[i].stride >= all[i].dim[0] * 2);
