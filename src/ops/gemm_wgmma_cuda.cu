@@ -164,24 +164,27 @@ static __device__ __forceinline__ float gelu_grad(float x) {
 /* Grid dt_gt_grid(tiles, SMs), DT_GT_THREADS threads, dt_gt_smem_bytes(BN) of dynamic
  * shared memory. MN: B is MN-major (stored (K, N)). EPI: DT_CU_EPI_DEFAULT (bias may be
  * NULL), DT_CU_EPI_GELU, DT_CU_EPI_DGELU. M, N, K tile exactly (dt_cu_gemm_wgmma_fits). */
-template <int BN, int MN, int EPI>
+template <int BN, int MN, int EPI, int PP>
 __global__ void __launch_bounds__(DT_GT_THREADS, 1)
     gemm_tma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                     const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_x, int ldc,
                     const bf16 *bias, bf16 *aux, int M, int N, int K) {
-    constexpr int STAGES = DT_GT_STAGES(BN), STAGE = DT_GT_STAGE_BYTES(BN);
+    constexpr int BM = PP ? 64 : 128, A_BYTES = BM * 128;
+    constexpr int STAGES = DT_GT_STAGES(BM, BN), STAGE = DT_GT_STAGE_BYTES(BM, BN);
     extern __shared__ __align__(1024) unsigned char gsm_raw[];
     const uint32_t base = (smem_u32(gsm_raw) + 1023u) & ~1023u;
     const uint32_t stg0 = base + (uint32_t)(STAGES * STAGE); /* epilogue staging, 1024-aligned */
     const uint32_t full0 = stg0 + DT_GT_EPI_BYTES, empty0 = full0 + 8u * STAGES, ebar0 = empty0 + 8u * STAGES;
+    const uint32_t turn0 = ebar0 + 32u; /* ping-pong: a consumer warpgroup's products of a tile are issued */
     const int tid = (int)threadIdx.x, wg = tid >> 7;
-    const int tiles = dt_gt_tiles(M, N, BN), nk = K / DT_GT_BK;
+    const int tiles = dt_gt_tiles(M, N, BM, BN), nk = K / DT_GT_BK;
     if (tid == 0) {
         for (int s = 0; s < STAGES; s++) {
             mbar_init(full0 + 8u * s, 1);  /* the producer's expect_tx; the bytes do the rest */
-            mbar_init(empty0 + 8u * s, 8); /* one arrival per consumer warp */
+            mbar_init(empty0 + 8u * s, PP ? 4 : 8); /* one arrival per warp that reads the stage */
         }
         for (int b = 0; b < 4; b++) mbar_init(ebar0 + 8u * b, 1); /* a staging buffer's aux load */
+        for (int w = 0; w < 2; w++) mbar_init(turn0 + 8u * w, 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -193,11 +196,12 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
         uint32_t ph = 0;
         for (int tile = (int)blockIdx.x; tile < tiles; tile += (int)gridDim.x) {
             int m0, n0;
-            dt_gt_tile(tile, N, BN, &m0, &n0);
-            if (EPI == DT_CU_EPI_DGELU) /* the epilogue's aux reads, a tile ahead */
-                for (int r = 0; r < DT_GT_BM; r++) prefetch_l2(aux + (size_t)(m0 + r) * ldc + n0, BN * 2);
+            dt_gt_tile(tile, N, BM, BN, &m0, &n0);
+            if (EPI == DT_CU_EPI_DGELU) /* the epilogue's aux reads, a tile ahead (not unrolled: */
+#pragma unroll 1                        /* the producer has 40 registers) */
+                for (int r = 0; r < BM; r++) prefetch_l2(aux + (size_t)(m0 + r) * ldc + n0, BN * 2);
             for (int kt = 0; kt < nk; kt++) {
-                const uint32_t full = full0 + 8u * s, sa = base + (uint32_t)(s * STAGE), sb = sa + DT_GT_A_BYTES;
+                const uint32_t full = full0 + 8u * s, sa = base + (uint32_t)(s * STAGE), sb = sa + A_BYTES;
                 mbar_wait(empty0 + 8u * s, ph ^ 1u);
                 mbar_expect_tx(full, (uint32_t)STAGE);
                 tma_load(sa, &map_a, full, kt * DT_GT_BK, m0);
@@ -222,13 +226,15 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
      * barriers their aux loads arrive on */
     const uint32_t stg = stg0 + (uint32_t)(cw * 16384), ebar = ebar0 + (uint32_t)(cw * 16);
     uint32_t eph = 0; /* bit b: the parity of staging buffer b's next aux load */
-    int s = 0;
-    uint32_t ph = 0;
     float d[BN / 2];
-    for (int tile = (int)blockIdx.x; tile < tiles; tile += (int)gridDim.x) {
+    /* The block's local tiles: cooperative, every one; ping-pong, every other one. Local
+     * tile i's K steps are the ring's fills q = i nk .. i nk + nk - 1, the producer's order. */
+    int q = PP ? cw * nk : 0, local = PP ? cw : 0;
+    const int stride = (PP ? 2 : 1) * (int)gridDim.x;
+    for (int tile = (int)blockIdx.x + (PP ? cw * (int)gridDim.x : 0); tile < tiles; tile += stride) {
         int m0, n0;
-        dt_gt_tile(tile, N, BN, &m0, &n0);
-        const int mrow = m0 + cw * 64;
+        dt_gt_tile(tile, N, BM, BN, &m0, &n0);
+        const int mrow = PP ? m0 : m0 + cw * 64;
         if (EPI == DT_CU_EPI_DGELU && lead) { /* the first two aux chunks load during the products */
             bulk_wait_read<0>();             /* the last tile's stores have read the buffers */
 #pragma unroll
@@ -237,10 +243,17 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                 tma_load(stg + 8192u * b, &map_x, ebar + 8u * b, n0 + 64 * b, mrow);
             }
         }
+        /* Ping-pong: the products of local tile i start once the other warpgroup has issued
+         * those of tile i - 1 (its (i - 1) / 2-th turn). The tiles' K loops so run one after
+         * another, which is what keeps every wait on a full barrier at most one phase ahead
+         * of it (a parity wait further ahead would pass on an older phase), and one
+         * warpgroup's epilogue runs under the other's products. */
+        if (PP && local > 0) mbar_wait(turn0 + 8u * (uint32_t)(cw ^ 1), (uint32_t)((local - 1) >> 1) & 1u);
         int prev = 0;
-        for (int kt = 0; kt < nk; kt++) {
-            mbar_wait(full0 + 8u * s, ph);
-            const uint32_t sa = base + (uint32_t)(s * STAGE) + (uint32_t)(cw * 8192), sb = base + (uint32_t)(s * STAGE) + DT_GT_A_BYTES;
+        for (int kt = 0; kt < nk; kt++, q++) {
+            const int s = q % STAGES;
+            mbar_wait(full0 + 8u * s, (uint32_t)(q / STAGES) & 1u);
+            const uint32_t sa = base + (uint32_t)(s * STAGE) + (uint32_t)(PP ? 0 : cw * 8192), sb = base + (uint32_t)(s * STAGE) + A_BYTES;
             /* A: K-major, SBO 1024 (8 rows of 128 bytes), a 16-wide k step +32 bytes (+2
              * encoded). B K-major: the same over its BN rows; MN-major: LBO = one 64-column
              * block (8 KB), SBO 1024 (8 k rows), a k step +16 rows = 2048 bytes (+128). */
@@ -257,10 +270,11 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                 if (lane == 0) mbar_arrive(empty0 + 8u * prev);
             }
             prev = s;
-            if (++s == STAGES) {
-                s = 0;
-                ph ^= 1u;
-            }
+        }
+        if (PP) {
+            if (lead) mbar_arrive(turn0 + 8u * (uint32_t)cw); /* every full wait of this tile passed */
+            q += nk; /* the other warpgroup's tile */
+            local += 2;
         }
         wg_wait0();
         reg_fence(d);
@@ -387,22 +401,25 @@ static dt_status encode(CUtensorMap *out, const void *p, dt_gt_map m, const char
     return DT_OK;
 }
 
-static int g_force_bn; /* dt_cu_gemm_wgmma_force_bn: 0, 128 or 256 */
+static int g_force; /* dt_cu_gemm_wgmma_force: a DT_CU_GEMM_OWN_* schedule */
 
-void dt_cu_gemm_wgmma_force_bn(int bn) { g_force_bn = bn == 128 || bn == 256 ? bn : 0; }
+void dt_cu_gemm_wgmma_force(int schedule) {
+    g_force = schedule > 0 && schedule < DT_CU_GEMM_OWN_COUNT ? schedule : DT_CU_GEMM_OWN_RULE;
+}
 
 /* The tensor maps are made per call on the host (a few hundred ns, no device work) and go
  * to the kernel by value as __grid_constant__ parameters: nothing to cache or to go stale
  * when a buffer moves, and a captured CUDA graph holds its own copy. */
-template <int BN, int MN, int EPI> static dt_status launch(const dt_cu_gemm_args *a, cudaStream_t s) {
+template <int BN, int MN, int EPI, int PP> static dt_status launch(const dt_cu_gemm_args *a, cudaStream_t s) {
     static int attr_set;
-    const int smem = dt_gt_smem_bytes(BN);
+    constexpr int BM = PP ? 64 : 128;
+    const int smem = dt_gt_smem_bytes(BM, BN);
     if (!attr_set) {
-        DT_CU_TRY(cudaFuncSetAttribute(gemm_tma_kernel<BN, MN, EPI>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        DT_CU_TRY(cudaFuncSetAttribute(gemm_tma_kernel<BN, MN, EPI, PP>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         attr_set = 1;
     }
     CUtensorMap ma, mb, mc, mx;
-    dt_status st = encode(&ma, a->A, dt_gt_map_a(a->M, a->K, a->lda), "A");
+    dt_status st = encode(&ma, a->A, dt_gt_map_a(a->M, a->K, a->lda, BM), "A");
     if (st == DT_OK) st = encode(&mb, a->B, dt_gt_map_b(!MN, a->N, a->K, a->ldb, BN), "B");
     if (st == DT_OK) st = encode(&mc, a->C, dt_gt_map_c(a->M, a->N, a->ldc), "C");
     /* without aux (DEFAULT) the kernel never touches map_x: C's map stands in */
@@ -411,22 +428,22 @@ template <int BN, int MN, int EPI> static dt_status launch(const dt_cu_gemm_args
     int dev = 0, sms = 0;
     DT_CU_TRY(cudaGetDevice(&dev));
     DT_CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    dim3 grid((unsigned)dt_gt_grid(dt_gt_tiles(a->M, a->N, BN), sms));
-    gemm_tma_kernel<BN, MN, EPI><<<dt_cu_noted(grid, DT_GT_THREADS, (size_t)smem, "gemm_tma_kernel"), DT_GT_THREADS,
+    dim3 grid((unsigned)dt_gt_grid(dt_gt_tiles(a->M, a->N, BM, BN), sms));
+    gemm_tma_kernel<BN, MN, EPI, PP><<<dt_cu_noted(grid, DT_GT_THREADS, (size_t)smem, "gemm_tma_kernel"), DT_GT_THREADS,
                                    (size_t)smem, s>>>(ma, mb, mc, mx, a->ldc, a->bias, (bf16 *)a->aux, a->M, a->N,
                                                       a->K);
     return DT_OK;
 }
 
-template <int BN> static dt_status dispatch(const dt_cu_gemm_args *a, cudaStream_t s) {
+template <int BN, int PP> static dt_status dispatch(const dt_cu_gemm_args *a, cudaStream_t s) {
     if (a->tb) {
-        if (a->epi == DT_CU_EPI_GELU) return launch<BN, 0, DT_CU_EPI_GELU>(a, s);
-        if (a->epi == DT_CU_EPI_DGELU) return launch<BN, 0, DT_CU_EPI_DGELU>(a, s);
-        return launch<BN, 0, DT_CU_EPI_DEFAULT>(a, s);
+        if (a->epi == DT_CU_EPI_GELU) return launch<BN, 0, DT_CU_EPI_GELU, PP>(a, s);
+        if (a->epi == DT_CU_EPI_DGELU) return launch<BN, 0, DT_CU_EPI_DGELU, PP>(a, s);
+        return launch<BN, 0, DT_CU_EPI_DEFAULT, PP>(a, s);
     }
-    if (a->epi == DT_CU_EPI_GELU) return launch<BN, 1, DT_CU_EPI_GELU>(a, s);
-    if (a->epi == DT_CU_EPI_DGELU) return launch<BN, 1, DT_CU_EPI_DGELU>(a, s);
-    return launch<BN, 1, DT_CU_EPI_DEFAULT>(a, s);
+    if (a->epi == DT_CU_EPI_GELU) return launch<BN, 1, DT_CU_EPI_GELU, PP>(a, s);
+    if (a->epi == DT_CU_EPI_DGELU) return launch<BN, 1, DT_CU_EPI_DGELU, PP>(a, s);
+    return launch<BN, 1, DT_CU_EPI_DEFAULT, PP>(a, s);
 }
 
 dt_status dt_cu_gemm_wgmma(const dt_cu_gemm_args *a, cudaStream_t s) {
@@ -435,8 +452,9 @@ dt_status dt_cu_gemm_wgmma(const dt_cu_gemm_args *a, cudaStream_t s) {
                                a->aux))
         return dt_fail(DT_EINVAL, "dt_cu_gemm_wgmma: a %s %dx%dx%d GEMM (epilogue %d) does not fit the 128 x 128 x 64 "
                        "tiles: call dt_cu_gemm", a->tb ? "NT" : "NN", a->M, a->N, a->K, a->epi);
-    const int bn = g_force_bn == 128 || (g_force_bn == 0 && a->N % 256) ? 128 : 256;
-    if (bn == 256 && a->N % 256)
+    const int sch = g_force ? g_force : a->N % 256 ? DT_CU_GEMM_OWN_COOP128 : DT_CU_GEMM_OWN_COOP256;
+    if (sch != DT_CU_GEMM_OWN_COOP128 && a->N % 256)
         return dt_fail(DT_EINVAL, "dt_cu_gemm_wgmma: N %d is not a multiple of the forced 256-wide tile", a->N);
-    return bn == 256 ? dispatch<256>(a, s) : dispatch<128>(a, s);
+    if (sch == DT_CU_GEMM_OWN_PINGPONG256) return dispatch<256, 1>(a, s);
+    return sch == DT_CU_GEMM_OWN_COOP256 ? dispatch<256, 0>(a, s) : dispatch<128, 0>(a, s);
 }

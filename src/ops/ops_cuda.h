@@ -142,10 +142,17 @@ void dt_cu_gemm_cfg_read(const cublasLtMatmulAlgo_t *algo, dt_cu_gemm_cfg *c);
  * on a GPU other than sm_90 the launch fails (no kernel image), reported by the next
  * cudaGetLastError. */
 dt_status dt_cu_gemm_wgmma(const dt_cu_gemm_args *a, cudaStream_t s);
-/* Benchmarks only: the tile width dt_cu_gemm_wgmma's later calls take (128 or 256; 0 or
- * anything else: the rule above). A forced 256 on an N that is not a multiple of 256 is
- * refused (DT_EINVAL). */
-void dt_cu_gemm_wgmma_force_bn(int bn);
+/* Benchmarks only: the schedule dt_cu_gemm_wgmma's later calls take (DT_CU_GEMM_OWN_RULE:
+ * the rule above). A 256-wide one forced on an N that is not a multiple of 256 is refused
+ * (DT_EINVAL). */
+enum {
+    DT_CU_GEMM_OWN_RULE = 0,
+    DT_CU_GEMM_OWN_COOP256,    /* 128 x 256 tiles, both consumer warpgroups on each */
+    DT_CU_GEMM_OWN_COOP128,    /* 128 x 128 tiles, both consumer warpgroups on each */
+    DT_CU_GEMM_OWN_PINGPONG256, /* 64 x 256 tiles, the consumer warpgroups on alternate ones */
+    DT_CU_GEMM_OWN_COUNT
+};
+void dt_cu_gemm_wgmma_force(int schedule);
 
 /* ---- embedding (encoder_cuda.cu), DT_OP_ENCODER_BWD ---------------------------------- */
 /* out (B,T,C) bf16 = wte[inp] + wpe[t], wte/wpe fp32; with hidden dropout on the sum. */

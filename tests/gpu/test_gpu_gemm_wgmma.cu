@@ -1,20 +1,22 @@
 /* Our own GEMM (gemm_wgmma_cuda.cu, dt_cu_gemm_wgmma: TMA loads, warpgroup MMA, persistent
- * blocks; sm_90a) on the GPU machine (built by `make cuda` into build/gpu-tests/), with its
- * 128 x 256 tiles (the rule) and, forced, its 128 x 128 ones. For each activation GEMM of the GPT-2 124M
+ * blocks; sm_90a) on the GPU machine (built by `make cuda` into build/gpu-tests/), in each of
+ * its schedules: the rule (128 x 256 cooperative where N allows, else 128 x 128) and, forced,
+ * 128 x 128 cooperative and 64 x 256 ping-pong. For each activation GEMM of the GPT-2 124M
  * step (B 16 T 1024: M = 16384 rows; the forward's NT shapes with bias, the fc forward with
  * the GELU epilogue, the input gradients' NN shapes, the fcproj input gradient with dGELU),
- * random bf16 inputs in [-1, 1) (aux pre-activations in [-3, 3)):
- *  1. accuracy against dt_cu_gemm (cuBLASLt, det policy) on the same inputs (both tile
- *     widths), outputs
- *     poisoned (0xff bytes: NaN) first so an unwritten element fails: C and the GELU aux by
- *     ||w - c|| / ||c|| <= 1e-2 (both are bf16 roundings of fp32 sums of the same products
- *     in other orders, ~2e-3; cuBLASLt's GELU is another tanh, within an ulp), and on a
- *     small shape of each kind (256 x 256 x 192; N 384 and 128 take the 128-wide tiles)
- *     against fp64 on the CPU, same tolerance;
- *  2. determinism: three replays, each after poisoning C (and aux) with another byte and
- *     with a 4096^3 cuBLASLt GEMM running on a second stream, byte-identical to the first;
- *  3. timing (not a check): CUDA events, median of 20 after 3 warm-ups, ours (both tile
- *     widths) vs cuBLASLt, in ms and TFLOP/s.
+ * and small shapes of each kind, random bf16 inputs in [-1, 1) (aux pre-activations in
+ * [-3, 3)):
+ *  1. accuracy against dt_cu_gemm (cuBLASLt, det policy) on the same inputs (every
+ *     schedule), outputs poisoned (0xff bytes: NaN) first so an unwritten element fails: C
+ *     and the GELU aux by ||w - c|| / ||c|| <= 1e-2 (both are bf16 roundings of fp32 sums of
+ *     the same products in other orders, ~2e-3; cuBLASLt's GELU is another tanh, within an
+ *     ulp), and the rule on the small shapes (256 x 256 x 192 ...; N 384 and 128 take the
+ *     128-wide tiles) against fp64 on the CPU, same tolerance;
+ *  2. determinism: three replays of the rule, each after poisoning C (and aux) with another
+ *     byte and with a 4096^3 cuBLASLt GEMM running on a second stream, byte-identical to the
+ *     first;
+ *  3. timing (not a check): CUDA events, median of 20 after 3 warm-ups, each schedule vs
+ *     cuBLASLt, in ms and TFLOP/s.
  * Also checks that dt_cu_gemm_wgmma refuses a call that does not fit (DT_EINVAL, nothing
  * written). Exits non-zero on any failed check (a CUDA error ends it with status 2). */
 #include "ops/ops_cuda.h"
@@ -35,7 +37,7 @@ static double gelu_grad_d(double x) {
 
 struct kind { const char *name; int tb, epi, bias, M, N, K, per_step; };
 
-struct timing { const char *name; int M, N, K, per_step; double ms_w, ms_w128, ms_c; };
+struct timing { const char *name; int M, N, K, per_step; double ms_w, ms_w128, ms_pp, ms_c; };
 static std::vector<timing> g_times;
 
 static void test_kind(const kind &k, int timed) {
@@ -74,19 +76,24 @@ static void test_kind(const kind &k, int timed) {
         vf xw = down16(auxw, (size_t)M * N), xc = down16(auxc, (size_t)M * N);
         CHECK_RELF(xw, xc, 1e-2, "%s %dx%dx%d aux vs cuBLASLt", k.name, M, N, K);
     }
-    if (timed) { /* the 128-wide tiles too, into the same buffers (checked, then overwritten) */
-        dt_cu_gemm_wgmma_force_bn(128);
+    /* the other schedules, into the same buffers (checked, then overwritten) */
+    static const int other[2] = {DT_CU_GEMM_OWN_COOP128, DT_CU_GEMM_OWN_PINGPONG256};
+    static const char *other_name[2] = {"128 x 128 cooperative", "64 x 256 ping-pong"};
+    for (int o = 0; o < 2; o++) {
+        if (other[o] == DT_CU_GEMM_OWN_PINGPONG256 && N % 256) continue;
+        dt_cu_gemm_wgmma_force(other[o]);
         gpu_ok(cudaMemset(Cw, 0xff, cb), "poison");
         if (gelu) gpu_ok(cudaMemset(auxw, 0xff, cb), "poison");
         CHECK_OK(dt_cu_gemm_wgmma(&aw, 0));
-        gpu_ok(cudaGetLastError(), "dt_cu_gemm_wgmma launch (128-wide tiles)");
-        CHECK_RELF(down16(Cw, (size_t)M * N), cc, 1e-2, "%s %dx%dx%d C vs cuBLASLt, 128-wide tiles", k.name, M, N, K);
+        gpu_ok(cudaGetLastError(), "dt_cu_gemm_wgmma launch (another schedule)");
+        CHECK_RELF(down16(Cw, (size_t)M * N), cc, 1e-2, "%s %dx%dx%d C vs cuBLASLt, %s", k.name, M, N, K,
+                   other_name[o]);
         if (gelu)
             CHECK_RELF(down16(auxw, (size_t)M * N), down16(auxc, (size_t)M * N), 1e-2,
-                       "%s %dx%dx%d aux vs cuBLASLt, 128-wide tiles", k.name, M, N, K);
-        dt_cu_gemm_wgmma_force_bn(0);
-        CHECK_OK(dt_cu_gemm_wgmma(&aw, 0)); /* the rule's bytes back for the replays */
+                       "%s %dx%dx%d aux vs cuBLASLt, %s", k.name, M, N, K, other_name[o]);
+        dt_cu_gemm_wgmma_force(DT_CU_GEMM_OWN_RULE);
     }
+    CHECK_OK(dt_cu_gemm_wgmma(&aw, 0)); /* the rule's bytes back for the replays */
     if ((size_t)M * N * K <= (size_t)1 << 24) { /* fp64 on the CPU */
         vf ref((size_t)M * N), refx((size_t)M * N);
         for (int i = 0; i < M; i++)
@@ -135,11 +142,13 @@ static void test_kind(const kind &k, int timed) {
 
     /* 3. timing */
     if (timed) {
-        timing tm = {k.name, M, N, K, k.per_step, 0, 0, 0};
+        timing tm = {k.name, M, N, K, k.per_step, 0, 0, 0, 0};
         tm.ms_w = gpu_median_ms([&] { dt_cu_gemm_wgmma(&aw, 0); });
-        dt_cu_gemm_wgmma_force_bn(128);
+        dt_cu_gemm_wgmma_force(DT_CU_GEMM_OWN_COOP128);
         tm.ms_w128 = gpu_median_ms([&] { dt_cu_gemm_wgmma(&aw, 0); });
-        dt_cu_gemm_wgmma_force_bn(0);
+        dt_cu_gemm_wgmma_force(DT_CU_GEMM_OWN_PINGPONG256);
+        tm.ms_pp = gpu_median_ms([&] { dt_cu_gemm_wgmma(&aw, 0); });
+        dt_cu_gemm_wgmma_force(DT_CU_GEMM_OWN_RULE);
         tm.ms_c = gpu_median_ms([&] { dt_cu_gemm(g_blas, &ac, 0); });
         gpu_ok(cudaGetLastError(), "timed launches");
         g_times.push_back(tm);
@@ -221,8 +230,8 @@ int main(void) {
     RUN(test_model_shapes);
     cudaError_t e = cudaDeviceSynchronize();
     CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));
-    printf("%-22s %-16s %10s %10s %10s %9s %9s %8s %12s\n", "GEMM", "M x N x K", "own ms", "own128 ms", "cublas ms",
-           "own TF", "cublas TF", "ratio", "step delta ms");
+    printf("%-22s %-16s %10s %10s %10s %10s %9s %9s %9s %8s %12s\n", "GEMM", "M x N x K", "own ms", "own128 ms",
+           "pingpong", "cublas ms", "own TF", "pp TF", "cublas TF", "ratio", "step delta ms");
     double tot = 0;
     for (size_t i = 0; i < g_times.size(); i++) {
         const timing &t = g_times[i];
@@ -231,8 +240,9 @@ int main(void) {
         snprintf(sh, sizeof sh, "%dx%dx%d", t.M, t.N, t.K);
         double dlt = (t.ms_w - t.ms_c) * t.per_step;
         tot += dlt;
-        printf("%-22s %-16s %10.4f %10.4f %10.4f %9.1f %9.1f %8.3f %12.3f\n", t.name, sh, t.ms_w, t.ms_w128, t.ms_c,
-               fl / (t.ms_w * 1e9), fl / (t.ms_c * 1e9), t.ms_w / t.ms_c, dlt);
+        printf("%-22s %-16s %10.4f %10.4f %10.4f %10.4f %9.1f %9.1f %9.1f %8.3f %12.3f\n", t.name, sh, t.ms_w,
+               t.ms_w128, t.ms_pp, t.ms_c, fl / (t.ms_w * 1e9), fl / (t.ms_pp * 1e9), fl / (t.ms_c * 1e9),
+               t.ms_w / t.ms_c, dlt);
     }
     printf("per step, all of the above on ours (rule) instead of cuBLASLt: %+.3f ms\n", tot);
     dt_cu_blas_free(g_blas);
