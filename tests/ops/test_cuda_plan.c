@@ -214,7 +214,7 @@ static void test_graph_decide(void) {
     CHECK(dt_cu_graph_decide(&g, 1, a) == DT_CU_GRAPH_CAPTURE);
 }
 
-/* Which GEMM calls the warpgroup-MMA kernel takes (dt_cu_gemm_wgmma_fits). */
+/* Which GEMM calls the warpgroup-MMA kernel (gemm_wgmma_cuda.cu) takes (dt_cu_gemm_wgmma_fits). */
 static void test_gemm_wgmma_fits(void) {
     static _Alignas(16) unsigned char buf[64];
     const void *p = buf, *odd = buf + 8, *b4 = buf + 4;
