@@ -1,0 +1,113 @@
+/* The host-and-device plan of the TMA-fed warpgroup-MMA GEMM (gemm_wgmma_cuda.cu): its
+ * block tiles, shared-memory ring, persistent tile order and the 2-D tensor maps its TMA
+ * loads read through, as plain integer functions. The kernel and its launcher call the same
+ * code that a CPU test (tests/ops/test_gemm_tma.c) checks in CI, where there is no GPU.
+ *
+ * Shapes: row-major C (M, N) = A (M, K) op(B), A K-contiguous; B stored (N, K) (tb 1: the
+ * linears' forward, "NT") or (K, N) (tb 0: their input gradient, "NN"). A tile is bm x bn
+ * (below; bn 256 or 128) and walks K in DT_GT_BK steps; every shared tile is rows of
+ * 128 bytes (64 bf16) in the 128-byte swizzle, which TMA writes and wgmma reads
+ * (wgmma_desc.h). */
+#ifndef DT_OPS_GEMM_TMA_PLAN_H
+#define DT_OPS_GEMM_TMA_PLAN_H
+
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define DT_GT_FN static __host__ __device__ __forceinline__
+#else
+#define DT_GT_FN static inline
+#endif
+
+#define DT_GT_BK 64           /* K per stage: one 128-byte swizzled row of bf16 */
+#define DT_GT_THREADS 384     /* one producer warpgroup, two consumer warpgroups */
+#define DT_GT_EPI_BYTES 32768 /* epilogue staging: two 64 x 64 bf16 buffers a consumer warpgroup */
+#define DT_GT_SMEM_MAX 232448 /* bytes of dynamic shared memory a block may have (sm_90) */
+
+/* Two schedules. Cooperative: a tile is 128 x bn, both consumer warpgroups work on it (rows
+ * 0..63 and 64..127) and run its epilogue together. Ping-pong: a tile is 64 x bn and the
+ * consumer warpgroups take alternate tiles, so one's epilogue runs while the other's
+ * products do. bm (the tile's rows) is 128 or 64 accordingly. */
+
+/* Bytes of a stage (a bm-row A tile and a bn-wide B tile) and the ring depth: as many stages
+ * as fit in 192 KB, the rest of shared memory being the staging, the barriers and the
+ * 1024-byte alignment (macros too: the kernel needs them as constants). */
+#define DT_GT_STAGE_BYTES(bm, bn) (((bm) + (bn)) * DT_GT_BK * 2)
+#define DT_GT_STAGES(bm, bn) (196608 / DT_GT_STAGE_BYTES(bm, bn))
+DT_GT_FN int dt_gt_stage_bytes(int bm, int bn) { return DT_GT_STAGE_BYTES(bm, bn); }
+DT_GT_FN int dt_gt_stages(int bm, int bn) { return DT_GT_STAGES(bm, bn); }
+/* Dynamic shared memory a launch asks for: the ring, the epilogue's staging buffers (the
+ * TMA stores read C there; the dGELU epilogue's aux is loaded there), the full and empty
+ * barrier of each stage, one barrier a staging buffer and one a consumer warpgroup (its
+ * ping-pong turn; 8 bytes each), and up to 1023 bytes to align the ring to 1024 bytes (the
+ * swizzle atom). */
+DT_GT_FN int dt_gt_smem_bytes(int bm, int bn) {
+    return dt_gt_stages(bm, bn) * dt_gt_stage_bytes(bm, bn) + DT_GT_EPI_BYTES + 16 * dt_gt_stages(bm, bn) + 48 +
+           1024;
+}
+
+/* The persistent order: tile i (0 .. tiles - 1) has its rows at *m0 and its columns at *n0,
+ * the N tiles of one row band consecutive, so the blocks that run at once share their A rows
+ * and all read the same B (a weight matrix, a few MB: it stays in L2). Block b takes tiles
+ * b, b + grid, b + 2 grid, ... (its local tiles 0, 1, 2, ...; in ping-pong, consumer
+ * warpgroup w takes the local tiles w, w + 2, ...): each tile's work is the same whoever
+ * runs it. */
+DT_GT_FN void dt_gt_tile(int i, int N, int bm, int bn, int *m0, int *n0) {
+    const int nt = N / bn;
+    *m0 = (i / nt) * bm;
+    *n0 = (i % nt) * bn;
+}
+DT_GT_FN int dt_gt_tiles(int M, int N, int bm, int bn) { return (M / bm) * (N / bn); }
+/* Blocks of a launch: one an SM, never more than there are tiles. */
+DT_GT_FN int dt_gt_grid(int tiles, int sms) { return tiles < sms ? tiles : sms; }
+
+/* A 2-D tensor map's parameters as cuTensorMapEncodeTiled takes them (bf16 elements,
+ * innermost dimension first): the global extent dim, the byte stride of dimension 1, the
+ * box copied per load, and the box's bytes. */
+typedef struct dt_gt_map {
+    uint64_t dim[2];
+    uint64_t stride; /* bytes from one row to the next */
+    uint32_t box[2];
+    uint32_t box_bytes;
+} dt_gt_map;
+
+/* A: (M, K) with leading dimension lda; a load is 64 k x bm rows at (k0, m0). */
+DT_GT_FN dt_gt_map dt_gt_map_a(int M, int K, int lda, int bm) {
+    dt_gt_map m;
+    m.dim[0] = (uint64_t)K;
+    m.dim[1] = (uint64_t)M;
+    m.stride = (uint64_t)lda * 2u;
+    m.box[0] = DT_GT_BK;
+    m.box[1] = (uint32_t)bm;
+    m.box_bytes = (uint32_t)(DT_GT_BK * bm * 2);
+    return m;
+}
+/* B: tb 1, stored (N, K): a load is 64 k x bn rows at (k0, n0), K-major for wgmma; tb 0,
+ * stored (K, N): bn / 64 loads of 64 n x 64 k rows at (n0 + 64 j, k0), MN-major, each
+ * 8 KB, placed one after another (the descriptor's LBO). */
+DT_GT_FN dt_gt_map dt_gt_map_b(int tb, int N, int K, int ldb, int bn) {
+    dt_gt_map m;
+    m.dim[0] = (uint64_t)(tb ? K : N);
+    m.dim[1] = (uint64_t)(tb ? N : K);
+    m.stride = (uint64_t)ldb * 2u;
+    m.box[0] = 64;
+    m.box[1] = (uint32_t)(tb ? bn : DT_GT_BK);
+    m.box_bytes = m.box[0] * m.box[1] * 2u;
+    return m;
+}
+/* C and aux (M, N) with leading dimension ldc: the epilogue stores (and, for dGELU, loads)
+ * 64 columns x 64 rows at (n, m), a consumer warpgroup's rows of one 64-column chunk. */
+DT_GT_FN dt_gt_map dt_gt_map_c(int M, int N, int ldc) {
+    dt_gt_map m;
+    m.dim[0] = (uint64_t)N;
+    m.dim[1] = (uint64_t)M;
+    m.stride = (uint64_t)ldc * 2u;
+    m.box[0] = 64;
+    m.box[1] = 64;
+    m.box_bytes = 8192;
+    return m;
+}
+/* TMA loads of B a stage takes. */
+DT_GT_FN int dt_gt_b_loads(int tb, int bn) { return tb ? 1 : bn / 64; }
+
+#endif

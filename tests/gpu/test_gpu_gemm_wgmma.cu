@@ -1,0 +1,250 @@
+/* Our own GEMM (gemm_wgmma_cuda.cu, dt_cu_gemm_wgmma: TMA loads, warpgroup MMA, persistent
+ * blocks; sm_90a) on the GPU machine (built by `make cuda` into build/gpu-tests/), in each of
+ * its schedules: the rule (128 x 256 cooperative where N allows, else 128 x 128) and, forced,
+ * 128 x 128 cooperative and 64 x 256 ping-pong. For each activation GEMM of the GPT-2 124M
+ * step (B 16 T 1024: M = 16384 rows; the forward's NT shapes with bias, the fc forward with
+ * the GELU epilogue, the input gradients' NN shapes, the fcproj input gradient with dGELU),
+ * and small shapes of each kind, random bf16 inputs in [-1, 1) (aux pre-activations in
+ * [-3, 3)):
+ *  1. accuracy against dt_cu_gemm (cuBLASLt, det policy) on the same inputs (every
+ *     schedule), outputs poisoned (0xff bytes: NaN) first so an unwritten element fails: C
+ *     and the GELU aux by ||w - c|| / ||c|| <= 1e-2 (both are bf16 roundings of fp32 sums of
+ *     the same products in other orders, ~2e-3; cuBLASLt's GELU is another tanh, within an
+ *     ulp), and the rule on the small shapes (256 x 256 x 192 ...; N 384 and 128 take the
+ *     128-wide tiles) against fp64 on the CPU, same tolerance;
+ *  2. determinism: three replays of the rule, each after poisoning C (and aux) with another
+ *     byte and with a 4096^3 cuBLASLt GEMM running on a second stream, byte-identical to the
+ *     first;
+ *  3. timing (not a check): CUDA events, median of 20 after 3 warm-ups, each schedule vs
+ *     cuBLASLt, in ms and TFLOP/s.
+ * Also checks that dt_cu_gemm_wgmma refuses a call that does not fit (DT_EINVAL, nothing
+ * written). Exits non-zero on any failed check (a CUDA error ends it with status 2). */
+#include "ops/ops_cuda.h"
+
+#include "gpu_check.cuh"
+
+#include <math.h>
+#include <string.h>
+#include <vector>
+
+static dt_cu_blas *g_blas;
+
+static double gelu_d(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+static double gelu_grad_d(double x) {
+    double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), th = tanh(u);
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+struct kind { const char *name; int tb, epi, bias, M, N, K, per_step; };
+
+struct timing { const char *name; int M, N, K, per_step; double ms_w, ms_w128, ms_pp, ms_c; };
+static std::vector<timing> g_times;
+
+static void test_kind(const kind &k, int timed) {
+    const int M = k.M, N = k.N, K = k.K;
+    uint32_t draw = 0;
+    vf ha = rnd_bf16(0x47454d4du, (uint32_t)(M + N + K + k.epi), &draw, (size_t)M * K, 1.0f);
+    vf hb = rnd_bf16(0x47454d4du, (uint32_t)(M + N + K + k.epi), &draw, (size_t)K * N, 1.0f);
+    vf hbias = rnd_bf16(0x47454d4du, (uint32_t)(M + N + K + k.epi), &draw, (size_t)N, 1.0f);
+    vf hpre = rnd_bf16(0x47454d4du, (uint32_t)(M + N + K + k.epi), &draw, (size_t)M * N, 3.0f);
+    bf16 *A = up16(ha), *B = up16(hb), *bias = k.bias ? up16(hbias) : NULL;
+    bf16 *Cw = dev<bf16>((size_t)M * N), *Cc = dev<bf16>((size_t)M * N);
+    bf16 *auxw = k.epi == DT_CU_EPI_DGELU ? up16(hpre) : dev<bf16>((size_t)M * N);
+    bf16 *auxc = k.epi == DT_CU_EPI_DGELU ? auxw : dev<bf16>((size_t)M * N);
+    const size_t cb = (size_t)M * N * sizeof(bf16);
+    /* B is (K, N) row-major for NN and (N, K) for NT: the same random values either way */
+    dt_cu_gemm_args aw = {0, k.tb, M, N, K, A, K, 0, B, k.tb ? K : N, 0, Cw, N, 0, 0, 1.0f, 0.0f, 1, bias, k.epi,
+                          auxw, NULL, NULL};
+    dt_cu_gemm_args ac = aw;
+    ac.C = Cc;
+    ac.aux = auxc;
+    int gelu = k.epi == DT_CU_EPI_GELU;
+
+    /* 1. accuracy */
+    gpu_ok(cudaMemset(Cw, 0xff, cb), "poison");
+    gpu_ok(cudaMemset(Cc, 0xff, cb), "poison");
+    if (gelu) {
+        gpu_ok(cudaMemset(auxw, 0xff, cb), "poison");
+        gpu_ok(cudaMemset(auxc, 0xff, cb), "poison");
+    }
+    CHECK_OK(dt_cu_gemm_wgmma(&aw, 0));
+    gpu_ok(cudaGetLastError(), "dt_cu_gemm_wgmma launch");
+    CHECK_OK(dt_cu_gemm(g_blas, &ac, 0));
+    vf cw = down16(Cw, (size_t)M * N), cc = down16(Cc, (size_t)M * N);
+    CHECK_RELF(cw, cc, 1e-2, "%s %dx%dx%d C vs cuBLASLt", k.name, M, N, K);
+    if (gelu) {
+        vf xw = down16(auxw, (size_t)M * N), xc = down16(auxc, (size_t)M * N);
+        CHECK_RELF(xw, xc, 1e-2, "%s %dx%dx%d aux vs cuBLASLt", k.name, M, N, K);
+    }
+    /* the other schedules, into the same buffers (checked, then overwritten) */
+    static const int other[2] = {DT_CU_GEMM_OWN_COOP128, DT_CU_GEMM_OWN_PINGPONG256};
+    static const char *other_name[2] = {"128 x 128 cooperative", "64 x 256 ping-pong"};
+    for (int o = 0; o < 2; o++) {
+        if (other[o] == DT_CU_GEMM_OWN_PINGPONG256 && N % 256) continue;
+        dt_cu_gemm_wgmma_force(other[o]);
+        gpu_ok(cudaMemset(Cw, 0xff, cb), "poison");
+        if (gelu) gpu_ok(cudaMemset(auxw, 0xff, cb), "poison");
+        CHECK_OK(dt_cu_gemm_wgmma(&aw, 0));
+        gpu_ok(cudaGetLastError(), "dt_cu_gemm_wgmma launch (another schedule)");
+        CHECK_RELF(down16(Cw, (size_t)M * N), cc, 1e-2, "%s %dx%dx%d C vs cuBLASLt, %s", k.name, M, N, K,
+                   other_name[o]);
+        if (gelu)
+            CHECK_RELF(down16(auxw, (size_t)M * N), down16(auxc, (size_t)M * N), 1e-2,
+                       "%s %dx%dx%d aux vs cuBLASLt, %s", k.name, M, N, K, other_name[o]);
+        dt_cu_gemm_wgmma_force(DT_CU_GEMM_OWN_RULE);
+    }
+    CHECK_OK(dt_cu_gemm_wgmma(&aw, 0)); /* the rule's bytes back for the replays */
+    if ((size_t)M * N * K <= (size_t)1 << 24) { /* fp64 on the CPU */
+        vf ref((size_t)M * N), refx((size_t)M * N);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double s = 0;
+                for (int q = 0; q < K; q++)
+                    s += (double)ha[(size_t)i * K + q] * (k.tb ? hb[(size_t)j * K + q] : hb[(size_t)q * N + j]);
+                if (k.bias && k.epi != DT_CU_EPI_DGELU) s += hbias[j];
+                refx[(size_t)i * N + j] = (float)s;
+                if (gelu) s = gelu_d(s);
+                if (k.epi == DT_CU_EPI_DGELU) s *= gelu_grad_d(hpre[(size_t)i * N + j]);
+                ref[(size_t)i * N + j] = (float)s;
+            }
+        CHECK_RELF(cw, ref, 1e-2, "%s %dx%dx%d C vs fp64", k.name, M, N, K);
+        if (gelu) CHECK_RELF(down16(auxw, (size_t)M * N), refx, 1e-2, "%s %dx%dx%d aux vs fp64", k.name, M, N, K);
+    }
+
+    /* 2. determinism under a concurrent GEMM on another stream */
+    std::vector<unsigned char> c0 = bytes_of(Cw, cb), x0 = gelu ? bytes_of(auxw, cb) : std::vector<unsigned char>();
+    const int S = 4096;
+    bf16 *sa = dev<bf16>((size_t)S * S), *sbm = dev<bf16>((size_t)S * S), *sc = dev<bf16>((size_t)S * S);
+    dt_cu_gemm_args side = {0, 0, S, S, S, sa, S, 0, sbm, S, 0, sc, S, 0, 0, 1.0f, 0.0f, 1, NULL, DT_CU_EPI_DEFAULT,
+                            NULL, NULL, NULL};
+    cudaStream_t s1, s2;
+    gpu_ok(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), "stream");
+    gpu_ok(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), "stream");
+    dt_cu_blas *side_blas = NULL;
+    CHECK_OK(dt_cu_blas_create(&side_blas));
+    static const int poison[3] = {0x5a, 0xa5, 0x00};
+    for (int r = 0; r < 3 && side_blas; r++) {
+        gpu_ok(cudaMemset(Cw, poison[r], cb), "poison");
+        if (gelu) gpu_ok(cudaMemset(auxw, poison[r], cb), "poison");
+        gpu_ok(cudaDeviceSynchronize(), "poison");
+        CHECK_OK(dt_cu_gemm(side_blas, &side, s2));
+        CHECK_OK(dt_cu_gemm_wgmma(&aw, s1));
+        gpu_ok(cudaGetLastError(), "replay launch");
+        CHECKF(bytes_of(Cw, cb) == c0, "%s replay %d: C differs from the first call", k.name, r + 1);
+        if (gelu) CHECKF(bytes_of(auxw, cb) == x0, "%s replay %d: aux differs from the first call", k.name, r + 1);
+    }
+    dt_cu_blas_free(side_blas);
+    gpu_ok(cudaStreamDestroy(s1), "stream");
+    gpu_ok(cudaStreamDestroy(s2), "stream");
+    cudaFree(sa);
+    cudaFree(sbm);
+    cudaFree(sc);
+
+    /* 3. timing */
+    if (timed) {
+        timing tm = {k.name, M, N, K, k.per_step, 0, 0, 0, 0};
+        tm.ms_w = gpu_median_ms([&] { dt_cu_gemm_wgmma(&aw, 0); });
+        dt_cu_gemm_wgmma_force(DT_CU_GEMM_OWN_COOP128);
+        tm.ms_w128 = gpu_median_ms([&] { dt_cu_gemm_wgmma(&aw, 0); });
+        dt_cu_gemm_wgmma_force(DT_CU_GEMM_OWN_PINGPONG256);
+        tm.ms_pp = gpu_median_ms([&] { dt_cu_gemm_wgmma(&aw, 0); });
+        dt_cu_gemm_wgmma_force(DT_CU_GEMM_OWN_RULE);
+        tm.ms_c = gpu_median_ms([&] { dt_cu_gemm(g_blas, &ac, 0); });
+        gpu_ok(cudaGetLastError(), "timed launches");
+        g_times.push_back(tm);
+    }
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(bias);
+    cudaFree(Cw);
+    cudaFree(Cc);
+    cudaFree(auxw);
+    if (auxc != auxw) cudaFree(auxc);
+}
+
+static const kind kinds[] = {
+    {"qkv fwd NT+bias", 1, DT_CU_EPI_DEFAULT, 1, 16384, 2304, 768, 12},
+    {"attproj fwd NT+bias", 1, DT_CU_EPI_DEFAULT, 1, 16384, 768, 768, 12},
+    {"fc fwd NT+bias+GELU", 1, DT_CU_EPI_GELU, 1, 16384, 3072, 768, 12},
+    {"fcproj fwd NT+bias", 1, DT_CU_EPI_DEFAULT, 1, 16384, 768, 3072, 12},
+    {"fcproj dx NN+dGELU", 0, DT_CU_EPI_DGELU, 0, 16384, 3072, 768, 12},
+    {"fc dx NN", 0, DT_CU_EPI_DEFAULT, 0, 16384, 768, 3072, 12},
+    {"attproj dx NN", 0, DT_CU_EPI_DEFAULT, 0, 16384, 768, 768, 12},
+    {"qkv dx NN", 0, DT_CU_EPI_DEFAULT, 0, 16384, 768, 2304, 12},
+};
+
+static void test_small(void) { /* each layout and epilogue against fp64 */
+    static const kind s[] = {
+        {"small NT", 1, DT_CU_EPI_DEFAULT, 0, 256, 256, 192, 0},
+        {"small NT+bias", 1, DT_CU_EPI_DEFAULT, 1, 256, 256, 192, 0},
+        {"small NT+bias+GELU", 1, DT_CU_EPI_GELU, 1, 256, 256, 192, 0},
+        {"small NN", 0, DT_CU_EPI_DEFAULT, 0, 256, 384, 64, 0},
+        {"small NT+bias+GELU N384", 1, DT_CU_EPI_GELU, 1, 256, 384, 128, 0},
+        {"small NN+dGELU N128", 0, DT_CU_EPI_DGELU, 0, 128, 128, 320, 0},
+        {"small NN+dGELU N512", 0, DT_CU_EPI_DGELU, 0, 384, 512, 64, 0},
+        {"small NN+dGELU", 0, DT_CU_EPI_DGELU, 0, 256, 256, 192, 0},
+    };
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) test_kind(s[i], 0);
+}
+
+static void test_model_shapes(void) {
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) test_kind(kinds[i], 1);
+}
+
+static void test_refuses(void) { /* a shape off the tiles: refused, nothing launched */
+    bf16 *A = dev<bf16>(200 * 64), *B = dev<bf16>(64 * 128), *C = dev<bf16>(200 * 128);
+    gpu_ok(cudaMemset(C, 0x11, 200 * 128 * sizeof(bf16)), "fill");
+    dt_cu_gemm_args a = {0, 0, 200, 128, 64, A, 64, 0, B, 128, 0, C, 128, 0, 0, 1.0f, 0.0f, 1, NULL,
+                         DT_CU_EPI_DEFAULT, NULL, NULL, NULL};
+    CHECK(dt_cu_gemm_wgmma(&a, 0) == DT_EINVAL);
+    CHECK(strstr(dt_errmsg(), "200x128x64") != NULL);
+    std::vector<unsigned char> c = bytes_of(C, 200 * 128 * sizeof(bf16));
+    int untouched = 1;
+    for (size_t i = 0; i < c.size(); i++) untouched &= c[i] == 0x11;
+    CHECK(untouched);
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(C);
+}
+
+int main(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+        fprintf(stderr, "test_gpu_gemm_wgmma: no CUDA device\n");
+        return 1;
+    }
+    cudaDeviceProp prop;
+    gpu_ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+    fprintf(stderr, "test_gpu_gemm_wgmma: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    if (prop.major != 9 || prop.minor != 0) {
+        fprintf(stderr, "test_gpu_gemm_wgmma: the wgmma kernels are built for sm_90a only; this GPU cannot run them\n");
+        return 1;
+    }
+    variant("gemm=det");
+    if (dt_cu_blas_create(&g_blas) != DT_OK) {
+        fprintf(stderr, "test_gpu_gemm_wgmma: %s\n", dt_errmsg());
+        return 1;
+    }
+    RUN(test_refuses);
+    RUN(test_small);
+    RUN(test_model_shapes);
+    cudaError_t e = cudaDeviceSynchronize();
+    CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));
+    printf("%-22s %-16s %10s %10s %10s %10s %9s %9s %9s %8s %12s\n", "GEMM", "M x N x K", "own ms", "own128 ms",
+           "pingpong", "cublas ms", "own TF", "pp TF", "cublas TF", "ratio", "step delta ms");
+    double tot = 0;
+    for (size_t i = 0; i < g_times.size(); i++) {
+        const timing &t = g_times[i];
+        double fl = 2.0 * t.M * t.N * (double)t.K;
+        char sh[40];
+        snprintf(sh, sizeof sh, "%dx%dx%d", t.M, t.N, t.K);
+        double dlt = (t.ms_w - t.ms_c) * t.per_step;
+        tot += dlt;
+        printf("%-22s %-16s %10.4f %10.4f %10.4f %10.4f %9.1f %9.1f %9.1f %8.3f %12.3f\n", t.name, sh, t.ms_w,
+               t.ms_w128, t.ms_pp, t.ms_c, fl / (t.ms_w * 1e9), fl / (t.ms_pp * 1e9), fl / (t.ms_c * 1e9),
+               t.ms_w / t.ms_c, dlt);
+    }
+    printf("per step, all of the above on ours (rule) instead of cuBLASLt: %+.3f ms\n", tot);
+    dt_cu_blas_free(g_blas);
+    return dt_test_report();
+}

@@ -1,0 +1,121 @@
+/* The plan of the TMA-fed warpgroup-MMA GEMM (src/ops/gemm_tma_plan.h), which its kernel and
+ * launcher (gemm_wgmma_cuda.cu) build on: checked on the CPU (CI has no GPU) against the
+ * hardware's limits written out from the PTX ISA and the driver API's tensor-map rules (a
+ * box at most 256 elements a side, its inner side at most 128 bytes in the 128-byte swizzle,
+ * row strides multiples of 16 bytes, swizzle atoms 1024-byte aligned, 227 KB of shared
+ * memory a block, staging included) and against the model's shapes: the persistent order covers every tile
+ * once, and each stage's TMA bytes equal what its full barrier expects. */
+#include "ops/gemm_tma_plan.h"
+
+#include "dt_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void test_ring(void) {
+    CHECK(dt_gt_stage_bytes(128, 256) == 16384 + 32768 && dt_gt_stages(128, 256) == 4);
+    CHECK(dt_gt_stage_bytes(128, 128) == 16384 + 16384 && dt_gt_stages(128, 128) == 6);
+    CHECK(dt_gt_stage_bytes(64, 256) == 8192 + 32768 && dt_gt_stages(64, 256) == 4);
+    static const int shapes[3][2] = {{128, 256}, {128, 128}, {64, 256}};
+    for (int i = 0; i < 3; i++) {
+        const int bm = shapes[i][0], bn = shapes[i][1];
+        /* every stage, and its B tile after the A tile, starts on a swizzle atom */
+        CHECK(dt_gt_stage_bytes(bm, bn) % 1024 == 0 && (bm * 128) % 1024 == 0);
+        CHECK(dt_gt_smem_bytes(bm, bn) <= DT_GT_SMEM_MAX);
+        /* ring + staging + barriers (a full and an empty one a stage, one a staging buffer, one
+         * a consumer warpgroup) */
+        CHECK(dt_gt_smem_bytes(bm, bn) >= dt_gt_stages(bm, bn) * dt_gt_stage_bytes(bm, bn) + DT_GT_EPI_BYTES +
+                                              16 * dt_gt_stages(bm, bn) + 6 * 8 + 1023);
+        CHECK(dt_gt_stages(bm, bn) >= 4); /* enough stages in flight to cover a load's latency */
+    }
+}
+
+/* The tensor maps of the model's shapes (B 16 T 1024, C 768: M = 16384), as the driver takes
+ * them, and the bytes a stage's loads bring against the stage's size. */
+static void test_maps(void) {
+    dt_gt_map a = dt_gt_map_a(16384, 768, 768, 128), a64 = dt_gt_map_a(16384, 768, 768, 64);
+    CHECK(a.dim[0] == 768 && a.dim[1] == 16384 && a.stride == 1536);
+    CHECK(a.box[0] == 64 && a.box[1] == 128 && a.box_bytes == 16384);
+    CHECK(a64.box[0] == 64 && a64.box[1] == 64 && a64.box_bytes == 8192);
+    /* C and aux of the fc layer: a box is a consumer warpgroup's 64 rows of a 64-column
+     * chunk; two buffers a warpgroup, two warpgroups: the staging bytes */
+    dt_gt_map c = dt_gt_map_c(16384, 3072, 3072);
+    CHECK(c.dim[0] == 3072 && c.dim[1] == 16384 && c.stride == 6144);
+    CHECK(c.box[0] == 64 && c.box[1] == 64 && c.box_bytes == 8192);
+    CHECK(2 * 2 * c.box_bytes == DT_GT_EPI_BYTES);
+    /* fc forward, NT: W (3072, 768) */
+    dt_gt_map b = dt_gt_map_b(1, 3072, 768, 768, 256);
+    CHECK(b.dim[0] == 768 && b.dim[1] == 3072 && b.stride == 1536);
+    CHECK(b.box[0] == 64 && b.box[1] == 256 && b.box_bytes == 32768);
+    CHECK(a.box_bytes + (uint32_t)dt_gt_b_loads(1, 256) * b.box_bytes == (uint32_t)dt_gt_stage_bytes(128, 256));
+    /* fcproj input gradient, NN: W (768, 3072) read as (K 768, N 3072) */
+    dt_gt_map n = dt_gt_map_b(0, 3072, 768, 3072, 256);
+    CHECK(n.dim[0] == 3072 && n.dim[1] == 768 && n.stride == 6144);
+    CHECK(n.box[0] == 64 && n.box[1] == 64 && n.box_bytes == 8192); /* the MN-major LBO */
+    CHECK(dt_gt_b_loads(0, 256) == 4 && dt_gt_b_loads(0, 128) == 2 && dt_gt_b_loads(1, 128) == 1);
+    CHECK(a.box_bytes + (uint32_t)dt_gt_b_loads(0, 256) * n.box_bytes == (uint32_t)dt_gt_stage_bytes(128, 256));
+    dt_gt_map n128 = dt_gt_map_b(0, 384, 64, 384, 128), t128 = dt_gt_map_b(1, 384, 64, 64, 128);
+    CHECK(a.box_bytes + 2u * n128.box_bytes == (uint32_t)dt_gt_stage_bytes(128, 128));
+    CHECK(a.box_bytes + t128.box_bytes == (uint32_t)dt_gt_stage_bytes(128, 128));
+    /* ping-pong: a 64-row A tile with the same B tiles */
+    CHECK(a64.box_bytes + b.box_bytes == (uint32_t)dt_gt_stage_bytes(64, 256));
+    CHECK(a64.box_bytes + 4u * n.box_bytes == (uint32_t)dt_gt_stage_bytes(64, 256));
+    /* the hardware's limits on every map above */
+    const dt_gt_map all[7] = {a, b, n, n128, t128, c, a64};
+    for (int i = 0; i < 7; i++) {
+        CHECK(all[i].box[0] * 2 == 128);                     /* inner box = the swizzle span */
+        CHECK(all[i].box[1] >= 1 && all[i].box[1] <= 256);   /* box sides */
+        CHECK(all[i].stride % 16 == 0 && all[i].stride >= all[i].dim[0] * 2);
+        CHECK(all[i].box_bytes == all[i].box[0] * all[i].box[1] * 2);
+    }
+}
+
+/* Each tile is taken exactly once by a persistent grid of one block an SM (here 132, an
+ * H200), its corner inside C and on the tile grid, and the tiles taken at once share A's
+ * row band (consecutive tiles walk N first). */
+static void test_order(void) {
+    static const int shapes[][4] = {{16384, 3072, 128, 256}, {16384, 768, 128, 256}, {16384, 2304, 128, 256},
+                                    {256, 384, 128, 128},    {16384, 3072, 64, 256}, {384, 512, 64, 256}};
+    for (int sh = 0; sh < 6; sh++) {
+        const int M = shapes[sh][0], N = shapes[sh][1], bm = shapes[sh][2], bn = shapes[sh][3];
+        const int tiles = dt_gt_tiles(M, N, bm, bn), grid = dt_gt_grid(tiles, 132);
+        CHECK(tiles == (M / bm) * (N / bn));
+        CHECK(grid == (tiles < 132 ? tiles : 132));
+        unsigned char *seen = calloc((size_t)tiles, 1);
+        int ok = seen != NULL, taken = 0;
+        /* the consumers' walk (gemm_wgmma_cuda.cu): ping-pong warpgroup w takes the block's
+         * local tiles w, w + 2, ...; its K steps are the ring fills (local tile) nk + kt */
+        const int pp = bm == 64, walkers = pp ? 2 : 1;
+        for (int blk = 0; blk < grid && ok; blk++)
+            for (int w = 0; w < walkers; w++) {
+                int local = w;
+                for (int i = blk + w * grid; i < tiles; i += walkers * grid, local += walkers) {
+                    int m0 = -1, n0 = -1;
+                    dt_gt_tile(i, N, bm, bn, &m0, &n0);
+                    ok &= m0 >= 0 && m0 + bm <= M && m0 % bm == 0 && n0 >= 0 && n0 + bn <= N && n0 % bn == 0;
+                    ok &= i == blk + local * grid; /* the producer loads the same tile at that place */
+                    const int id = (m0 / bm) * (N / bn) + n0 / bn;
+                    ok &= id >= 0 && id < tiles && !seen[id];
+                    if (id >= 0 && id < tiles) seen[id] = 1;
+                    taken++;
+                }
+            }
+        CHECKF(ok && taken == tiles, "shape %dx%d tile %dx%d: every tile once", M, N, bm, bn);
+        free(seen);
+    }
+    int m0, n0;
+    dt_gt_tile(11, 3072, 128, 256, &m0, &n0);
+    CHECK(m0 == 0 && n0 == 11 * 256);
+    dt_gt_tile(12, 3072, 128, 256, &m0, &n0);
+    CHECK(m0 == 128 && n0 == 0);
+    dt_gt_tile(12, 3072, 64, 256, &m0, &n0);
+    CHECK(m0 == 64 && n0 == 0);
+    CHECK(dt_gt_grid(1536, 132) == 132 && dt_gt_grid(6, 132) == 6);
+}
+
+int main(void) {
+    RUN(test_ring);
+    RUN(test_maps);
+    RUN(test_order);
+    return dt_test_report();
+}
