@@ -46,7 +46,7 @@ struct dt_gpt_cuda {
     /* The fused GELU GEMMs (fc forward, fcproj input gradient) on our own TMA-fed
      * warpgroup-MMA kernel (dt_cu_gemm_wgmma) instead of cuBLASLt's epilogues: DT_GEMM_OWN,
      * default on, sm_90 only; calls that do not fit its tiles stay on cuBLASLt. */
-    int gemm_own;
+    int gemm_own, gemm_own_bwd;
     int ksplit_off;     /* DT_GEMM_SPLITK=off: no GEMM cuts K into chunks */
     const char *fusion_note; /* the fusions asked for (DT_GEMM_EPILOGUES: off, gelu, bgrad, all) */
     cudaStream_t s, fin;  /* main stream; det partial finishes (joined at the end of backward) */
@@ -310,6 +310,7 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     m->flash = dt_cu_flash_supported(C, NH, T, &ad) && !(force && !strcmp(force, "gemm"));
     m->flash_wgmma = m->flash && dt_cu_device_cc() == 90 && !(force && !strcmp(force, "flash-mma"));
     m->gemm_own = m->gemm_own && dt_cu_device_cc() == 90;
+    m->gemm_own_bwd = m->gemm_own && getenv("DT_GEMM_OWN_BWD") && !strcmp(getenv("DT_GEMM_OWN_BWD"), "on");
     DMALLOC(m->param, n, "parameters");
     DMALLOC(m->grad, n, "gradients");
     DMALLOC(m->adam_m, n, "AdamW m");
@@ -794,8 +795,9 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
         TRY(dt_cu_check(cudaStreamWaitEvent(m->wgs, m->ev_ready, 0), "cudaStreamWaitEvent"));
     }
     TRY(claim(m, dinp));
-    const int own = 0; /* the input gradients stay on cuBLASLt (this experiment: the forward only) */
-    TRY(dt_cu_gemm(m->blas, &a, m->s));
+    int own = 0; /* the input gradients on our kernel only with DT_GEMM_OWN_BWD=on (experiment) */
+    if (m->gemm_own_bwd) TRY(gelu_gemm(m, &a, &own));
+    else TRY(dt_cu_gemm(m->blas, &a, m->s));
     if (!own) gemm_info(m, h_, gelu_pre ? "dx = (dy w) gelu'(pre)" : "dx");
     int summed = db && db == m->db_summed;
     if (summed) m->db_summed = NULL;
