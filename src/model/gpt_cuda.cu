@@ -749,8 +749,9 @@ static dt_status linear_fwd(dt_gpt_cuda *m, bf16 *out, const bf16 *inp, const bf
     OP_BEGIN(DT_PHASE_FWD, "matmul_fwd", DT_OP_GEMM,
              (IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC), IN("b", b, BF, 1, b ? OC : 0)));
     dt_cu_gemm_args a = {0, 1, N, OC, IC, inp, IC, 0, w, IC, 0, out, OC, 0, 0, 1.0f, 0.0f, 1, b};
-    int own;
-    TRY(gelu_gemm(m, &a, &own));
+    int own = 0; /* the head (no bias) stays on cuBLASLt: its N is no multiple of 256 */
+    if (b) TRY(gelu_gemm(m, &a, &own));
+    else TRY(dt_cu_gemm(m->blas, &a, m->s));
     if (!own) gemm_info(m, h_, "y");
     TRY(inject(m, "matmul_fwd", out, (size_t)N * OC, 2));
     OP_END(OUT("y", out, BF, N, OC));
