@@ -43,10 +43,15 @@ struct dt_gpt_cuda {
     int flash_wgmma;    /* flash kernels on warpgroup MMA (attention_wgmma*_cuda.cu, sm_90 only) */
     int fuse_gelu;      /* GELU in the fc GEMM's epilogue, its backward in the fcproj input-gradient GEMM */
     int fuse_bgrad;     /* bias gradients from the weight-gradient GEMMs' epilogue */
-    /* The fused GELU GEMMs (fc forward, fcproj input gradient) on our own TMA-fed
-     * warpgroup-MMA kernel (dt_cu_gemm_wgmma) instead of cuBLASLt's epilogues: DT_GEMM_OWN,
-     * default on, sm_90 only; calls that do not fit its tiles stay on cuBLASLt. */
+    /* Linears on our own TMA-fed warpgroup-MMA kernel (dt_cu_gemm_wgmma) instead of
+     * cuBLASLt, sm_90 only, calls that do not fit its tiles staying on cuBLASLt (experiment):
+     * DT_GEMM_OWN=on (the default) the forward linears with a bias (qkv, attproj, fc with
+     * GELU, fcproj), and with DT_GEMM_OWN_BWD=on every input gradient; DT_GEMM_OWN=gelu the
+     * two GELU GEMMs only (fc forward, fcproj input gradient with dGELU); off: none. */
     int gemm_own, gemm_own_bwd;
+#define OWN_OFF 0
+#define OWN_ON 1
+#define OWN_GELU 2
     int ksplit_off;     /* DT_GEMM_SPLITK=off: no GEMM cuts K into chunks */
     const char *fusion_note; /* the fusions asked for (DT_GEMM_EPILOGUES: off, gelu, bgrad, all) */
     cudaStream_t s, fin;  /* main stream; det partial finishes (joined at the end of backward) */
@@ -275,12 +280,17 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     if (st != DT_OK) { free(m); return dt_fail_context(st, "--device cuda: no usable GPU"); }
     if ((st = dt_cu_blas_create(&m->blas)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
     if ((st = env_switch("DT_BWD_OVERLAP", "weight gradients on a second stream", &m->overlap)) != DT_OK ||
-        (st = env_switch("DT_CUDA_GRAPH", "each step's launches replayed from CUDA graphs", &m->graphs)) != DT_OK ||
-        (st = env_switch("DT_GEMM_OWN", "the fused GELU GEMMs on our own kernel, sm_90 only", &m->gemm_own)) !=
-            DT_OK) {
+        (st = env_switch("DT_CUDA_GRAPH", "each step's launches replayed from CUDA graphs", &m->graphs)) != DT_OK) {
         dt_gpt_cuda_free(m);
         return st;
     }
+    const char *own = getenv("DT_GEMM_OWN");
+    if (own && strcmp(own, "on") && strcmp(own, "off") && strcmp(own, "gelu")) {
+        dt_gpt_cuda_free(m);
+        return dt_fail(DT_EINVAL, "DT_GEMM_OWN='%s': accepted: on (the default: the forward linears with a bias on "
+                       "our own kernel, sm_90 only), gelu (the fc forward and fcproj input gradient only), off", own);
+    }
+    m->gemm_own = !own || !strcmp(own, "on") ? OWN_ON : !strcmp(own, "gelu") ? OWN_GELU : OWN_OFF;
     if (m->overlap) {
         st = dt_cu_check(cudaStreamCreateWithFlags(&m->wgs, cudaStreamNonBlocking), "cudaStreamCreate");
         if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_ready, cudaEventDisableTiming), "cudaEventCreate");
@@ -309,8 +319,8 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     }
     m->flash = dt_cu_flash_supported(C, NH, T, &ad) && !(force && !strcmp(force, "gemm"));
     m->flash_wgmma = m->flash && dt_cu_device_cc() == 90 && !(force && !strcmp(force, "flash-mma"));
-    m->gemm_own = m->gemm_own && dt_cu_device_cc() == 90;
-    m->gemm_own_bwd = m->gemm_own && getenv("DT_GEMM_OWN_BWD") && !strcmp(getenv("DT_GEMM_OWN_BWD"), "on");
+    if (dt_cu_device_cc() != 90) m->gemm_own = OWN_OFF;
+    m->gemm_own_bwd = m->gemm_own == OWN_ON && getenv("DT_GEMM_OWN_BWD") && !strcmp(getenv("DT_GEMM_OWN_BWD"), "on");
     DMALLOC(m->param, n, "parameters");
     DMALLOC(m->grad, n, "gradients");
     DMALLOC(m->adam_m, n, "AdamW m");
@@ -678,7 +688,7 @@ static void launch_info(dt_trace_op *h) {
     if (dt_cu_launch_take(buf, sizeof buf) > 0) dt_trace_kernel_info(h, "%s", buf);
 }
 
-/* A fused GELU GEMM (GELU or DGELU epilogue): on our own kernel when m->gemm_own and the
+/* A GEMM on our own kernel when m->gemm_own is on (the caller picks which calls ask) and the
  * call fits its tiles, else cuBLASLt. *own says which ran. */
 static dt_status gelu_gemm(dt_gpt_cuda *m, const dt_cu_gemm_args *a, int *own) {
     *own = m->gemm_own && dt_cu_gemm_wgmma_fits(a->ta, a->tb, a->M, a->N, a->K, a->lda, a->ldb, a->ldc, a->c_f32,
@@ -749,8 +759,8 @@ static dt_status linear_fwd(dt_gpt_cuda *m, bf16 *out, const bf16 *inp, const bf
     OP_BEGIN(DT_PHASE_FWD, "matmul_fwd", DT_OP_GEMM,
              (IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC), IN("b", b, BF, 1, b ? OC : 0)));
     dt_cu_gemm_args a = {0, 1, N, OC, IC, inp, IC, 0, w, IC, 0, out, OC, 0, 0, 1.0f, 0.0f, 1, b};
-    int own = 0; /* the head (no bias) stays on cuBLASLt: its N is no multiple of 256 */
-    if (b) TRY(gelu_gemm(m, &a, &own));
+    int own = 0; /* the head (no bias) stays on cuBLASLt (faster there: bench/RESULTS.md) */
+    if (b && m->gemm_own == OWN_ON) TRY(gelu_gemm(m, &a, &own));
     else TRY(dt_cu_gemm(m->blas, &a, m->s));
     if (!own) gemm_info(m, h_, "y");
     TRY(inject(m, "matmul_fwd", out, (size_t)N * OC, 2));
@@ -796,8 +806,8 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
         TRY(dt_cu_check(cudaStreamWaitEvent(m->wgs, m->ev_ready, 0), "cudaStreamWaitEvent"));
     }
     TRY(claim(m, dinp));
-    int own = 0; /* the input gradients on our kernel only with DT_GEMM_OWN_BWD=on (experiment) */
-    if (m->gemm_own_bwd) TRY(gelu_gemm(m, &a, &own));
+    int own = 0; /* the input gradients on our kernel with DT_GEMM_OWN_BWD=on, dGELU's with =gelu */
+    if (m->gemm_own_bwd || (m->gemm_own == OWN_GELU && gelu_pre)) TRY(gelu_gemm(m, &a, &own));
     else TRY(dt_cu_gemm(m->blas, &a, m->s));
     if (!own) gemm_info(m, h_, gelu_pre ? "dx = (dy w) gelu'(pre)" : "dx");
     int summed = db && db == m->db_summed;
@@ -1476,7 +1486,13 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
              p.minor, p.multiProcessorCount, drv, rt, cublasLtGetVersion(), DT_NVCC_FLAGS, DT_CU_GEMM_WORKSPACE,
              table, algos, m->overlap ? "weight gradients on a second stream (DT_BWD_OVERLAP=on)" : "off", algos_w,
              m->graphs ? "on: zero_grad, forward and backward replayed from CUDA graphs (DT_CUDA_GRAPH=on)" : "off",
-             m->gemm_own && m->fuse_gelu ? "on: fc forward and fcproj input gradient on gemm_wgmma_cuda.cu (DT_GEMM_OWN=on)"
-                                         : "off");
+             m->gemm_own == OWN_GELU && m->fuse_gelu
+                 ? "gelu: fc forward and fcproj input gradient on gemm_wgmma_cuda.cu, 128 x 128 ping-pong (DT_GEMM_OWN=gelu)"
+             : m->gemm_own == OWN_ON
+                 ? (m->gemm_own_bwd ? "on: forward linears and input gradients on gemm_wgmma_cuda.cu, 128 x 128 ping-pong "
+                                      "(DT_GEMM_OWN=on, DT_GEMM_OWN_BWD=on)"
+                                    : "on: forward linears with a bias on gemm_wgmma_cuda.cu, 128 x 128 ping-pong "
+                                      "(DT_GEMM_OWN=on)")
+                 : "off");
     return m->desc;
 }

@@ -5,7 +5,7 @@
  *
  * Shapes: row-major C (M, N) = A (M, K) op(B), A K-contiguous; B stored (N, K) (tb 1: the
  * linears' forward, "NT") or (K, N) (tb 0: their input gradient, "NN"). A tile is bm x bn
- * (below; bn 256 or 128) and walks K in DT_GT_BK steps; every shared tile is rows of
+ * (a schedule's, below: bm 128 or 64, bn 256 or 128) and walks K in DT_GT_BK steps; every shared tile is rows of
  * 128 bytes (64 bf16) in the 128-byte swizzle, which TMA writes and wgmma reads
  * (wgmma_desc.h). */
 #ifndef DT_OPS_GEMM_TMA_PLAN_H
@@ -24,10 +24,35 @@
 #define DT_GT_EPI_BYTES 32768 /* epilogue staging: two 64 x 64 bf16 buffers a consumer warpgroup */
 #define DT_GT_SMEM_MAX 232448 /* bytes of dynamic shared memory a block may have (sm_90) */
 
-/* Two schedules. Cooperative: a tile is 128 x bn, both consumer warpgroups work on it (rows
- * 0..63 and 64..127) and run its epilogue together. Ping-pong: a tile is 64 x bn and the
- * consumer warpgroups take alternate tiles, so one's epilogue runs while the other's
- * products do. bm (the tile's rows) is 128 or 64 accordingly. */
+/* Schedules (the values of dt_cu_gemm_wgmma_force: ops_cuda.h's DT_CU_GEMM_OWN_* name
+ * them). Cooperative: a tile is 128 x bn, both consumer warpgroups work on it (rows 0..63
+ * and 64..127) and run its epilogue together, the tensor cores idle meanwhile. Ping-pong:
+ * the consumer warpgroups take alternate tiles, so one's epilogue runs while the other's
+ * products do; a tile is 64 x 256 (one m64n256k16 a k step: B loaded for every 64 rows) or
+ * 128 x 128 (two m64n128k16 a k step, rows 0..63 and 64..127, on the same B: 128 fp32
+ * accumulators a thread, as many as a 64 x 256 warpgroup tile). */
+#define DT_GT_RULE 0
+#define DT_GT_COOP256 1 /* 128 x 256, cooperative */
+#define DT_GT_COOP128 2 /* 128 x 128, cooperative */
+#define DT_GT_PP64 3    /* 64 x 256, ping-pong */
+#define DT_GT_PP128 4   /* 128 x 128, ping-pong */
+#define DT_GT_SCHEDULES 5
+/* A schedule's tile rows (bm) and columns (bn), whether it is ping-pong, and the rows of a
+ * tile that one consumer warpgroup computes (64 or 128: one or two m64 products a k step). */
+#define DT_GT_BM(sch) ((sch) == DT_GT_PP64 ? 64 : 128)
+#define DT_GT_BN(sch) ((sch) == DT_GT_COOP256 || (sch) == DT_GT_PP64 ? 256 : 128)
+#define DT_GT_PP(sch) ((sch) == DT_GT_PP64 || (sch) == DT_GT_PP128)
+#define DT_GT_WM(sch) (DT_GT_PP(sch) ? DT_GT_BM(sch) : 64)
+
+/* The schedule a call with N columns takes: `forced` when it is one (1 ..
+ * DT_GT_SCHEDULES - 1) and its tile width divides N, -1 when it does not; the rule
+ * (DT_GT_RULE or any other value): 128 x 128 ping-pong, which tiles every N the kernel
+ * takes (a multiple of 128) and overlaps each tile's epilogue with the other warpgroup's
+ * products (bench/RESULTS.md, helper gemmpp). */
+DT_GT_FN int dt_gt_schedule(int N, int forced) {
+    if (forced <= DT_GT_RULE || forced >= DT_GT_SCHEDULES) return DT_GT_PP128;
+    return N % DT_GT_BN(forced) ? -1 : forced;
+}
 
 /* Bytes of a stage (a bm-row A tile and a bn-wide B tile) and the ring depth: as many stages
  * as fit in 192 KB, the rest of shared memory being the staging, the barriers and the

@@ -14,21 +14,28 @@
  *    runs ahead through the tile boundaries, so the next tile's first stages load while the
  *    consumers run the epilogue; for dGELU it also prefetches the tile's aux rows into L2;
  *  - warpgroups 1 and 2, the consumers, issue wgmma m64n{bn}k16 with both operands in shared
- *    memory (bn / 2 fp32 accumulators a thread) and keep one stage's products in flight
- *    while releasing the stage before. Cooperative (the rule: 128 x 256 tiles, 128 x 128
- *    where N is not a multiple of 256), they take rows 0..63 and 64..127 of each tile;
- *    ping-pong (64 x 256, forced for benchmarks: slower on the H200, its B tile is loaded
- *    for every 64 rows), they take alternate tiles;
+ *    memory and keep one stage's products in flight while releasing the stage before.
+ *    Cooperative (128 x 256 tiles, or 128 x 128), they take rows 0..63 and 64..127 of each
+ *    tile and run its epilogue together, the tensor cores idle meanwhile (at K = 768 a
+ *    128 x 256 tile's GELU epilogue, 3.5-4 us, beside 8.5 us of products). Ping-pong, they
+ *    take alternate tiles and a turn barrier orders their K loops, so one warpgroup's
+ *    epilogue runs under the other's products: the rule is 128 x 128 tiles, each warpgroup
+ *    owning a whole tile (two m64n128k16 a k16 step on one B, 128 fp32 accumulators a
+ *    thread: 232 registers a consumer thread, 40 the producer's); 64 x 256 (forced, for
+ *    benchmarks) loads B for every 64 rows. Shared-memory reads: a m64n128k16 reads 2 KB
+ *    of A and 4 KB of B in its 64 cycles at the full bf16 rate (4096 flop a cycle an SM),
+ *    96 B a cycle against the SM's ~128 (m64n256k16: 10 KB in 128 cycles, 80 B); L2 reads,
+ *    384 KB a 128 x 128 x 768 tile against 576 KB a 128 x 256 one, are 1.33x as many a flop;
  *  - the epilogue goes from registers into two swizzled 64 x 64 staging buffers a consumer
  *    warpgroup and out by TMA stores (bf16 pairs stored straight from the accumulator
  *    layout, 16 bytes a row per warp instruction, made the GELU GEMM take 0.29 ms instead
- *    of 0.15 on the H200); dGELU's aux comes in by TMA the same way. The GELU uses the
- *    hardware tanh.
+ *    of 0.15 on the H200), a buffer waited for only when it is written again; dGELU's aux
+ *    comes in by TMA the same way. The GELU uses the hardware tanh.
  *
- * Determinism: one block owns each output tile and each output element is one dot product
- * over K, reduced in K order inside the tensor core (the same instruction sequence on every
- * launch, whichever block takes the tile and whatever the SM count); the epilogue is
- * elementwise. No atomics, no split of K. */
+ * Determinism: one block owns each output tile (one consumer warpgroup each of its rows) and
+ * each output element is one dot product over K, reduced in K order inside the tensor core
+ * (the same instruction sequence on every launch, whichever block or warpgroup takes the
+ * tile and whatever the SM count); the epilogue is elementwise. No atomics, no split of K. */
 #include "ops/ops_cuda.h"
 #include "ops/cuda_plan.h"
 #include "ops/gemm_tma_plan.h"
@@ -167,16 +174,22 @@ static __device__ __forceinline__ float gelu_grad(float x) {
 }
 
 /* ---- the kernel ------------------------------------------------------------------------- */
-/* Grid dt_gt_grid(tiles, SMs), DT_GT_THREADS threads, dt_gt_smem_bytes(BN) of dynamic
- * shared memory. MN: B is MN-major (stored (K, N)). EPI: DT_CU_EPI_DEFAULT (bias may be
- * NULL), DT_CU_EPI_GELU, DT_CU_EPI_DGELU. M, N, K tile exactly (dt_cu_gemm_wgmma_fits). */
-template <int BN, int MN, int EPI, int PP>
+/* Grid dt_gt_grid(tiles, SMs), DT_GT_THREADS threads, dt_gt_smem_bytes(bm, bn) of dynamic
+ * shared memory. SCH: a schedule of gemm_tma_plan.h (not the rule), which sets the tile
+ * (BM x BN), whether the consumer warpgroups share each tile or take alternate ones (PP),
+ * and the rows each computes (WM: MS = WM / 64 m64 products a k step). MN: B is MN-major
+ * (stored (K, N)). EPI: DT_CU_EPI_DEFAULT (bias may be NULL), DT_CU_EPI_GELU,
+ * DT_CU_EPI_DGELU. M, N, K tile exactly (dt_cu_gemm_wgmma_fits). */
+template <int SCH, int MN, int EPI>
 __global__ void __launch_bounds__(DT_GT_THREADS, 1)
     gemm_tma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                     const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_x, int ldc,
                     const bf16 *bias, bf16 *aux, int M, int N, int K) {
-    constexpr int BM = PP ? 64 : 128, A_BYTES = BM * 128;
-    constexpr int STAGES = DT_GT_STAGES(BM, BN), STAGE = DT_GT_STAGE_BYTES(BM, BN);
+    constexpr int BM = DT_GT_BM(SCH), BN = DT_GT_BN(SCH), PP = DT_GT_PP(SCH), MS = DT_GT_WM(SCH) / 64;
+    constexpr int A_BYTES = BM * 128, STAGES = DT_GT_STAGES(BM, BN), STAGE = DT_GT_STAGE_BYTES(BM, BN);
+    /* a consumer warpgroup's part of a tile leaves in 64 x 64 boxes ("chunks"): chunk c is
+     * its rows 64 (c / NCH) .. + 63, columns 64 (c % NCH) .. + 63 */
+    constexpr int NCH = BN / 64, CHUNKS = MS * NCH;
     extern __shared__ __align__(1024) unsigned char gsm_raw[];
     const uint32_t base = (smem_u32(gsm_raw) + 1023u) & ~1023u;
     const uint32_t stg0 = base + (uint32_t)(STAGES * STAGE); /* epilogue staging, 1024-aligned */
@@ -224,7 +237,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
         return;
     }
 
-    /* the consumers */
+    /* the consumers (232 registers: with the producer's 40, the 64 K of the SM's file) */
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
     const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int lead = (tid & 127) == 0; /* issues this warpgroup's epilogue TMA */
@@ -232,7 +245,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
      * barriers their aux loads arrive on */
     const uint32_t stg = stg0 + (uint32_t)(cw * 16384), ebar = ebar0 + (uint32_t)(cw * 16);
     uint32_t eph = 0; /* bit b: the parity of staging buffer b's next aux load */
-    float d[BN / 2];
+    float d[MS][BN / 2];
     /* The block's local tiles: cooperative, every one; ping-pong, every other one. Local
      * tile i's K steps are the ring's fills q = i nk .. i nk + nk - 1, the producer's order. */
     int q = PP ? cw * nk : 0, local = PP ? cw : 0;
@@ -240,13 +253,13 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
     for (int tile = (int)blockIdx.x + (PP ? cw * (int)gridDim.x : 0); tile < tiles; tile += stride) {
         int m0, n0;
         dt_gt_tile(tile, N, BM, BN, &m0, &n0);
-        const int mrow = PP ? m0 : m0 + cw * 64;
+        const int mrow = PP ? m0 : m0 + cw * 64; /* this warpgroup's first row */
         if (EPI == DT_CU_EPI_DGELU && lead) { /* the first two aux chunks load during the products */
             bulk_wait_read<0>();             /* the last tile's stores have read the buffers */
 #pragma unroll
             for (int b = 0; b < 2; b++) {
                 mbar_expect_tx(ebar + 8u * b, 8192);
-                tma_load(stg + 8192u * b, &map_x, ebar + 8u * b, n0 + 64 * b, mrow);
+                tma_load(stg + 8192u * b, &map_x, ebar + 8u * b, n0 + 64 * (b % NCH), mrow + 64 * (b / NCH));
             }
         }
         /* Ping-pong: the products of local tile i start once the other warpgroup has issued
@@ -261,15 +274,20 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
             mbar_wait(full0 + 8u * s, (uint32_t)(q / STAGES) & 1u);
             const uint32_t sa = base + (uint32_t)(s * STAGE) + (uint32_t)(PP ? 0 : cw * 8192), sb = base + (uint32_t)(s * STAGE) + A_BYTES;
             /* A: K-major, SBO 1024 (8 rows of 128 bytes), a 16-wide k step +32 bytes (+2
-             * encoded). B K-major: the same over its BN rows; MN-major: LBO = one 64-column
-             * block (8 KB), SBO 1024 (8 k rows), a k step +16 rows = 2048 bytes (+128). */
-            const uint64_t da = dt_wgmma_desc(sa, 16, 1024, DT_WGMMA_SWIZZLE_128B);
+             * encoded), rows 64..127 (MS 2) 8 KB on. B K-major: the same over its BN rows;
+             * MN-major: LBO = one 64-column block (8 KB), SBO 1024 (8 k rows), a k step +16
+             * rows = 2048 bytes (+128). Each accumulator d[ms] takes its k steps in order. */
+            uint64_t da[MS];
+#pragma unroll
+            for (int ms = 0; ms < MS; ms++) da[ms] = dt_wgmma_desc(sa + 8192u * ms, 16, 1024, DT_WGMMA_SWIZZLE_128B);
             const uint64_t db = MN ? dt_wgmma_desc(sb, 8192, 1024, DT_WGMMA_SWIZZLE_128B)
                                    : dt_wgmma_desc(sb, 16, 1024, DT_WGMMA_SWIZZLE_128B);
             wg_fence();
 #pragma unroll
             for (int k = 0; k < 4; k++)
-                wgmma_n<MN>(d, da + (uint64_t)(2 * k), db + (uint64_t)(MN ? 128 * k : 2 * k), kt > 0 || k > 0);
+#pragma unroll
+                for (int ms = 0; ms < MS; ms++)
+                    wgmma_n<MN>(d[ms], da[ms] + (uint64_t)(2 * k), db + (uint64_t)(MN ? 128 * k : 2 * k), kt > 0 || k > 0);
             wg_commit();
             if (kt > 0) { /* the step before is done in this warp: its stage may be refilled */
                 wg_wait1();
@@ -283,22 +301,25 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
             local += 2;
         }
         wg_wait0();
-        reg_fence(d);
+#pragma unroll
+        for (int ms = 0; ms < MS; ms++) reg_fence(d[ms]);
         if (lane == 0) mbar_arrive(empty0 + 8u * prev);
 
-        /* Epilogue, 64 columns at a time through the staging buffers: d[4 n + i] is row
-         * 16 warp + g + 8 (i >> 1), column 8 n + 2 t + (i & 1) of this warpgroup's 64 x BN;
-         * its bf16 pairs go to the buffer in the 128-byte swizzle (the 16-byte piece j of
-         * row r at piece j ^ (r % 8): the 32 threads of a warp hit 32 banks), then one TMA
-         * store writes the 64 x 64 box. Buffers alternate, so one store reads shared memory
-         * while the next chunk is written; dGELU loads its aux chunk into the buffer by TMA
-         * and the output overwrites it in place (each thread the same addresses). */
+        /* Epilogue, chunk by chunk through the staging buffers: d[ms][4 n + i] is row
+         * 64 ms + 16 warp + g + 8 (i >> 1), column 8 n + 2 t + (i & 1) of this warpgroup's
+         * WM x BN; its bf16 pairs go to the buffer in the 128-byte swizzle (the 16-byte
+         * piece j of row r at piece j ^ (r % 8): the 32 threads of a warp hit 32 banks),
+         * then one TMA store writes the 64 x 64 box. Buffers alternate, so one store reads
+         * shared memory while the next chunk is written, and a buffer is waited for only
+         * when it is written again; dGELU loads its aux chunk into the buffer by TMA and the
+         * output overwrites it in place (each thread the same addresses). */
         const int r0 = warp * 16 + g;
         const uint32_t off0 = (uint32_t)(r0 * 128 + 4 * t), off1 = off0 + 8u * 128u;
 #pragma unroll
-        for (int ch = 0; ch < BN / 64; ch++) {
+        for (int c = 0; c < CHUNKS; c++) {
+            const int ms = c / NCH, ch = c % NCH, row = mrow + 64 * ms, col = n0 + 64 * ch;
             if (EPI == DT_CU_EPI_DGELU) {
-                const int b = ch & 1;
+                const int b = c & 1;
                 const uint32_t buf = stg + 8192u * b;
                 mbar_wait(ebar + 8u * b, (eph >> b) & 1u);
                 eph ^= 1u << b;
@@ -311,31 +332,31 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                     asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(p1) : "r"(buf + off1 + sw));
                     const float2 q0 = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&p0));
                     const float2 q1 = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&p1));
-                    __nv_bfloat162 o0 = __floats2bfloat162_rn(__fmul_rn(d[4 * n], gelu_grad(q0.x)),
-                                                              __fmul_rn(d[4 * n + 1], gelu_grad(q0.y)));
-                    __nv_bfloat162 o1 = __floats2bfloat162_rn(__fmul_rn(d[4 * n + 2], gelu_grad(q1.x)),
-                                                              __fmul_rn(d[4 * n + 3], gelu_grad(q1.y)));
+                    __nv_bfloat162 o0 = __floats2bfloat162_rn(__fmul_rn(d[ms][4 * n], gelu_grad(q0.x)),
+                                                              __fmul_rn(d[ms][4 * n + 1], gelu_grad(q0.y)));
+                    __nv_bfloat162 o1 = __floats2bfloat162_rn(__fmul_rn(d[ms][4 * n + 2], gelu_grad(q1.x)),
+                                                              __fmul_rn(d[ms][4 * n + 3], gelu_grad(q1.y)));
                     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off0 + sw), "r"(*reinterpret_cast<uint32_t *>(&o0)));
                     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off1 + sw), "r"(*reinterpret_cast<uint32_t *>(&o1)));
                 }
                 fence_async_smem();
                 wg_bar(cw);
                 if (lead) {
-                    tma_store(&map_c, buf, n0 + 64 * ch, mrow);
+                    tma_store(&map_c, buf, col, row);
                     bulk_commit();
-                    if (ch + 2 < BN / 64) { /* the chunk after next into this buffer, once read */
+                    if (c + 2 < CHUNKS) { /* the chunk after next into this buffer, once read */
                         bulk_wait_read<0>();
                         mbar_expect_tx(ebar + 8u * b, 8192);
-                        tma_load(buf, &map_x, ebar + 8u * b, n0 + 64 * (ch + 2), mrow);
+                        tma_load(buf, &map_x, ebar + 8u * b, n0 + 64 * ((c + 2) % NCH), mrow + 64 * ((c + 2) / NCH));
                     }
                 }
             } else {
                 /* GELU: aux (the pre-activation) into buffer 0, C into buffer 1; DEFAULT: C
-                 * into buffer ch & 1. Before a buffer is written, its last store has read it. */
+                 * into buffer c & 1. Before a buffer is written, its last store has read it. */
                 constexpr int OUTS = EPI == DT_CU_EPI_GELU ? 2 : 1;
 #pragma unroll
                 for (int o = 0; o < OUTS; o++) {
-                    const int b = OUTS == 2 ? o : (ch & 1);
+                    const int b = OUTS == 2 ? o : (c & 1);
                     const uint32_t buf = stg + 8192u * b;
                     if (lead) bulk_wait_read<1>();
                     wg_bar(cw);
@@ -343,7 +364,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                     for (int j = 0; j < 8; j++) {
                         const int n = ch * 8 + j;
                         const uint32_t sw = (uint32_t)((j ^ g) << 4);
-                        float a0 = d[4 * n], a1 = d[4 * n + 1], b0 = d[4 * n + 2], b1 = d[4 * n + 3];
+                        float a0 = d[ms][4 * n], a1 = d[ms][4 * n + 1], b0 = d[ms][4 * n + 2], b1 = d[ms][4 * n + 3];
                         if (bias) {
                             const float2 bv = __bfloat1622float2(
                                 __ldg(reinterpret_cast<const __nv_bfloat162 *>(bias + n0 + 8 * n + 2 * t)));
@@ -365,7 +386,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                     fence_async_smem();
                     wg_bar(cw);
                     if (lead) {
-                        tma_store(EPI == DT_CU_EPI_GELU && o == 0 ? &map_x : &map_c, buf, n0 + 64 * ch, mrow);
+                        tma_store(EPI == DT_CU_EPI_GELU && o == 0 ? &map_x : &map_c, buf, col, row);
                         bulk_commit();
                     }
                 }
@@ -408,6 +429,10 @@ static dt_status encode(CUtensorMap *out, const void *p, dt_gt_map m, const char
 }
 
 static int g_force; /* dt_cu_gemm_wgmma_force: a DT_CU_GEMM_OWN_* schedule */
+static_assert(DT_CU_GEMM_OWN_COOP256 == DT_GT_COOP256 && DT_CU_GEMM_OWN_COOP128 == DT_GT_COOP128 &&
+                  DT_CU_GEMM_OWN_PINGPONG256 == DT_GT_PP64 && DT_CU_GEMM_OWN_PINGPONG128 == DT_GT_PP128 &&
+                  DT_CU_GEMM_OWN_COUNT == DT_GT_SCHEDULES,
+              "ops_cuda.h's schedule names are gemm_tma_plan.h's values");
 
 void dt_cu_gemm_wgmma_force(int schedule) {
     g_force = schedule > 0 && schedule < DT_CU_GEMM_OWN_COUNT ? schedule : DT_CU_GEMM_OWN_RULE;
@@ -416,12 +441,15 @@ void dt_cu_gemm_wgmma_force(int schedule) {
 /* The tensor maps are made per call on the host (a few hundred ns, no device work) and go
  * to the kernel by value as __grid_constant__ parameters: nothing to cache or to go stale
  * when a buffer moves, and a captured CUDA graph holds its own copy. */
-template <int BN, int MN, int EPI, int PP> static dt_status launch(const dt_cu_gemm_args *a, cudaStream_t s) {
+template <int SCH, int MN, int EPI> static dt_status launch(const dt_cu_gemm_args *a, cudaStream_t s) {
+    static const char *const names[DT_GT_SCHEDULES] = {
+        "", "gemm_tma_kernel coop 128x256", "gemm_tma_kernel coop 128x128", "gemm_tma_kernel pingpong 64x256",
+        "gemm_tma_kernel pingpong 128x128"};
     static int attr_set;
-    constexpr int BM = PP ? 64 : 128;
+    constexpr int BM = DT_GT_BM(SCH), BN = DT_GT_BN(SCH);
     const int smem = dt_gt_smem_bytes(BM, BN);
     if (!attr_set) {
-        DT_CU_TRY(cudaFuncSetAttribute(gemm_tma_kernel<BN, MN, EPI, PP>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        DT_CU_TRY(cudaFuncSetAttribute(gemm_tma_kernel<SCH, MN, EPI>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         attr_set = 1;
     }
     CUtensorMap ma, mb, mc, mx;
@@ -435,21 +463,21 @@ template <int BN, int MN, int EPI, int PP> static dt_status launch(const dt_cu_g
     DT_CU_TRY(cudaGetDevice(&dev));
     DT_CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     dim3 grid((unsigned)dt_gt_grid(dt_gt_tiles(a->M, a->N, BM, BN), sms));
-    gemm_tma_kernel<BN, MN, EPI, PP><<<dt_cu_noted(grid, DT_GT_THREADS, (size_t)smem, "gemm_tma_kernel"), DT_GT_THREADS,
+    gemm_tma_kernel<SCH, MN, EPI><<<dt_cu_noted(grid, DT_GT_THREADS, (size_t)smem, names[SCH]), DT_GT_THREADS,
                                    (size_t)smem, s>>>(ma, mb, mc, mx, a->ldc, a->bias, (bf16 *)a->aux, a->M, a->N,
                                                       a->K);
     return DT_OK;
 }
 
-template <int BN, int PP> static dt_status dispatch(const dt_cu_gemm_args *a, cudaStream_t s) {
+template <int SCH> static dt_status dispatch(const dt_cu_gemm_args *a, cudaStream_t s) {
     if (a->tb) {
-        if (a->epi == DT_CU_EPI_GELU) return launch<BN, 0, DT_CU_EPI_GELU, PP>(a, s);
-        if (a->epi == DT_CU_EPI_DGELU) return launch<BN, 0, DT_CU_EPI_DGELU, PP>(a, s);
-        return launch<BN, 0, DT_CU_EPI_DEFAULT, PP>(a, s);
+        if (a->epi == DT_CU_EPI_GELU) return launch<SCH, 0, DT_CU_EPI_GELU>(a, s);
+        if (a->epi == DT_CU_EPI_DGELU) return launch<SCH, 0, DT_CU_EPI_DGELU>(a, s);
+        return launch<SCH, 0, DT_CU_EPI_DEFAULT>(a, s);
     }
-    if (a->epi == DT_CU_EPI_GELU) return launch<BN, 1, DT_CU_EPI_GELU, PP>(a, s);
-    if (a->epi == DT_CU_EPI_DGELU) return launch<BN, 1, DT_CU_EPI_DGELU, PP>(a, s);
-    return launch<BN, 1, DT_CU_EPI_DEFAULT, PP>(a, s);
+    if (a->epi == DT_CU_EPI_GELU) return launch<SCH, 1, DT_CU_EPI_GELU>(a, s);
+    if (a->epi == DT_CU_EPI_DGELU) return launch<SCH, 1, DT_CU_EPI_DGELU>(a, s);
+    return launch<SCH, 1, DT_CU_EPI_DEFAULT>(a, s);
 }
 
 dt_status dt_cu_gemm_wgmma(const dt_cu_gemm_args *a, cudaStream_t s) {
@@ -458,9 +486,13 @@ dt_status dt_cu_gemm_wgmma(const dt_cu_gemm_args *a, cudaStream_t s) {
                                a->aux))
         return dt_fail(DT_EINVAL, "dt_cu_gemm_wgmma: a %s %dx%dx%d GEMM (epilogue %d) does not fit the 128 x 128 x 64 "
                        "tiles: call dt_cu_gemm", a->tb ? "NT" : "NN", a->M, a->N, a->K, a->epi);
-    const int sch = g_force ? g_force : a->N % 256 ? DT_CU_GEMM_OWN_COOP128 : DT_CU_GEMM_OWN_COOP256;
-    if (sch != DT_CU_GEMM_OWN_COOP128 && a->N % 256)
-        return dt_fail(DT_EINVAL, "dt_cu_gemm_wgmma: N %d is not a multiple of the forced 256-wide tile", a->N);
-    if (sch == DT_CU_GEMM_OWN_PINGPONG256) return dispatch<256, 1>(a, s);
-    return sch == DT_CU_GEMM_OWN_COOP256 ? dispatch<256, 0>(a, s) : dispatch<128, 0>(a, s);
+    switch (dt_gt_schedule(a->N, g_force)) {
+    case DT_GT_COOP256: return dispatch<DT_GT_COOP256>(a, s);
+    case DT_GT_COOP128: return dispatch<DT_GT_COOP128>(a, s);
+    case DT_GT_PP64: return dispatch<DT_GT_PP64>(a, s);
+    case DT_GT_PP128: return dispatch<DT_GT_PP128>(a, s);
+    default:
+        return dt_fail(DT_EINVAL, "dt_cu_gemm_wgmma: N %d is not a multiple of the forced schedule's 256-wide tile",
+                       a->N);
+    }
 }

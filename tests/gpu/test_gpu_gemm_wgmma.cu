@@ -1,28 +1,32 @@
 /* Our own GEMM (gemm_wgmma_cuda.cu, dt_cu_gemm_wgmma: TMA loads, warpgroup MMA, persistent
  * blocks; sm_90a) on the GPU machine (built by `make cuda` into build/gpu-tests/), in each of
- * its schedules: the rule (128 x 256 cooperative where N allows, else 128 x 128) and, forced,
- * 128 x 128 cooperative and 64 x 256 ping-pong. For each activation GEMM of the GPT-2 124M
- * step (B 16 T 1024: M = 16384 rows; the forward's NT shapes with bias, the fc forward with
- * the GELU epilogue, the input gradients' NN shapes, the fcproj input gradient with dGELU),
- * and small shapes of each kind, random bf16 inputs in [-1, 1) (aux pre-activations in
- * [-3, 3)):
+ * its schedules: the rule (128 x 128 ping-pong) and, forced, 128 x 256 and 128 x 128
+ * cooperative and 64 x 256 ping-pong. For each activation GEMM of the GPT-2 124M step (B 16
+ * T 1024: M = 16384 rows; the forward's NT shapes with bias, the fc forward with the GELU
+ * epilogue, the input gradients' NN shapes, the fcproj input gradient with dGELU), and small
+ * shapes of each kind, random bf16 inputs in [-1, 1) (aux pre-activations in [-3, 3)):
  *  1. accuracy against dt_cu_gemm (cuBLASLt, det policy) on the same inputs (every
  *     schedule), outputs poisoned (0xff bytes: NaN) first so an unwritten element fails: C
  *     and the GELU aux by ||w - c|| / ||c|| <= 1e-2 (both are bf16 roundings of fp32 sums of
  *     the same products in other orders, ~2e-3; cuBLASLt's GELU is another tanh, within an
- *     ulp), and the rule on the small shapes (256 x 256 x 192 ...; N 384 and 128 take the
- *     128-wide tiles) against fp64 on the CPU, same tolerance;
+ *     ulp), and the rule on the small shapes (256 x 256 x 192 ...; one-tile and odd tile
+ *     counts, so a block's second consumer warpgroup has no tile or one tile fewer) against
+ *     fp64 on the CPU, same tolerance; whether each forced schedule gives the rule's bytes
+ *     is printed (not a check: the contract is per binary and schedule);
  *  2. determinism: three replays of the rule, each after poisoning C (and aux) with another
  *     byte and with a 4096^3 cuBLASLt GEMM running on a second stream, byte-identical to the
  *     first;
- *  3. timing (not a check): CUDA events, median of 20 after 3 warm-ups, each schedule vs
- *     cuBLASLt, in ms and TFLOP/s.
+ *  3. timing (not a check): CUDA events around each call queued behind a busy wait (GPU
+ *     time without the host's launch overhead), every schedule and cuBLASLt one after
+ *     another in each of 20 rounds after 3 warm-up rounds (so a drift of clocks or of the
+ *     L2 state falls on all alike), the median of each, in ms and TFLOP/s.
  * Also checks that dt_cu_gemm_wgmma refuses a call that does not fit (DT_EINVAL, nothing
  * written). Exits non-zero on any failed check (a CUDA error ends it with status 2). */
 #include "ops/ops_cuda.h"
 
 #include "gpu_check.cuh"
 
+#include <functional>
 #include <math.h>
 #include <string.h>
 #include <vector>
@@ -37,8 +41,48 @@ static double gelu_grad_d(double x) {
 
 struct kind { const char *name; int tb, epi, bias, M, N, K, per_step; };
 
-struct timing { const char *name; int M, N, K, per_step; double ms_w, ms_w128, ms_pp, ms_c; };
+/* The timed variants, in a round's order: the forced schedules, then cuBLASLt. */
+enum { T_COOP, T_COOP128, T_PP64, T_PP128, T_CUBLAS, T_COUNT };
+static const char *const t_name[T_COUNT] = {"coop", "coop128", "pp64x256", "pp128", "cublas"};
+struct timing { const char *name; int M, N, K, per_step; double ms[T_COUNT]; };
 static std::vector<timing> g_times;
+
+/* Keeps stream 0 busy for about us microseconds (the global timer), so that the host has
+ * queued a timed call and its closing event before the GPU reaches them: the events then
+ * time the GPU's work, not the host's launch overhead. */
+__global__ void busy_wait(unsigned us) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < 1000ull * us);
+}
+
+/* Median ms of each f[v] (CUDA events on stream 0, after a 50 us busy wait): 3 warm-up
+ * rounds, then 20 rounds that each time every variant once, in order. An empty f[v] is
+ * skipped (median 0). */
+static void median_alt(const std::vector<std::function<void()>> &f, double *out) {
+    cudaEvent_t e0, e1;
+    gpu_ok(cudaEventCreate(&e0), "cudaEventCreate");
+    gpu_ok(cudaEventCreate(&e1), "cudaEventCreate");
+    std::vector<std::vector<float>> ms(f.size());
+    for (int r = 0; r < 23; r++)
+        for (size_t v = 0; v < f.size(); v++) {
+            if (!f[v]) continue;
+            busy_wait<<<1, 1>>>(50);
+            cudaEventRecord(e0, 0);
+            f[v]();
+            cudaEventRecord(e1, 0);
+            gpu_ok(cudaEventSynchronize(e1), "timed call");
+            float t = 0;
+            cudaEventElapsedTime(&t, e0, e1);
+            if (r >= 3) ms[v].push_back(t);
+        }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    for (size_t v = 0; v < f.size(); v++) {
+        std::sort(ms[v].begin(), ms[v].end());
+        out[v] = ms[v].empty() ? 0.0 : (ms[v][9] + ms[v][10]) / 2.0;
+    }
+}
 
 static void test_kind(const kind &k, int timed) {
     const int M = k.M, N = k.N, K = k.K;
@@ -77,10 +121,11 @@ static void test_kind(const kind &k, int timed) {
         CHECK_RELF(xw, xc, 1e-2, "%s %dx%dx%d aux vs cuBLASLt", k.name, M, N, K);
     }
     /* the other schedules, into the same buffers (checked, then overwritten) */
-    static const int other[2] = {DT_CU_GEMM_OWN_COOP128, DT_CU_GEMM_OWN_PINGPONG256};
-    static const char *other_name[2] = {"128 x 128 cooperative", "64 x 256 ping-pong"};
-    for (int o = 0; o < 2; o++) {
-        if (other[o] == DT_CU_GEMM_OWN_PINGPONG256 && N % 256) continue;
+    std::vector<unsigned char> rule_c = bytes_of(Cw, cb);
+    static const int other[3] = {DT_CU_GEMM_OWN_COOP256, DT_CU_GEMM_OWN_COOP128, DT_CU_GEMM_OWN_PINGPONG256};
+    static const char *other_name[3] = {"128 x 256 cooperative", "128 x 128 cooperative", "64 x 256 ping-pong"};
+    for (int o = 0; o < 3; o++) {
+        if (other[o] != DT_CU_GEMM_OWN_COOP128 && N % 256) continue;
         dt_cu_gemm_wgmma_force(other[o]);
         gpu_ok(cudaMemset(Cw, 0xff, cb), "poison");
         if (gelu) gpu_ok(cudaMemset(auxw, 0xff, cb), "poison");
@@ -91,6 +136,8 @@ static void test_kind(const kind &k, int timed) {
         if (gelu)
             CHECK_RELF(down16(auxw, (size_t)M * N), down16(auxc, (size_t)M * N), 1e-2,
                        "%s %dx%dx%d aux vs cuBLASLt, %s", k.name, M, N, K, other_name[o]);
+        fprintf(stderr, "  %s %dx%dx%d: %s C bytes %s the rule's\n", k.name, M, N, K, other_name[o],
+                bytes_of(Cw, cb) == rule_c ? "equal" : "differ from");
         dt_cu_gemm_wgmma_force(DT_CU_GEMM_OWN_RULE);
     }
     CHECK_OK(dt_cu_gemm_wgmma(&aw, 0)); /* the rule's bytes back for the replays */
@@ -142,14 +189,22 @@ static void test_kind(const kind &k, int timed) {
 
     /* 3. timing */
     if (timed) {
-        timing tm = {k.name, M, N, K, k.per_step, 0, 0, 0, 0};
-        tm.ms_w = gpu_median_ms([&] { dt_cu_gemm_wgmma(&aw, 0); });
-        dt_cu_gemm_wgmma_force(DT_CU_GEMM_OWN_COOP128);
-        tm.ms_w128 = gpu_median_ms([&] { dt_cu_gemm_wgmma(&aw, 0); });
-        dt_cu_gemm_wgmma_force(DT_CU_GEMM_OWN_PINGPONG256);
-        tm.ms_pp = gpu_median_ms([&] { dt_cu_gemm_wgmma(&aw, 0); });
+        timing tm = {k.name, M, N, K, k.per_step, {0}};
+        static const int sch[T_CUBLAS] = {0, DT_CU_GEMM_OWN_COOP128, DT_CU_GEMM_OWN_PINGPONG256,
+                                          DT_CU_GEMM_OWN_PINGPONG128};
+        std::vector<std::function<void()>> f(T_COUNT);
+        for (int v = 0; v < T_CUBLAS; v++) {
+            /* coop: the rule before the ping-pong, 128 x 256 where N allows, else 128 x 128 */
+            const int forced = v == T_COOP ? (N % 256 ? DT_CU_GEMM_OWN_COOP128 : DT_CU_GEMM_OWN_COOP256) : sch[v];
+            if (forced == DT_CU_GEMM_OWN_PINGPONG256 && N % 256) continue;
+            f[v] = [&aw, forced] {
+                dt_cu_gemm_wgmma_force(forced);
+                dt_cu_gemm_wgmma(&aw, 0);
+            };
+        }
+        f[T_CUBLAS] = [&ac] { dt_cu_gemm(g_blas, &ac, 0); };
+        median_alt(f, tm.ms);
         dt_cu_gemm_wgmma_force(DT_CU_GEMM_OWN_RULE);
-        tm.ms_c = gpu_median_ms([&] { dt_cu_gemm(g_blas, &ac, 0); });
         gpu_ok(cudaGetLastError(), "timed launches");
         g_times.push_back(tm);
     }
@@ -183,6 +238,8 @@ static void test_small(void) { /* each layout and epilogue against fp64 */
         {"small NN+dGELU N128", 0, DT_CU_EPI_DGELU, 0, 128, 128, 320, 0},
         {"small NN+dGELU N512", 0, DT_CU_EPI_DGELU, 0, 384, 512, 64, 0},
         {"small NN+dGELU", 0, DT_CU_EPI_DGELU, 0, 256, 256, 192, 0},
+        {"small NT+bias 3 tiles", 1, DT_CU_EPI_DEFAULT, 1, 384, 128, 128, 0},
+        {"small NT+bias+GELU 1 tile", 1, DT_CU_EPI_GELU, 1, 128, 128, 192, 0},
     };
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) test_kind(s[i], 0);
 }
@@ -230,21 +287,23 @@ int main(void) {
     RUN(test_model_shapes);
     cudaError_t e = cudaDeviceSynchronize();
     CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));
-    printf("%-22s %-16s %10s %10s %10s %10s %9s %9s %9s %8s %12s\n", "GEMM", "M x N x K", "own ms", "own128 ms",
-           "pingpong", "cublas ms", "own TF", "pp TF", "cublas TF", "ratio", "step delta ms");
+    printf("%-22s %-16s", "GEMM", "M x N x K");
+    for (int v = 0; v < T_COUNT; v++) printf(" %9s", t_name[v]);
+    printf(" %8s %9s %8s %8s %12s\n", "pp128 TF", "cublas TF", "pp/cubl", "pp/coop", "step dlt ms");
     double tot = 0;
     for (size_t i = 0; i < g_times.size(); i++) {
         const timing &t = g_times[i];
         double fl = 2.0 * t.M * t.N * (double)t.K;
         char sh[40];
         snprintf(sh, sizeof sh, "%dx%dx%d", t.M, t.N, t.K);
-        double dlt = (t.ms_w - t.ms_c) * t.per_step;
+        double dlt = (t.ms[T_PP128] - t.ms[T_CUBLAS]) * t.per_step;
         tot += dlt;
-        printf("%-22s %-16s %10.4f %10.4f %10.4f %10.4f %9.1f %9.1f %9.1f %8.3f %12.3f\n", t.name, sh, t.ms_w,
-               t.ms_w128, t.ms_pp, t.ms_c, fl / (t.ms_w * 1e9), fl / (t.ms_pp * 1e9), fl / (t.ms_c * 1e9),
-               t.ms_w / t.ms_c, dlt);
+        printf("%-22s %-16s", t.name, sh);
+        for (int v = 0; v < T_COUNT; v++) printf(" %9.4f", t.ms[v]);
+        printf(" %8.1f %9.1f %8.3f %8.3f %12.3f\n", fl / (t.ms[T_PP128] * 1e9), fl / (t.ms[T_CUBLAS] * 1e9),
+               t.ms[T_PP128] / t.ms[T_CUBLAS], t.ms[T_PP128] / t.ms[T_COOP], dlt);
     }
-    printf("per step, all of the above on ours (rule) instead of cuBLASLt: %+.3f ms\n", tot);
+    printf("per step, all of the above on the 128 x 128 ping-pong instead of cuBLASLt: %+.3f ms\n", tot);
     dt_cu_blas_free(g_blas);
     return dt_test_report();
 }

@@ -71,13 +71,18 @@ static void test_maps(void) {
 }
 
 /* Each tile is taken exactly once by a persistent grid of one block an SM (here 132, an
- * H200), its corner inside C and on the tile grid, and the tiles taken at once share A's
- * row band (consecutive tiles walk N first). */
+ * H200), in every schedule, its corner inside C and on the tile grid, and the tiles taken at
+ * once share A's row band (consecutive tiles walk N first). */
 static void test_order(void) {
-    static const int shapes[][4] = {{16384, 3072, 128, 256}, {16384, 768, 128, 256}, {16384, 2304, 128, 256},
-                                    {256, 384, 128, 128},    {16384, 3072, 64, 256}, {384, 512, 64, 256}};
-    for (int sh = 0; sh < 6; sh++) {
-        const int M = shapes[sh][0], N = shapes[sh][1], bm = shapes[sh][2], bn = shapes[sh][3];
+    static const int shapes[][3] = {{16384, 3072, DT_GT_COOP256}, {16384, 768, DT_GT_COOP256},
+                                    {16384, 2304, DT_GT_COOP256}, {256, 384, DT_GT_COOP128},
+                                    {16384, 3072, DT_GT_PP64},    {384, 512, DT_GT_PP64},
+                                    {16384, 3072, DT_GT_PP128},   {16384, 768, DT_GT_PP128},
+                                    {16384, 2304, DT_GT_PP128},   {128, 128, DT_GT_PP128},
+                                    {384, 384, DT_GT_PP128},      {16384, 50304, DT_GT_PP128}};
+    for (int sh = 0; sh < (int)(sizeof shapes / sizeof shapes[0]); sh++) {
+        const int M = shapes[sh][0], N = shapes[sh][1], sch = shapes[sh][2];
+        const int bm = DT_GT_BM(sch), bn = DT_GT_BN(sch);
         const int tiles = dt_gt_tiles(M, N, bm, bn), grid = dt_gt_grid(tiles, 132);
         CHECK(tiles == (M / bm) * (N / bn));
         CHECK(grid == (tiles < 132 ? tiles : 132));
@@ -85,7 +90,7 @@ static void test_order(void) {
         int ok = seen != NULL, taken = 0;
         /* the consumers' walk (gemm_wgmma_cuda.cu): ping-pong warpgroup w takes the block's
          * local tiles w, w + 2, ...; its K steps are the ring fills (local tile) nk + kt */
-        const int pp = bm == 64, walkers = pp ? 2 : 1;
+        const int walkers = DT_GT_PP(sch) ? 2 : 1;
         for (int blk = 0; blk < grid && ok; blk++)
             for (int w = 0; w < walkers; w++) {
                 int local = w;
@@ -113,8 +118,35 @@ static void test_order(void) {
     CHECK(dt_gt_grid(1536, 132) == 132 && dt_gt_grid(6, 132) == 6);
 }
 
+/* Each schedule's geometry and the rule: the model's shapes (N 768, 2304, 3072) and any
+ * multiple of 128 take the 128 x 128 ping-pong; a forced schedule is taken where its tile
+ * width divides N, refused (-1) where it does not. */
+static void test_schedule(void) {
+    CHECK(DT_GT_BM(DT_GT_COOP256) == 128 && DT_GT_BN(DT_GT_COOP256) == 256 && !DT_GT_PP(DT_GT_COOP256) &&
+          DT_GT_WM(DT_GT_COOP256) == 64);
+    CHECK(DT_GT_BM(DT_GT_COOP128) == 128 && DT_GT_BN(DT_GT_COOP128) == 128 && !DT_GT_PP(DT_GT_COOP128) &&
+          DT_GT_WM(DT_GT_COOP128) == 64);
+    CHECK(DT_GT_BM(DT_GT_PP64) == 64 && DT_GT_BN(DT_GT_PP64) == 256 && DT_GT_PP(DT_GT_PP64) &&
+          DT_GT_WM(DT_GT_PP64) == 64);
+    CHECK(DT_GT_BM(DT_GT_PP128) == 128 && DT_GT_BN(DT_GT_PP128) == 128 && DT_GT_PP(DT_GT_PP128) &&
+          DT_GT_WM(DT_GT_PP128) == 128);
+    /* a consumer warpgroup's accumulators: WM x BN fp32 over 128 threads, at most 128 each
+     * (the 232 registers a consumer thread has) */
+    for (int sch = 1; sch < DT_GT_SCHEDULES; sch++) CHECK(DT_GT_WM(sch) * DT_GT_BN(sch) / 128 <= 128);
+    static const int ns[] = {768, 2304, 3072, 128, 384, 50304};
+    for (int i = 0; i < 6; i++) {
+        CHECK(dt_gt_schedule(ns[i], DT_GT_RULE) == DT_GT_PP128);
+        CHECK(dt_gt_schedule(ns[i], DT_GT_SCHEDULES) == DT_GT_PP128); /* out of range: the rule */
+        CHECK(dt_gt_schedule(ns[i], DT_GT_COOP128) == DT_GT_COOP128);
+        CHECK(dt_gt_schedule(ns[i], DT_GT_PP128) == DT_GT_PP128);
+        CHECK(dt_gt_schedule(ns[i], DT_GT_COOP256) == (ns[i] % 256 ? -1 : DT_GT_COOP256));
+        CHECK(dt_gt_schedule(ns[i], DT_GT_PP64) == (ns[i] % 256 ? -1 : DT_GT_PP64));
+    }
+}
+
 int main(void) {
     RUN(test_ring);
+    RUN(test_schedule);
     RUN(test_maps);
     RUN(test_order);
     return dt_test_report();
