@@ -21,7 +21,6 @@
 
 #define DT_GT_BK 64           /* K per stage: one 128-byte swizzled row of bf16 */
 #define DT_GT_THREADS 384     /* one producer warpgroup, two consumer warpgroups */
-#define DT_GT_EPI_BYTES 32768 /* epilogue staging: two 64 x 64 bf16 buffers a consumer warpgroup */
 #define DT_GT_SMEM_MAX 232448 /* bytes of dynamic shared memory a block may have (sm_90) */
 
 /* Schedules (the values of dt_cu_gemm_wgmma_force: ops_cuda.h's DT_CU_GEMM_OWN_* name
@@ -36,13 +35,21 @@
 #define DT_GT_COOP128 2 /* 128 x 128, cooperative */
 #define DT_GT_PP64 3    /* 64 x 256, ping-pong */
 #define DT_GT_PP128 4   /* 128 x 128, ping-pong */
-#define DT_GT_SCHEDULES 5
+#define DT_GT_PP128S6 5 /* 128 x 128, ping-pong, six staging buffers (benchmarks) */
+#define DT_GT_SCHEDULES 6
 /* A schedule's tile rows (bm) and columns (bn), whether it is ping-pong, and the rows of a
  * tile that one consumer warpgroup computes (64 or 128: one or two m64 products a k step). */
 #define DT_GT_BM(sch) ((sch) == DT_GT_PP64 ? 64 : 128)
 #define DT_GT_BN(sch) ((sch) == DT_GT_COOP256 || (sch) == DT_GT_PP64 ? 256 : 128)
-#define DT_GT_PP(sch) ((sch) == DT_GT_PP64 || (sch) == DT_GT_PP128)
+#define DT_GT_PP(sch) ((sch) == DT_GT_PP64 || (sch) == DT_GT_PP128 || (sch) == DT_GT_PP128S6)
 #define DT_GT_WM(sch) (DT_GT_PP(sch) ? DT_GT_BM(sch) : 64)
+/* The epilogue's staging: 64 x 64 bf16 buffers (8 KB) a consumer warpgroup, each written
+ * by the warpgroup and read by one TMA store (or loaded with dGELU's aux by TMA, then
+ * overwritten), so as many stores as buffers can be in flight. The 128 x 128 ping-pong
+ * takes four (a tile's GELU epilogue is eight stores; dGELU's four aux chunks all load at
+ * the tile's start) and one stage fewer. */
+#define DT_GT_NBUF(sch) ((sch) == DT_GT_PP128 ? 4 : (sch) == DT_GT_PP128S6 ? 6 : 2)
+#define DT_GT_EPI_BYTES(sch) (2 * DT_GT_NBUF(sch) * 8192)
 
 /* The schedule a call with N columns takes: `forced` when it is one (1 ..
  * DT_GT_SCHEDULES - 1) and its tile width divides N, -1 when it does not; the rule
@@ -54,21 +61,22 @@ DT_GT_FN int dt_gt_schedule(int N, int forced) {
     return N % DT_GT_BN(forced) ? -1 : forced;
 }
 
-/* Bytes of a stage (a bm-row A tile and a bn-wide B tile) and the ring depth: as many stages
- * as fit in 192 KB, the rest of shared memory being the staging, the barriers and the
- * 1024-byte alignment (macros too: the kernel needs them as constants). */
+/* Bytes of a stage (a bm-row A tile and a bn-wide B tile) and a schedule's ring depth: as
+ * many stages as fit in 224 KB beside its staging, the rest of shared memory being the
+ * barriers and the 1024-byte alignment (macros too: the kernel needs them as constants). */
 #define DT_GT_STAGE_BYTES(bm, bn) (((bm) + (bn)) * DT_GT_BK * 2)
-#define DT_GT_STAGES(bm, bn) (196608 / DT_GT_STAGE_BYTES(bm, bn))
+#define DT_GT_STAGES(sch) ((229376 - DT_GT_EPI_BYTES(sch)) / DT_GT_STAGE_BYTES(DT_GT_BM(sch), DT_GT_BN(sch)))
 DT_GT_FN int dt_gt_stage_bytes(int bm, int bn) { return DT_GT_STAGE_BYTES(bm, bn); }
-DT_GT_FN int dt_gt_stages(int bm, int bn) { return DT_GT_STAGES(bm, bn); }
+DT_GT_FN int dt_gt_stages(int sch) { return DT_GT_STAGES(sch); }
 /* Dynamic shared memory a launch asks for: the ring, the epilogue's staging buffers (the
  * TMA stores read C there; the dGELU epilogue's aux is loaded there), the full and empty
- * barrier of each stage, one barrier a staging buffer and one a consumer warpgroup (its
- * ping-pong turn; 8 bytes each), and up to 1023 bytes to align the ring to 1024 bytes (the
- * swizzle atom). */
-DT_GT_FN int dt_gt_smem_bytes(int bm, int bn) {
-    return dt_gt_stages(bm, bn) * dt_gt_stage_bytes(bm, bn) + DT_GT_EPI_BYTES + 16 * dt_gt_stages(bm, bn) + 48 +
-           1024;
+ * barrier of each stage, room for eight barriers of staging buffers' aux loads and one a
+ * consumer warpgroup (its ping-pong turn; 8 bytes each), and up to 1023 bytes to align the
+ * ring to 1024 bytes (the swizzle atom). */
+#define DT_GT_EBARS 12 /* barriers of aux loads: DT_GT_NBUF a consumer warpgroup at most */
+DT_GT_FN int dt_gt_smem_bytes(int sch) {
+    return dt_gt_stages(sch) * dt_gt_stage_bytes(DT_GT_BM(sch), DT_GT_BN(sch)) + DT_GT_EPI_BYTES(sch) +
+           16 * dt_gt_stages(sch) + 8 * DT_GT_EBARS + 16 + 1024;
 }
 
 /* The persistent order: tile i (0 .. tiles - 1) has its rows at *m0 and its columns at *n0,

@@ -174,10 +174,11 @@ static __device__ __forceinline__ float gelu_grad(float x) {
 }
 
 /* ---- the kernel ------------------------------------------------------------------------- */
-/* Grid dt_gt_grid(tiles, SMs), DT_GT_THREADS threads, dt_gt_smem_bytes(bm, bn) of dynamic
+/* Grid dt_gt_grid(tiles, SMs), DT_GT_THREADS threads, dt_gt_smem_bytes(SCH) of dynamic
  * shared memory. SCH: a schedule of gemm_tma_plan.h (not the rule), which sets the tile
  * (BM x BN), whether the consumer warpgroups share each tile or take alternate ones (PP),
- * and the rows each computes (WM: MS = WM / 64 m64 products a k step). MN: B is MN-major
+ * the rows each computes (WM: MS = WM / 64 m64 products a k step) and its staging buffers
+ * (NBUF) beside the ring (STAGES). MN: B is MN-major
  * (stored (K, N)). EPI: DT_CU_EPI_DEFAULT (bias may be NULL), DT_CU_EPI_GELU,
  * DT_CU_EPI_DGELU. M, N, K tile exactly (dt_cu_gemm_wgmma_fits). */
 template <int SCH, int MN, int EPI>
@@ -186,15 +187,19 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                     const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_x, int ldc,
                     const bf16 *bias, bf16 *aux, int M, int N, int K) {
     constexpr int BM = DT_GT_BM(SCH), BN = DT_GT_BN(SCH), PP = DT_GT_PP(SCH), MS = DT_GT_WM(SCH) / 64;
-    constexpr int A_BYTES = BM * 128, STAGES = DT_GT_STAGES(BM, BN), STAGE = DT_GT_STAGE_BYTES(BM, BN);
+    constexpr int A_BYTES = BM * 128, STAGES = DT_GT_STAGES(SCH), STAGE = DT_GT_STAGE_BYTES(BM, BN);
+    constexpr int NBUF = DT_GT_NBUF(SCH);
     /* a consumer warpgroup's part of a tile leaves in 64 x 64 boxes ("chunks"): chunk c is
      * its rows 64 (c / NCH) .. + 63, columns 64 (c % NCH) .. + 63 */
     constexpr int NCH = BN / 64, CHUNKS = MS * NCH;
+    /* dGELU: the aux chunks that do not fit the buffers at a tile's start load during its
+     * epilogue, so the producer prefetches the tile's aux into L2 */
+    constexpr int AUX_RELOAD = CHUNKS > NBUF;
     extern __shared__ __align__(1024) unsigned char gsm_raw[];
     const uint32_t base = (smem_u32(gsm_raw) + 1023u) & ~1023u;
     const uint32_t stg0 = base + (uint32_t)(STAGES * STAGE); /* epilogue staging, 1024-aligned */
-    const uint32_t full0 = stg0 + DT_GT_EPI_BYTES, empty0 = full0 + 8u * STAGES, ebar0 = empty0 + 8u * STAGES;
-    const uint32_t turn0 = ebar0 + 32u; /* ping-pong: a consumer warpgroup's products of a tile are issued */
+    const uint32_t full0 = stg0 + DT_GT_EPI_BYTES(SCH), empty0 = full0 + 8u * STAGES, ebar0 = empty0 + 8u * STAGES;
+    const uint32_t turn0 = ebar0 + 8u * DT_GT_EBARS; /* ping-pong: a consumer warpgroup's products of a tile are issued */
     const int tid = (int)threadIdx.x, wg = tid >> 7;
     const int tiles = dt_gt_tiles(M, N, BM, BN), nk = K / DT_GT_BK;
     if (tid == 0) {
@@ -202,7 +207,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
             mbar_init(full0 + 8u * s, 1);  /* the producer's expect_tx; the bytes do the rest */
             mbar_init(empty0 + 8u * s, PP ? 4 : 8); /* one arrival per warp that reads the stage */
         }
-        for (int b = 0; b < 4; b++) mbar_init(ebar0 + 8u * b, 1); /* a staging buffer's aux load */
+        for (int b = 0; b < 2 * NBUF; b++) mbar_init(ebar0 + 8u * b, 1); /* a staging buffer's aux load */
         for (int w = 0; w < 2; w++) mbar_init(turn0 + 8u * w, 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -216,7 +221,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
         for (int tile = (int)blockIdx.x; tile < tiles; tile += (int)gridDim.x) {
             int m0, n0;
             dt_gt_tile(tile, N, BM, BN, &m0, &n0);
-            if (EPI == DT_CU_EPI_DGELU) /* the epilogue's aux reads, a tile ahead (not unrolled: */
+            if (EPI == DT_CU_EPI_DGELU && AUX_RELOAD) /* the epilogue's aux reads, a tile ahead (not unrolled: */
 #pragma unroll 1                        /* the producer has 40 registers) */
                 for (int r = 0; r < BM; r++) prefetch_l2(aux + (size_t)(m0 + r) * ldc + n0, BN * 2);
             for (int kt = 0; kt < nk; kt++) {
@@ -241,10 +246,11 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
     const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int lead = (tid & 127) == 0; /* issues this warpgroup's epilogue TMA */
-    /* this warpgroup's two staging buffers (64 rows x 128 bytes, 128-byte swizzle) and the
+    /* this warpgroup's NBUF staging buffers (64 rows x 128 bytes, 128-byte swizzle) and the
      * barriers their aux loads arrive on */
-    const uint32_t stg = stg0 + (uint32_t)(cw * 16384), ebar = ebar0 + (uint32_t)(cw * 16);
+    const uint32_t stg = stg0 + (uint32_t)(cw * NBUF * 8192), ebar = ebar0 + (uint32_t)(cw * NBUF * 8);
     uint32_t eph = 0; /* bit b: the parity of staging buffer b's next aux load */
+    int ub = 0;       /* DEFAULT, GELU: the buffer of the next store (they take turns across tiles) */
     float d[MS][BN / 2];
     /* The block's local tiles: cooperative, every one; ping-pong, every other one. Local
      * tile i's K steps are the ring's fills q = i nk .. i nk + nk - 1, the producer's order. */
@@ -254,10 +260,10 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
         int m0, n0;
         dt_gt_tile(tile, N, BM, BN, &m0, &n0);
         const int mrow = PP ? m0 : m0 + cw * 64; /* this warpgroup's first row */
-        if (EPI == DT_CU_EPI_DGELU && lead) { /* the first two aux chunks load during the products */
+        if (EPI == DT_CU_EPI_DGELU && lead) { /* the first aux chunks load during the products */
             bulk_wait_read<0>();             /* the last tile's stores have read the buffers */
 #pragma unroll
-            for (int b = 0; b < 2; b++) {
+            for (int b = 0; b < (NBUF < CHUNKS ? NBUF : CHUNKS); b++) {
                 mbar_expect_tx(ebar + 8u * b, 8192);
                 tma_load(stg + 8192u * b, &map_x, ebar + 8u * b, n0 + 64 * (b % NCH), mrow + 64 * (b / NCH));
             }
@@ -309,17 +315,17 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
          * 64 ms + 16 warp + g + 8 (i >> 1), column 8 n + 2 t + (i & 1) of this warpgroup's
          * WM x BN; its bf16 pairs go to the buffer in the 128-byte swizzle (the 16-byte
          * piece j of row r at piece j ^ (r % 8): the 32 threads of a warp hit 32 banks),
-         * then one TMA store writes the 64 x 64 box. Buffers alternate, so one store reads
-         * shared memory while the next chunk is written, and a buffer is waited for only
-         * when it is written again; dGELU loads its aux chunk into the buffer by TMA and the
-         * output overwrites it in place (each thread the same addresses). */
+         * then one TMA store writes the 64 x 64 box. Buffers take turns, so NBUF - 1 stores
+         * read shared memory while the next chunk is written, and a buffer is waited for
+         * only when it is written again; dGELU loads its aux chunk into the buffer by TMA
+         * and the output overwrites it in place (each thread the same addresses). */
         const int r0 = warp * 16 + g;
         const uint32_t off0 = (uint32_t)(r0 * 128 + 4 * t), off1 = off0 + 8u * 128u;
 #pragma unroll
         for (int c = 0; c < CHUNKS; c++) {
             const int ms = c / NCH, ch = c % NCH, row = mrow + 64 * ms, col = n0 + 64 * ch;
             if (EPI == DT_CU_EPI_DGELU) {
-                const int b = c & 1;
+                const int b = c % NBUF;
                 const uint32_t buf = stg + 8192u * b;
                 mbar_wait(ebar + 8u * b, (eph >> b) & 1u);
                 eph ^= 1u << b;
@@ -344,21 +350,21 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                 if (lead) {
                     tma_store(&map_c, buf, col, row);
                     bulk_commit();
-                    if (c + 2 < CHUNKS) { /* the chunk after next into this buffer, once read */
+                    if (c + NBUF < CHUNKS) { /* chunk c + NBUF into this buffer, once read */
                         bulk_wait_read<0>();
                         mbar_expect_tx(ebar + 8u * b, 8192);
-                        tma_load(buf, &map_x, ebar + 8u * b, n0 + 64 * ((c + 2) % NCH), mrow + 64 * ((c + 2) / NCH));
+                        tma_load(buf, &map_x, ebar + 8u * b, n0 + 64 * ((c + NBUF) % NCH), mrow + 64 * ((c + NBUF) / NCH));
                     }
                 }
             } else {
-                /* GELU: aux (the pre-activation) into buffer 0, C into buffer 1; DEFAULT: C
-                 * into buffer c & 1. Before a buffer is written, its last store has read it. */
+                /* GELU: aux (the pre-activation), then C; DEFAULT: C. Before a buffer is
+                 * written, its last store (NBUF stores ago) has read it. */
                 constexpr int OUTS = EPI == DT_CU_EPI_GELU ? 2 : 1;
 #pragma unroll
                 for (int o = 0; o < OUTS; o++) {
-                    const int b = OUTS == 2 ? o : (c & 1);
-                    const uint32_t buf = stg + 8192u * b;
-                    if (lead) bulk_wait_read<1>();
+                    const uint32_t buf = stg + 8192u * (uint32_t)ub;
+                    ub = ub + 1 == NBUF ? 0 : ub + 1;
+                    if (lead) bulk_wait_read<NBUF - 1>();
                     wg_bar(cw);
 #pragma unroll
                     for (int j = 0; j < 8; j++) {
@@ -431,6 +437,7 @@ static dt_status encode(CUtensorMap *out, const void *p, dt_gt_map m, const char
 static int g_force; /* dt_cu_gemm_wgmma_force: a DT_CU_GEMM_OWN_* schedule */
 static_assert(DT_CU_GEMM_OWN_COOP256 == DT_GT_COOP256 && DT_CU_GEMM_OWN_COOP128 == DT_GT_COOP128 &&
                   DT_CU_GEMM_OWN_PINGPONG256 == DT_GT_PP64 && DT_CU_GEMM_OWN_PINGPONG128 == DT_GT_PP128 &&
+                  DT_CU_GEMM_OWN_PINGPONG128_S6 == DT_GT_PP128S6 &&
                   DT_CU_GEMM_OWN_COUNT == DT_GT_SCHEDULES,
               "ops_cuda.h's schedule names are gemm_tma_plan.h's values");
 
@@ -444,10 +451,10 @@ void dt_cu_gemm_wgmma_force(int schedule) {
 template <int SCH, int MN, int EPI> static dt_status launch(const dt_cu_gemm_args *a, cudaStream_t s) {
     static const char *const names[DT_GT_SCHEDULES] = {
         "", "gemm_tma_kernel coop 128x256", "gemm_tma_kernel coop 128x128", "gemm_tma_kernel pingpong 64x256",
-        "gemm_tma_kernel pingpong 128x128"};
+        "gemm_tma_kernel pingpong 128x128", "gemm_tma_kernel pingpong 128x128 staging 6"};
     static int attr_set;
     constexpr int BM = DT_GT_BM(SCH), BN = DT_GT_BN(SCH);
-    const int smem = dt_gt_smem_bytes(BM, BN);
+    const int smem = dt_gt_smem_bytes(SCH);
     if (!attr_set) {
         DT_CU_TRY(cudaFuncSetAttribute(gemm_tma_kernel<SCH, MN, EPI>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         attr_set = 1;
@@ -491,6 +498,7 @@ dt_status dt_cu_gemm_wgmma(const dt_cu_gemm_args *a, cudaStream_t s) {
     case DT_GT_COOP128: return dispatch<DT_GT_COOP128>(a, s);
     case DT_GT_PP64: return dispatch<DT_GT_PP64>(a, s);
     case DT_GT_PP128: return dispatch<DT_GT_PP128>(a, s);
+    case DT_GT_PP128S6: return dispatch<DT_GT_PP128S6>(a, s);
     default:
         return dt_fail(DT_EINVAL, "dt_cu_gemm_wgmma: N %d is not a multiple of the forced schedule's 256-wide tile",
                        a->N);

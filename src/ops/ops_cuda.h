@@ -151,6 +151,7 @@ enum {
     DT_CU_GEMM_OWN_COOP128,    /* 128 x 128 tiles, both consumer warpgroups on each */
     DT_CU_GEMM_OWN_PINGPONG256, /* 64 x 256 tiles, the consumer warpgroups on alternate ones */
     DT_CU_GEMM_OWN_PINGPONG128, /* 128 x 128 tiles, the consumer warpgroups on alternate ones (the rule) */
+    DT_CU_GEMM_OWN_PINGPONG128_S6, /* the same with six staging buffers a warpgroup, one stage fewer */
     DT_CU_GEMM_OWN_COUNT
 };
 void dt_cu_gemm_wgmma_force(int schedule);

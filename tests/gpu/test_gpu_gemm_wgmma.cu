@@ -1,7 +1,7 @@
 /* Our own GEMM (gemm_wgmma_cuda.cu, dt_cu_gemm_wgmma: TMA loads, warpgroup MMA, persistent
  * blocks; sm_90a) on the GPU machine (built by `make cuda` into build/gpu-tests/), in each of
  * its schedules: the rule (128 x 128 ping-pong) and, forced, 128 x 256 and 128 x 128
- * cooperative and 64 x 256 ping-pong. For each activation GEMM of the GPT-2 124M step (B 16
+ * cooperative, 64 x 256 ping-pong and 128 x 128 ping-pong with six staging buffers. For each activation GEMM of the GPT-2 124M step (B 16
  * T 1024: M = 16384 rows; the forward's NT shapes with bias, the fc forward with the GELU
  * epilogue, the input gradients' NN shapes, the fcproj input gradient with dGELU), and small
  * shapes of each kind, random bf16 inputs in [-1, 1) (aux pre-activations in [-3, 3)):
@@ -42,8 +42,8 @@ static double gelu_grad_d(double x) {
 struct kind { const char *name; int tb, epi, bias, M, N, K, per_step; };
 
 /* The timed variants, in a round's order: the forced schedules, then cuBLASLt. */
-enum { T_COOP, T_COOP128, T_PP64, T_PP128, T_CUBLAS, T_COUNT };
-static const char *const t_name[T_COUNT] = {"coop", "coop128", "pp64x256", "pp128", "cublas"};
+enum { T_COOP, T_COOP128, T_PP64, T_PP128, T_PP128S6, T_CUBLAS, T_COUNT };
+static const char *const t_name[T_COUNT] = {"coop", "coop128", "pp64x256", "pp128", "pp128s6", "cublas"};
 struct timing { const char *name; int M, N, K, per_step; double ms[T_COUNT]; };
 static std::vector<timing> g_times;
 
@@ -122,10 +122,12 @@ static void test_kind(const kind &k, int timed) {
     }
     /* the other schedules, into the same buffers (checked, then overwritten) */
     std::vector<unsigned char> rule_c = bytes_of(Cw, cb);
-    static const int other[3] = {DT_CU_GEMM_OWN_COOP256, DT_CU_GEMM_OWN_COOP128, DT_CU_GEMM_OWN_PINGPONG256};
-    static const char *other_name[3] = {"128 x 256 cooperative", "128 x 128 cooperative", "64 x 256 ping-pong"};
-    for (int o = 0; o < 3; o++) {
-        if (other[o] != DT_CU_GEMM_OWN_COOP128 && N % 256) continue;
+    static const int other[4] = {DT_CU_GEMM_OWN_COOP256, DT_CU_GEMM_OWN_COOP128, DT_CU_GEMM_OWN_PINGPONG256,
+                                 DT_CU_GEMM_OWN_PINGPONG128_S6};
+    static const char *other_name[4] = {"128 x 256 cooperative", "128 x 128 cooperative", "64 x 256 ping-pong",
+                                        "128 x 128 ping-pong, 6 buffers"};
+    for (int o = 0; o < 4; o++) {
+        if ((other[o] == DT_CU_GEMM_OWN_COOP256 || other[o] == DT_CU_GEMM_OWN_PINGPONG256) && N % 256) continue;
         dt_cu_gemm_wgmma_force(other[o]);
         gpu_ok(cudaMemset(Cw, 0xff, cb), "poison");
         if (gelu) gpu_ok(cudaMemset(auxw, 0xff, cb), "poison");
@@ -191,7 +193,7 @@ static void test_kind(const kind &k, int timed) {
     if (timed) {
         timing tm = {k.name, M, N, K, k.per_step, {0}};
         static const int sch[T_CUBLAS] = {0, DT_CU_GEMM_OWN_COOP128, DT_CU_GEMM_OWN_PINGPONG256,
-                                          DT_CU_GEMM_OWN_PINGPONG128};
+                                          DT_CU_GEMM_OWN_PINGPONG128, DT_CU_GEMM_OWN_PINGPONG128_S6};
         std::vector<std::function<void()>> f(T_COUNT);
         for (int v = 0; v < T_CUBLAS; v++) {
             /* coop: the rule before the ping-pong, 128 x 256 where N allows, else 128 x 128 */

@@ -13,20 +13,27 @@
 #include <string.h>
 
 static void test_ring(void) {
-    CHECK(dt_gt_stage_bytes(128, 256) == 16384 + 32768 && dt_gt_stages(128, 256) == 4);
-    CHECK(dt_gt_stage_bytes(128, 128) == 16384 + 16384 && dt_gt_stages(128, 128) == 6);
-    CHECK(dt_gt_stage_bytes(64, 256) == 8192 + 32768 && dt_gt_stages(64, 256) == 4);
-    static const int shapes[3][2] = {{128, 256}, {128, 128}, {64, 256}};
-    for (int i = 0; i < 3; i++) {
-        const int bm = shapes[i][0], bn = shapes[i][1];
+    CHECK(dt_gt_stage_bytes(128, 256) == 16384 + 32768 && dt_gt_stages(DT_GT_COOP256) == 4);
+    CHECK(dt_gt_stage_bytes(128, 128) == 16384 + 16384 && dt_gt_stages(DT_GT_COOP128) == 6);
+    CHECK(dt_gt_stage_bytes(64, 256) == 8192 + 32768 && dt_gt_stages(DT_GT_PP64) == 4);
+    /* the 128 x 128 ping-pong: four staging buffers a warpgroup (a GELU tile's eight stores,
+     * dGELU's four aux chunks), five stages; six buffers, four stages */
+    CHECK(DT_GT_NBUF(DT_GT_PP128) == 4 && dt_gt_stages(DT_GT_PP128) == 5);
+    CHECK(DT_GT_NBUF(DT_GT_PP128S6) == 6 && dt_gt_stages(DT_GT_PP128S6) == 4);
+    CHECK(DT_GT_NBUF(DT_GT_COOP256) == 2 && DT_GT_NBUF(DT_GT_COOP128) == 2 && DT_GT_NBUF(DT_GT_PP64) == 2);
+    for (int sch = 1; sch < DT_GT_SCHEDULES; sch++) {
+        const int bm = DT_GT_BM(sch), bn = DT_GT_BN(sch);
         /* every stage, and its B tile after the A tile, starts on a swizzle atom */
         CHECK(dt_gt_stage_bytes(bm, bn) % 1024 == 0 && (bm * 128) % 1024 == 0);
-        CHECK(dt_gt_smem_bytes(bm, bn) <= DT_GT_SMEM_MAX);
+        CHECK(dt_gt_smem_bytes(sch) <= DT_GT_SMEM_MAX);
         /* ring + staging + barriers (a full and an empty one a stage, one a staging buffer, one
          * a consumer warpgroup) */
-        CHECK(dt_gt_smem_bytes(bm, bn) >= dt_gt_stages(bm, bn) * dt_gt_stage_bytes(bm, bn) + DT_GT_EPI_BYTES +
-                                              16 * dt_gt_stages(bm, bn) + 6 * 8 + 1023);
-        CHECK(dt_gt_stages(bm, bn) >= 4); /* enough stages in flight to cover a load's latency */
+        CHECK(DT_GT_EPI_BYTES(sch) == 2 * DT_GT_NBUF(sch) * 8192 && 2 * DT_GT_NBUF(sch) <= DT_GT_EBARS);
+        CHECK(dt_gt_smem_bytes(sch) >= dt_gt_stages(sch) * dt_gt_stage_bytes(bm, bn) + DT_GT_EPI_BYTES(sch) +
+                                           16 * dt_gt_stages(sch) + 8 * 2 * DT_GT_NBUF(sch) + 2 * 8 + 1023);
+        CHECK(dt_gt_stages(sch) >= 4); /* enough stages in flight to cover a load's latency */
+        /* the GELU epilogue's two stores a chunk go to different buffers */
+        CHECK(DT_GT_NBUF(sch) >= 2);
     }
 }
 
@@ -38,11 +45,12 @@ static void test_maps(void) {
     CHECK(a.box[0] == 64 && a.box[1] == 128 && a.box_bytes == 16384);
     CHECK(a64.box[0] == 64 && a64.box[1] == 64 && a64.box_bytes == 8192);
     /* C and aux of the fc layer: a box is a consumer warpgroup's 64 rows of a 64-column
-     * chunk; two buffers a warpgroup, two warpgroups: the staging bytes */
+     * chunk; two (four) buffers a warpgroup, two warpgroups: the staging bytes */
     dt_gt_map c = dt_gt_map_c(16384, 3072, 3072);
     CHECK(c.dim[0] == 3072 && c.dim[1] == 16384 && c.stride == 6144);
     CHECK(c.box[0] == 64 && c.box[1] == 64 && c.box_bytes == 8192);
-    CHECK(2 * 2 * c.box_bytes == DT_GT_EPI_BYTES);
+    CHECK(2 * 2 * c.box_bytes == DT_GT_EPI_BYTES(DT_GT_COOP256));
+    CHECK(2 * 4 * c.box_bytes == DT_GT_EPI_BYTES(DT_GT_PP128));
     /* fc forward, NT: W (3072, 768) */
     dt_gt_map b = dt_gt_map_b(1, 3072, 768, 768, 256);
     CHECK(b.dim[0] == 768 && b.dim[1] == 3072 && b.stride == 1536);
