@@ -19,10 +19,11 @@
  *    tile and run its epilogue together, the tensor cores idle meanwhile (at K = 768 a
  *    128 x 256 tile's GELU epilogue, 3.5-4 us, beside 8.5 us of products). Ping-pong, they
  *    take alternate tiles and a turn barrier orders their K loops, so one warpgroup's
- *    epilogue runs under the other's products: the rule is 128 x 128 tiles, each warpgroup
- *    owning a whole tile (two m64n128k16 a k16 step on one B, 128 fp32 accumulators a
- *    thread: 232 registers a consumer thread, 40 the producer's); 64 x 256 (forced, for
- *    benchmarks) loads B for every 64 rows. Shared-memory reads: a m64n128k16 reads 2 KB
+ *    epilogue runs under the other's products: 128 x 128 tiles, each warpgroup owning a
+ *    whole tile (two m64n128k16 a k16 step on one B, 128 fp32 accumulators a thread: 232
+ *    registers a consumer thread, 40 the producer's), the rule except for deep products
+ *    (gemm_tma_plan.h: dt_gt_schedule); 64 x 256 (forced, for benchmarks) loads B for
+ *    every 64 rows. Shared-memory reads: a m64n128k16 reads 2 KB
  *    of A and 4 KB of B in its 64 cycles at the full bf16 rate (4096 flop a cycle an SM),
  *    96 B a cycle against the SM's ~128 (m64n256k16: 10 KB in 128 cycles, 80 B); L2 reads,
  *    384 KB a 128 x 128 x 768 tile against 576 KB a 128 x 256 one, are 1.33x as many a flop;
@@ -437,7 +438,6 @@ static dt_status encode(CUtensorMap *out, const void *p, dt_gt_map m, const char
 static int g_force; /* dt_cu_gemm_wgmma_force: a DT_CU_GEMM_OWN_* schedule */
 static_assert(DT_CU_GEMM_OWN_COOP256 == DT_GT_COOP256 && DT_CU_GEMM_OWN_COOP128 == DT_GT_COOP128 &&
                   DT_CU_GEMM_OWN_PINGPONG256 == DT_GT_PP64 && DT_CU_GEMM_OWN_PINGPONG128 == DT_GT_PP128 &&
-                  DT_CU_GEMM_OWN_PINGPONG128_S6 == DT_GT_PP128S6 &&
                   DT_CU_GEMM_OWN_COUNT == DT_GT_SCHEDULES,
               "ops_cuda.h's schedule names are gemm_tma_plan.h's values");
 
@@ -451,7 +451,7 @@ void dt_cu_gemm_wgmma_force(int schedule) {
 template <int SCH, int MN, int EPI> static dt_status launch(const dt_cu_gemm_args *a, cudaStream_t s) {
     static const char *const names[DT_GT_SCHEDULES] = {
         "", "gemm_tma_kernel coop 128x256", "gemm_tma_kernel coop 128x128", "gemm_tma_kernel pingpong 64x256",
-        "gemm_tma_kernel pingpong 128x128", "gemm_tma_kernel pingpong 128x128 staging 6"};
+        "gemm_tma_kernel pingpong 128x128"};
     static int attr_set;
     constexpr int BM = DT_GT_BM(SCH), BN = DT_GT_BN(SCH);
     const int smem = dt_gt_smem_bytes(SCH);
@@ -493,12 +493,11 @@ dt_status dt_cu_gemm_wgmma(const dt_cu_gemm_args *a, cudaStream_t s) {
                                a->aux))
         return dt_fail(DT_EINVAL, "dt_cu_gemm_wgmma: a %s %dx%dx%d GEMM (epilogue %d) does not fit the 128 x 128 x 64 "
                        "tiles: call dt_cu_gemm", a->tb ? "NT" : "NN", a->M, a->N, a->K, a->epi);
-    switch (dt_gt_schedule(a->N, g_force)) {
+    switch (dt_gt_schedule(a->N, a->K, g_force)) {
     case DT_GT_COOP256: return dispatch<DT_GT_COOP256>(a, s);
     case DT_GT_COOP128: return dispatch<DT_GT_COOP128>(a, s);
     case DT_GT_PP64: return dispatch<DT_GT_PP64>(a, s);
     case DT_GT_PP128: return dispatch<DT_GT_PP128>(a, s);
-    case DT_GT_PP128S6: return dispatch<DT_GT_PP128S6>(a, s);
     default:
         return dt_fail(DT_EINVAL, "dt_cu_gemm_wgmma: N %d is not a multiple of the forced schedule's 256-wide tile",
                        a->N);

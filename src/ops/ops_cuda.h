@@ -133,7 +133,8 @@ dt_status dt_cu_gemm_check_cfg(dt_cu_blas *h, const dt_cu_gemm_args *a, const dt
  * config) into c. */
 void dt_cu_gemm_cfg_read(const cublasLtMatmulAlgo_t *algo, dt_cu_gemm_cfg *c);
 /* The same GEMM on our own kernel (gemm_wgmma_cuda.cu, sm_90a only: TMA loads, warpgroup
- * MMA, persistent blocks, 128 x 128 tiles in ping-pong: gemm_tma_plan.h's rule): for
+ * MMA, persistent blocks; 128 x 128 tiles in ping-pong, 128 x 256 cooperative for K >= 2048
+ * where N allows: gemm_tma_plan.h's dt_gt_schedule): for
  * calls that dt_cu_gemm_wgmma_fits (cuda_plan.h; else DT_EINVAL, nothing launched),
  * epilogues DEFAULT (bias), GELU and DGELU with dt_cu_gemm's meaning; the GELU math is
  * gelu_cuda.cu's formula with the hardware tanh, so the bits differ from cuBLASLt's
@@ -150,8 +151,7 @@ enum {
     DT_CU_GEMM_OWN_COOP256,    /* 128 x 256 tiles, both consumer warpgroups on each */
     DT_CU_GEMM_OWN_COOP128,    /* 128 x 128 tiles, both consumer warpgroups on each */
     DT_CU_GEMM_OWN_PINGPONG256, /* 64 x 256 tiles, the consumer warpgroups on alternate ones */
-    DT_CU_GEMM_OWN_PINGPONG128, /* 128 x 128 tiles, the consumer warpgroups on alternate ones (the rule) */
-    DT_CU_GEMM_OWN_PINGPONG128_S6, /* the same with six staging buffers a warpgroup, one stage fewer */
+    DT_CU_GEMM_OWN_PINGPONG128, /* 128 x 128 tiles, the consumer warpgroups on alternate ones */
     DT_CU_GEMM_OWN_COUNT
 };
 void dt_cu_gemm_wgmma_force(int schedule);

@@ -16,10 +16,9 @@ static void test_ring(void) {
     CHECK(dt_gt_stage_bytes(128, 256) == 16384 + 32768 && dt_gt_stages(DT_GT_COOP256) == 4);
     CHECK(dt_gt_stage_bytes(128, 128) == 16384 + 16384 && dt_gt_stages(DT_GT_COOP128) == 6);
     CHECK(dt_gt_stage_bytes(64, 256) == 8192 + 32768 && dt_gt_stages(DT_GT_PP64) == 4);
-    /* the 128 x 128 ping-pong: four staging buffers a warpgroup (a GELU tile's eight stores,
-     * dGELU's four aux chunks), five stages; six buffers, four stages */
+    /* the 128 x 128 ping-pong: four staging buffers a warpgroup (dGELU's four aux chunks of
+     * a tile), five stages */
     CHECK(DT_GT_NBUF(DT_GT_PP128) == 4 && dt_gt_stages(DT_GT_PP128) == 5);
-    CHECK(DT_GT_NBUF(DT_GT_PP128S6) == 6 && dt_gt_stages(DT_GT_PP128S6) == 4);
     CHECK(DT_GT_NBUF(DT_GT_COOP256) == 2 && DT_GT_NBUF(DT_GT_COOP128) == 2 && DT_GT_NBUF(DT_GT_PP64) == 2);
     for (int sch = 1; sch < DT_GT_SCHEDULES; sch++) {
         const int bm = DT_GT_BM(sch), bn = DT_GT_BN(sch);
@@ -126,9 +125,11 @@ static void test_order(void) {
     CHECK(dt_gt_grid(1536, 132) == 132 && dt_gt_grid(6, 132) == 6);
 }
 
-/* Each schedule's geometry and the rule: the model's shapes (N 768, 2304, 3072) and any
- * multiple of 128 take the 128 x 128 ping-pong; a forced schedule is taken where its tile
- * width divides N, refused (-1) where it does not. */
+/* Each schedule's geometry and the rule: the 128 x 128 ping-pong for every N (a multiple of
+ * 128) at K < 2048 (the model's K = 768 GEMMs: qkv, attproj, fc forward, the fcproj input
+ * gradient, attproj's), and where N is no multiple of 256; 128 x 256 cooperative for
+ * K >= 2048 where N allows (fcproj forward, the fc and qkv input gradients); a forced
+ * schedule is taken where its tile width divides N, refused (-1) where it does not. */
 static void test_schedule(void) {
     CHECK(DT_GT_BM(DT_GT_COOP256) == 128 && DT_GT_BN(DT_GT_COOP256) == 256 && !DT_GT_PP(DT_GT_COOP256) &&
           DT_GT_WM(DT_GT_COOP256) == 64);
@@ -141,14 +142,22 @@ static void test_schedule(void) {
     /* a consumer warpgroup's accumulators: WM x BN fp32 over 128 threads, at most 128 each
      * (the 232 registers a consumer thread has) */
     for (int sch = 1; sch < DT_GT_SCHEDULES; sch++) CHECK(DT_GT_WM(sch) * DT_GT_BN(sch) / 128 <= 128);
+    /* the model's activation GEMMs (C 768): N, K, the rule's schedule */
+    static const int model[8][3] = {{2304, 768, DT_GT_PP128},  {768, 768, DT_GT_PP128},
+                                    {3072, 768, DT_GT_PP128},  {768, 3072, DT_GT_COOP256},
+                                    {3072, 768, DT_GT_PP128},  {768, 3072, DT_GT_COOP256},
+                                    {768, 768, DT_GT_PP128},   {768, 2304, DT_GT_COOP256}};
+    for (int i = 0; i < 8; i++) CHECK(dt_gt_schedule(model[i][0], model[i][1], DT_GT_RULE) == model[i][2]);
+    CHECK(dt_gt_schedule(384, 4096, DT_GT_RULE) == DT_GT_PP128); /* N no multiple of 256 */
+    CHECK(dt_gt_schedule(512, 2047, DT_GT_RULE) == DT_GT_PP128 && dt_gt_schedule(512, 2048, DT_GT_RULE) == DT_GT_COOP256);
     static const int ns[] = {768, 2304, 3072, 128, 384, 50304};
     for (int i = 0; i < 6; i++) {
-        CHECK(dt_gt_schedule(ns[i], DT_GT_RULE) == DT_GT_PP128);
-        CHECK(dt_gt_schedule(ns[i], DT_GT_SCHEDULES) == DT_GT_PP128); /* out of range: the rule */
-        CHECK(dt_gt_schedule(ns[i], DT_GT_COOP128) == DT_GT_COOP128);
-        CHECK(dt_gt_schedule(ns[i], DT_GT_PP128) == DT_GT_PP128);
-        CHECK(dt_gt_schedule(ns[i], DT_GT_COOP256) == (ns[i] % 256 ? -1 : DT_GT_COOP256));
-        CHECK(dt_gt_schedule(ns[i], DT_GT_PP64) == (ns[i] % 256 ? -1 : DT_GT_PP64));
+        CHECK(dt_gt_schedule(ns[i], 768, DT_GT_SCHEDULES) == DT_GT_PP128); /* out of range: the rule */
+        CHECK(dt_gt_schedule(ns[i], 768, -1) == DT_GT_PP128);
+        CHECK(dt_gt_schedule(ns[i], 3072, DT_GT_COOP128) == DT_GT_COOP128);
+        CHECK(dt_gt_schedule(ns[i], 3072, DT_GT_PP128) == DT_GT_PP128);
+        CHECK(dt_gt_schedule(ns[i], 768, DT_GT_COOP256) == (ns[i] % 256 ? -1 : DT_GT_COOP256));
+        CHECK(dt_gt_schedule(ns[i], 768, DT_GT_PP64) == (ns[i] % 256 ? -1 : DT_GT_PP64));
     }
 }
 
