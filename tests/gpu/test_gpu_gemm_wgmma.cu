@@ -230,6 +230,10 @@ static const kind kinds[] = {
     {"fc dx NN", 0, DT_CU_EPI_DEFAULT, 0, 16384, 768, 3072, 12},
     {"attproj dx NN", 0, DT_CU_EPI_DEFAULT, 0, 16384, 768, 768, 12},
     {"qkv dx NN", 0, DT_CU_EPI_DEFAULT, 0, 16384, 768, 2304, 12},
+    /* not the model's, timed to take the fc forward apart: its products with a one-output
+     * epilogue, and its two outputs with next to no products (K 64) */
+    {"fc fwd, no GELU", 1, DT_CU_EPI_DEFAULT, 1, 16384, 3072, 768, 0},
+    {"fc fwd, K 64", 1, DT_CU_EPI_GELU, 1, 16384, 3072, 64, 0},
 };
 
 static void test_small(void) { /* each layout and epilogue against fp64 */
