@@ -97,7 +97,7 @@ struct dt_gpt_cuda {
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *losses;
     float *att_lse; /* flash: (L,B,NH,T) */
     /* backward scratch */
-    float *dres, *part;
+    float *part;
     size_t part_site;  /* floats per partial site; sites used so far in this backward */
     int nsite, maxsite, site_over; /* site_over: more sites were asked for than exist */
     /* this backward: the LayerNorm backwards add the attproj/fcproj bias gradients (the
@@ -354,7 +354,6 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     DMALLOC(m->lnf_mean, BT, "statistics");
     DMALLOC(m->lnf_rstd, BT, "statistics");
     DMALLOC(m->losses, BT, "losses");
-    DMALLOC(m->dres, sc, "scratch");
     {   /* one partial region per det reduction site of a backward (6 per layer + lnf), so
          * each site's finish can run on m->fin while the main stream goes on; a LayerNorm
          * site holds three vectors per block (dweight, dbias, the fused column sum) */
@@ -433,7 +432,7 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
     void *bufs[] = {m->param, m->grad, m->adam_m, m->adam_v, m->param16, m->encoded, m->ln1, m->qkv,
                     m->atty, m->att, m->attproj, m->res2, m->ln2, m->fch, m->fchg, m->fcproj, m->res3,
                     m->lnf, m->logits, m->ln1_mean, m->ln1_rstd, m->ln2_mean, m->ln2_rstd,
-                    m->lnf_mean, m->lnf_rstd, m->losses, m->dres, m->part, m->dres16, m->dproj16,
+                    m->lnf_mean, m->lnf_rstd, m->losses, m->part, m->dres16, m->dproj16,
                     m->dc1, m->dqkv, m->dfch, m->dfchg, m->att_scratch, m->red_part, m->stats,
                     m->zeros, m->d_in, m->d_tg, m->d_order, m->d_segtok, m->d_segstart, m->chunks,
                     m->decay, m->att_lse, m->pn_part};
@@ -1055,15 +1054,15 @@ dt_status dt_gpt_cuda_loss(dt_gpt_cuda *m, double *loss) {
     return DT_OK;
 }
 
-/* The bf16 gradient entering a dropout site's branch: a masked copy of dres, or dres16. */
+/* The bf16 gradient entering a dropout site's branch: a masked copy of dres16, or dres16. */
 static dt_status through_dropout(dt_gpt_cuda *m, const dt_dropout *hd, uint32_t site, const bf16 **out) {
     *out = m->dres16;
     if (!dt_dropout_on(hd)) return DT_OK;
     TRY(claim(m, m->dproj16));
     size_t n = (size_t)m->B * m->T * m->cfg.channels;
     rbegin(m, DT_R_DROPOUT);
-    OP_BEGIN(DT_PHASE_BWD, "dropout_bwd", -1, IN("dx", m->dres, F32, BTC));
-    dt_cu_to_bf16_dropout(m->dproj16, m->dres, n, hd, DT_RNG_DROPOUT_HIDDEN, site, m->s);
+    OP_BEGIN(DT_PHASE_BWD, "dropout_bwd", -1, IN("dx", m->dres16, BF, BTC));
+    dt_cu_dropout_bf16(m->dproj16, m->dres16, n, hd, DT_RNG_DROPOUT_HIDDEN, site, m->s);
     TRY(inject(m, "dropout_bwd", m->dproj16, n, 2));
     OP_END(OUT("y", m->dproj16, BF, BTC));
     rend(m, DT_R_DROPOUT);
@@ -1071,34 +1070,34 @@ static dt_status through_dropout(dt_gpt_cuda *m, const dt_dropout *hd, uint32_t 
     return DT_OK;
 }
 
-/* dres (fp32) += LN backward of dy, dres16 its bf16 copy; dw, db += the parameter grads.
- * next_db (m->ln_colsum; NULL for LN1 of layer 0): the bias gradient of the linear whose
- * backward reads dres16 next (attproj after LN2, the previous layer's fcproj after LN1 and
- * lnf), += the column sums of dres16 from the same kernel (DT_OP_BIAS_BWD), an output of
- * this event ("colsum_dx16"); that linear_bwd then skips its column sum (m->db_summed). */
-static dt_status t_layernorm_bwd(dt_gpt_cuda *m, float *dw, float *db, const bf16 *x, const float *w,
+/* dres16 += LN backward of dy (acc 0: dres16 = it, for the first LayerNorm of the backward),
+ * each element bf16(float(dres16) + its gradient): the residual gradient is kept in bf16
+ * like the residual stream it belongs to, each addition made in fp32 and rounded once.
+ * dw, db += the parameter grads. next_db (m->ln_colsum; NULL for LN1 of layer 0): the bias
+ * gradient of the linear whose backward reads dres16 next (attproj after LN2, the previous
+ * layer's fcproj after LN1 and lnf), += the column sums of dres16 from the same kernel
+ * (DT_OP_BIAS_BWD), an output of this event ("colsum_dx"); that linear_bwd then skips its
+ * column sum (m->db_summed). */
+static dt_status t_layernorm_bwd(dt_gpt_cuda *m, int acc, float *dw, float *db, const bf16 *x, const float *w,
                                  const float *mean, const float *rstd, float *next_db) {
     TRY(claim(m, m->dres16));
     int BT = m->B * m->T, C = m->cfg.channels;
     OP_BEGIN(DT_PHASE_BWD, "layernorm_bwd", DT_OP_LAYERNORM_BWD,
              (IN("dy", m->dc1, BF, BTC), IN("x", x, BF, BTC), IN("w", w, F32, 1, C), IN("mean", mean, F32, BT, 1),
-              IN("rstd", rstd, F32, BT, 1), IN("dx", m->dres, F32, BTC), IN("dw", dw, F32, 1, C),
-              IN("db", db, F32, 1, C), IN("colsum_dx16", next_db, F32, 1, next_db ? C : 0)));
+              IN("rstd", rstd, F32, BT, 1), IN("dx", m->dres16, BF, acc ? BT : 0, C), IN("dw", dw, F32, 1, C),
+              IN("db", db, F32, 1, C), IN("colsum_dx", next_db, F32, 1, next_db ? C : 0)));
     if (next_db) {
-        dt_cu_layernorm_bwd_colsum(m->dres, m->dres16, dw, db, next_db, next_part(m), m->dc1, x, w, mean, rstd, BT,
-                                   C, m->s, m->fin);
-        if (h_) dt_trace_kernel_info(h_, "colsum_dx16: fused column sums of dx16, bias_bwd %s",
+        dt_cu_layernorm_bwd_colsum(m->dres16, acc, dw, db, next_db, next_part(m), m->dc1, x, w, mean, rstd, BT, C,
+                                   m->s, m->fin);
+        if (h_) dt_trace_kernel_info(h_, "colsum_dx: fused column sums of dx, bias_bwd %s",
                                      variant_name(DT_OP_BIAS_BWD));
     } else {
-        dt_cu_layernorm_bwd(m->dres, m->dres16, dw, db, next_part(m), m->dc1, x, w, mean, rstd, BT, C, m->s, m->fin);
+        dt_cu_layernorm_bwd(m->dres16, acc, dw, db, next_part(m), m->dc1, x, w, mean, rstd, BT, C, m->s, m->fin);
     }
     m->db_summed = next_db;
-    if (dt_inject_should("layernorm_bwd", m->step)) { /* both copies of the primary output */
-        TRY(dt_cu_flip_lsb(m->dres, (size_t)BT * C, 4, m->s));
-        TRY(dt_cu_flip_lsb(m->dres16, (size_t)BT * C, 2, m->s));
-    }
-    OP_END((OUT("dx", m->dres, F32, BTC), OUT("dx16", m->dres16, BF, BTC), OUT("dw", dw, F32, 1, C),
-            OUT("db", db, F32, 1, C), OUT("colsum_dx16", next_db, F32, 1, next_db ? C : 0)));
+    TRY(inject(m, "layernorm_bwd", m->dres16, (size_t)BT * C, 2));
+    OP_END((OUT("dx", m->dres16, BF, BTC), OUT("dw", dw, F32, 1, C), OUT("db", db, F32, 1, C),
+            OUT("colsum_dx", next_db, F32, 1, next_db ? C : 0)));
     return DT_OK;
 }
 
@@ -1152,9 +1151,9 @@ static dt_status t_encoder_bwd(dt_gpt_cuda *m, const dt_dropout *hd) {
     int B = m->B, T = m->T, C = m->cfg.channels, Vp = m->cfg.padded_vocab, maxT = m->cfg.max_seq_len;
     /* dwte rows are the order-sensitive buckets: per-row digests name the tokens hit */
     OP_BEGIN(DT_PHASE_BWD, "encoder_bwd", DT_OP_ENCODER_BWD,
-             (IN("dout", m->dres, F32, BTC), IN("tokens", m->d_in, DT_DT_I32, B, T),
+             (IN("dout", m->dres16, BF, BTC), IN("tokens", m->d_in, DT_DT_I32, B, T),
               IN_ROWS("dwte", G(DT_P_WTE), F32, Vp, C), IN("dwpe", G(DT_P_WPE), F32, maxT, C)));
-    dt_cu_encoder_bwd(G(DT_P_WTE), G(DT_P_WPE), m->dres, m->d_in, m->d_order, m->d_segtok, m->d_segstart,
+    dt_cu_encoder_bwd(G(DT_P_WTE), G(DT_P_WPE), m->dres16, m->d_in, m->d_order, m->d_segtok, m->d_segstart,
                       m->nseg, B, T, C, hd, DT_RNG_DROPOUT_HIDDEN, EMB_SITE, m->s);
     TRY(inject(m, "encoder_bwd", G(DT_P_WTE), (size_t)Vp * C, 4));
     OP_END((OUT_ROWS("dwte", G(DT_P_WTE), F32, Vp, C), OUT("dwpe", G(DT_P_WPE), F32, maxT, C)));
@@ -1167,7 +1166,6 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
     const dt_gpt_config *c = &m->cfg;
     int B = m->B, T = m->T, C = c->channels, L = c->num_layers;
     int Vp = c->padded_vocab, BT = B * T;
-    cudaStream_t s = m->s;
     size_t sc = (size_t)BT * C;
     dt_dropout hd = hidden_drop(m), ad = attn_drop(m);
     m->nsite = 0;
@@ -1179,8 +1177,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
     TRY(linear_bwd(m, m->dc1, G(DT_P_WTE), NULL, m->logits, m->lnf, P16(DT_P_WTE), BT, C, Vp, NULL));
     rend(m, DT_R_HEAD_BWD);
     rbegin(m, DT_R_LN_BWD);
-    TRY(dt_cu_check(cudaMemsetAsync(m->dres, 0, sizeof(float) * sc, s), "cudaMemsetAsync"));
-    TRY(t_layernorm_bwd(m, G(DT_P_LNFW), G(DT_P_LNFB), m->res3 + (size_t)(L - 1) * sc, P(DT_P_LNFW),
+    TRY(t_layernorm_bwd(m, 0, G(DT_P_LNFW), G(DT_P_LNFB), m->res3 + (size_t)(L - 1) * sc, P(DT_P_LNFW),
                         m->lnf_mean, m->lnf_rstd, NEXT_DB(DT_P_FCPROJB, L - 1)));
     rend(m, DT_R_LN_BWD);
     dt_trace_scope_pop();
@@ -1188,7 +1185,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
         const bf16 *res = l == 0 ? m->encoded : m->res3 + (size_t)(l - 1) * sc;
         size_t lC = (size_t)l * C;
         dt_trace_op *blk = NULL;
-        TRY(block_begin(m, &blk, DT_PHASE_BWD, l, m->dres, DT_DT_F32));
+        TRY(block_begin(m, &blk, DT_PHASE_BWD, l, m->dres16, DT_DT_BF16));
         const bf16 *dproj = NULL;
         TRY(through_dropout(m, &hd, 2u * (uint32_t)l + 1u, &dproj));
         const bf16 *fch = m->fch + l * sc * 4;
@@ -1214,7 +1211,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
             rend(m, DT_R_MATMUL_BWD);
         }
         rbegin(m, DT_R_LN_BWD);
-        TRY(t_layernorm_bwd(m, G(DT_P_LN2W) + lC, G(DT_P_LN2B) + lC, m->res2 + l * sc, P(DT_P_LN2W) + lC,
+        TRY(t_layernorm_bwd(m, 1, G(DT_P_LN2W) + lC, G(DT_P_LN2B) + lC, m->res2 + l * sc, P(DT_P_LN2W) + lC,
                             m->ln2_mean + (size_t)l * BT, m->ln2_rstd + (size_t)l * BT, NEXT_DB(DT_P_ATTPROJB, l)));
         rend(m, DT_R_LN_BWD);
         TRY(through_dropout(m, &hd, 2u * (uint32_t)l, &dproj));
@@ -1233,11 +1230,11 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
                        m->ln1 + l * sc, P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C, NULL));
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_LN_BWD);
-        TRY(t_layernorm_bwd(m, G(DT_P_LN1W) + lC, G(DT_P_LN1B) + lC, res, P(DT_P_LN1W) + lC,
+        TRY(t_layernorm_bwd(m, 1, G(DT_P_LN1W) + lC, G(DT_P_LN1B) + lC, res, P(DT_P_LN1W) + lC,
                             m->ln1_mean + (size_t)l * BT, m->ln1_rstd + (size_t)l * BT,
                             l > 0 ? NEXT_DB(DT_P_FCPROJB, l - 1) : NULL));
         rend(m, DT_R_LN_BWD);
-        TRY(block_end(m, blk, DT_PHASE_BWD, l, m->dres, DT_DT_F32));
+        TRY(block_end(m, blk, DT_PHASE_BWD, l, m->dres16, DT_DT_BF16));
     }
 #undef NEXT_DB
     /* the encoder backward adds into wte's gradient, which the head's weight-gradient GEMM
@@ -1344,17 +1341,15 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
      * (no pass of its own), or, for parameters no update made (the first step), the same
      * kernel without the update: the same bits either way. So every statistic is ready
      * before the update runs, and the host reads them back without waiting for it. */
+    dt_cu_adamw_args a; /* the chunk table and pn_part serve the norm-only kernel and the update */
+    memset(&a, 0, sizeof a);
+    a.chunks = m->chunks;
+    a.nchunks = m->nchunks;
+    a.pnorm_part = m->pn_part; /* the update writes the next step's parameter norm */
     rbegin(m, DT_R_NORM);
     dt_cu_reduce(m->stats + 1, m->zeros, m->red_part, m->grad, m->num_params, 1, det, m->s);
     sqrt_kernel<<<1, 1, 0, m->s>>>(m->stats);
-    if (!m->pn_valid) {
-        dt_cu_adamw_args pa;
-        memset(&pa, 0, sizeof pa);
-        pa.chunks = m->chunks;
-        pa.nchunks = m->nchunks;
-        pa.pnorm_part = m->pn_part;
-        dt_cu_adamw_pnorm(m->param, &pa, m->s);
-    }
+    if (!m->pn_valid) dt_cu_adamw_pnorm(m->param, &a, m->s);
     dt_cu_sum_parts(m->stats + 2, m->pn_part, m->nchunks, m->s);
     rend(m, DT_R_NORM);
     TRY(queue_stats(m)); /* before the update: the host waits for the statistics only */
@@ -1371,7 +1366,6 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
         dt_trace_end(h, out, 3);
         h = NULL;
     }
-    dt_cu_adamw_args a;
     a.lr = lr;
     a.beta1 = c->beta1;
     a.beta2 = c->beta2;
@@ -1380,10 +1374,6 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
     a.bc2 = 1.0f - powf(c->beta2, (float)t);
     a.clip_grad = c->clip_grad;
     a.grad_norm = m->stats + 3;
-    a.decay = NULL;
-    a.chunks = m->chunks;
-    a.nchunks = m->nchunks;
-    a.pnorm_part = m->pn_part; /* the next step's parameter norm */
     /* weight decay per tensor: 0 where the tensor does not decay */
     if (!m->decay_set || m->decay_value != c->weight_decay) { /* a blocking upload, once */
         float wd[DT_NUM_PARAM_TENSORS];

@@ -14,7 +14,7 @@ __global__ void encoder_fwd_kernel(bf16 *out, const int *inp, const float *wte, 
 
 /* det, token table: one thread owns (token, channel) and adds that token's positions in
  * position order (the bucket order of dt_cu_encoder_buckets): a fixed order per element. */
-__global__ void encoder_bwd_wte_det(float *dwte, const float *dout, const int *order,
+__global__ void encoder_bwd_wte_det(float *dwte, const bf16 *dout, const int *order,
                                     const int *seg_tok, const int *seg_start, int C, dt_dropout d,
                                     uint32_t purpose, uint32_t layer) {
     int s = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
@@ -22,7 +22,7 @@ __global__ void encoder_bwd_wte_det(float *dwte, const float *dout, const int *o
     float acc = 0.0f;
     for (int j = seg_start[s]; j < seg_start[s + 1]; j++) {
         size_t i = (size_t)order[j] * C + c;
-        float g = dout[i];
+        float g = __bfloat162float(dout[i]);
         if (d.p > 0.0f) g *= dt_cu_drop_factor(d, purpose, layer, i);
         acc += g;
     }
@@ -30,14 +30,14 @@ __global__ void encoder_bwd_wte_det(float *dwte, const float *dout, const int *o
 }
 
 /* det, position table: one thread owns (t, channel) and adds over b in order. */
-__global__ void encoder_bwd_wpe_det(float *dwpe, const float *dout, int B, int T, int C,
+__global__ void encoder_bwd_wpe_det(float *dwpe, const bf16 *dout, int B, int T, int C,
                                     dt_dropout d, uint32_t purpose, uint32_t layer) {
     size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= (size_t)T * C) return;
     float acc = 0.0f;
     for (int b = 0; b < B; b++) {
         size_t i = (size_t)b * T * C + k;
-        float g = dout[i];
+        float g = __bfloat162float(dout[i]);
         if (d.p > 0.0f) g *= dt_cu_drop_factor(d, purpose, layer, i);
         acc += g;
     }
@@ -45,13 +45,13 @@ __global__ void encoder_bwd_wpe_det(float *dwpe, const float *dout, int B, int T
 }
 
 /* fast: atomics; repeated tokens (and every position, over b) race. */
-__global__ void encoder_bwd_fast(float *dwte, float *dwpe, const float *dout, const int *inp,
+__global__ void encoder_bwd_fast(float *dwte, float *dwpe, const bf16 *dout, const int *inp,
                                  int BT, int T, int C, dt_dropout d, uint32_t purpose,
                                  uint32_t layer) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)BT * C) return;
     int bt = (int)(i / C), c = (int)(i % C), t = bt % T;
-    float g = dout[i];
+    float g = __bfloat162float(dout[i]);
     if (d.p > 0.0f) g *= dt_cu_drop_factor(d, purpose, layer, i);
     atomicAdd(&dwte[(size_t)inp[bt] * C + c], g);
     atomicAdd(&dwpe[(size_t)t * C + c], g);
@@ -65,7 +65,7 @@ void dt_cu_encoder_fwd(bf16 *out, const int *inp, const float *wte, const float 
                                                          dt_cu_drop_arg(drop), purpose, layer);
 }
 
-void dt_cu_encoder_bwd(float *dwte, float *dwpe, const float *dout, const int *inp,
+void dt_cu_encoder_bwd(float *dwte, float *dwpe, const bf16 *dout, const int *inp,
                        const int *order, const int *seg_tok, const int *seg_start, int nseg,
                        int B, int T, int C, const dt_dropout *drop, uint32_t purpose,
                        uint32_t layer, cudaStream_t s) {

@@ -76,11 +76,16 @@ __global__ void __launch_bounds__(256) gelu_bwd_colsum_kernel(bf16 *dinp, float 
     dt_cu_colsum_block_end(part, sh, s, cols, p);
 }
 
-__global__ void to_bf16_dropout_kernel(bf16 *out, const float *x, size_t n, dt_dropout d,
-                                       uint32_t purpose, uint32_t layer) {
+static __device__ __forceinline__ float as_float(float v) { return v; }
+static __device__ __forceinline__ float as_float(bf16 v) { return __bfloat162float(v); }
+
+/* out = bf16(x * dropout factor), x fp32 or bf16 */
+template <typename T>
+__global__ void to_bf16_dropout_kernel(bf16 *out, const T *x, size_t n, dt_dropout d, uint32_t purpose,
+                                       uint32_t layer) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    float v = x[i];
+    float v = as_float(x[i]);
     if (d.p > 0.0f) v *= dt_cu_drop_factor(d, purpose, layer, i);
     out[i] = __float2bfloat16(v);
 }
@@ -107,6 +112,11 @@ void dt_cu_gelu_bwd_colsum(bf16 *dinp, float *acc, float *part, const bf16 *inp,
 void dt_cu_to_bf16_dropout(bf16 *out, const float *x, size_t n, const dt_dropout *drop,
                            uint32_t purpose, uint32_t layer, cudaStream_t s) {
     to_bf16_dropout_kernel<<<dt_cu_noted(dt_cu_div(n, 256), 256, 0, "to_bf16_dropout_kernel"), 256, 0, s>>>(out, x, n, dt_cu_drop_arg(drop), purpose, layer);
+}
+void dt_cu_dropout_bf16(bf16 *out, const bf16 *x, size_t n, const dt_dropout *drop, uint32_t purpose,
+                        uint32_t layer, cudaStream_t s) {
+    to_bf16_dropout_kernel<<<dt_cu_noted(dt_cu_div(n, 256), 256, 0, "to_bf16_dropout_kernel"), 256, 0, s>>>(
+        out, x, n, dt_cu_drop_arg(drop), purpose, layer);
 }
 void dt_cu_f32_to_bf16(bf16 *out, const float *x, size_t n, cudaStream_t s) {
     to_bf16_dropout_kernel<<<dt_cu_noted(dt_cu_div(n, 256), 256, 0, "to_bf16_dropout_kernel"), 256, 0, s>>>(out, x, n, dt_cu_drop_arg(NULL), 0, 0);

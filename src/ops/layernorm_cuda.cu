@@ -209,18 +209,19 @@ static __device__ __forceinline__ void ln_bwd_block_finish(const float *sh, cons
 }
 
 /* One row of the backward as loaded: lane holds channels 4u .. 4u+3 for u = lane + 32 i, so
- * every load and store of the warp is one contiguous run, the fp32 dinp included. */
+ * every load and store of the warp is one contiguous run (four bf16, 8 bytes, of each). */
 template <int NV4> struct ln_bwd_in {
-    uint2 x[NV4], g[NV4];
-    float4 d[NV4];
+    uint2 x[NV4], g[NV4], d[NV4];
     float m, r;
 };
-/* Issues all loads of a row at once (inp, dout, dinp, its statistics): one memory round trip
- * a row instead of one for inp/dout and a second for dinp after the row sums. */
+/* Issues all loads of a row at once (inp, dout, the incoming dinp16 when acc, the row's
+ * statistics): one memory round trip a row instead of one for inp/dout and a second for
+ * dinp16 after the row sums. Without acc the incoming gradient is zero (bf16 +0: the sums
+ * below then have the bits of an accumulation into a zeroed buffer). */
 template <int NV4>
 static __device__ __forceinline__ void ln_bwd_load(ln_bwd_in<NV4> &t, const bf16 *inp, const bf16 *dout,
-                                                   const float *dinp, const float *mean, const float *rstd,
-                                                   int row, int C, int lane) {
+                                                   const bf16 *dinp16, int acc, const float *mean,
+                                                   const float *rstd, int row, int C, int lane) {
     size_t base = (size_t)row * C;
 #pragma unroll
     for (int i = 0; i < NV4; i++) {
@@ -228,21 +229,21 @@ static __device__ __forceinline__ void ln_bwd_load(ln_bwd_in<NV4> &t, const bf16
         if (u < C / 4) {
             t.x[i] = *reinterpret_cast<const uint2 *>(inp + base + u * 4);
             t.g[i] = *reinterpret_cast<const uint2 *>(dout + base + u * 4);
-            t.d[i] = *reinterpret_cast<const float4 *>(dinp + base + u * 4);
+            t.d[i] = acc ? *reinterpret_cast<const uint2 *>(dinp16 + base + u * 4) : make_uint2(0u, 0u);
         }
     }
     t.m = mean[row];
     t.r = rstd[row];
 }
-/* The rest of row `row`: its two sums (lane order, then a butterfly), dinp and dinp16, and
- * the row's terms added into this warp's accumulators in row order: dweight/dbias in
- * registers (ACC 0) or in the warp's shared rows sw/sb (ACC 1, float4 u = channels 4u..);
- * with sumv, the bf16 values stored into dinp16 (as floats) into the warp's shared row ss. */
+/* The rest of row `row`: its two sums (lane order, then a butterfly), dinp16 = bf16(incoming
+ * + the row's gradient, added in fp32), and the row's terms added into this warp's
+ * accumulators in row order: dweight/dbias in registers (ACC 0) or in the warp's shared rows
+ * sw/sb (ACC 1, float4 u = channels 4u..); with sumv, the bf16 values stored into dinp16 (as
+ * floats) into the warp's shared row ss. */
 template <int NV4, int ACC>
 static __device__ __forceinline__ void ln_bwd_row(const ln_bwd_in<NV4> &t, int row, float (&dw)[NV4][4],
                                                   float (&db)[NV4][4], float4 *sw, float4 *sb, float4 *ss,
-                                                  int sumv, float *dinp, bf16 *dinp16, const float4 *w4, int C,
-                                                  int lane) {
+                                                  int sumv, bf16 *dinp16, const float4 *w4, int C, int lane) {
     int C4 = C / 4;
     size_t base = (size_t)row * C;
     float m = t.m, r = t.r, sdn = 0.0f, sdnn = 0.0f;
@@ -268,12 +269,12 @@ static __device__ __forceinline__ void ln_bwd_row(const ln_bwd_in<NV4> &t, int r
     for (int i = 0; i < NV4; i++) {
         int u = lane + 32 * i;
         if (u >= C4) continue;
-        float x[4], g[4], n[4];
+        float x[4], g[4], n[4], di[4];
         ln_ld4(reinterpret_cast<const bf16 *>(&t.x[i]), x);
         ln_ld4(reinterpret_cast<const bf16 *>(&t.g[i]), g);
+        ln_ld4(reinterpret_cast<const bf16 *>(&t.d[i]), di);
         float4 wv = w4[u];
         float wk[4] = {wv.x, wv.y, wv.z, wv.w};
-        float di[4] = {t.d[i].x, t.d[i].y, t.d[i].z, t.d[i].w};
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             n[k] = (x[k] - m) * r;
@@ -299,7 +300,6 @@ static __device__ __forceinline__ void ln_bwd_row(const ln_bwd_in<NV4> &t, int r
             sw[u] = a;
             sb[u] = b;
         }
-        *reinterpret_cast<float4 *>(dinp + base + u * 4) = make_float4(di[0], di[1], di[2], di[3]);
         __nv_bfloat162 lo = __floats2bfloat162_rn(di[0], di[1]), hi = __floats2bfloat162_rn(di[2], di[3]);
         uint2 o;
         o.x = *reinterpret_cast<uint32_t *>(&lo);
@@ -334,7 +334,7 @@ static __device__ __forceinline__ void ln_bwd_row(const ln_bwd_in<NV4> &t, int r
  * float4 at u, conflict-free 16-byte accesses), then (sumv) [LN_BWD_WARPS][C] the same way. */
 template <int NV4, int ACC, int MINB>
 __global__ void __launch_bounds__(32 * LN_BWD_WARPS, MINB)
-layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *sum, float *part,
+layernorm_bwd_kernel(bf16 *dinp16, int acc, float *dweight, float *dbias, float *sum, float *part,
                      const bf16 *dout, const bf16 *inp, const float *w, const float *mean,
                      const float *rstd, int N, int C, int det, int sumv) {
     extern __shared__ float4 sh4[];
@@ -355,12 +355,12 @@ layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, fl
     const float4 *w4 = reinterpret_cast<const float4 *>(w);
     int row = blockIdx.x * LN_BWD_WARPS + warp, step = gridDim.x * LN_BWD_WARPS;
     ln_bwd_in<NV4> cur;
-    if (row < N) ln_bwd_load(cur, inp, dout, dinp, mean, rstd, row, C, lane);
+    if (row < N) ln_bwd_load(cur, inp, dout, dinp16, acc, mean, rstd, row, C, lane);
     for (; row < N; row += step) {
         int next = row + step;
-        ln_bwd_row<NV4, ACC>(cur, row, dw, db, sw, sb, ss, sumv, dinp, dinp16, w4, C, lane);
+        ln_bwd_row<NV4, ACC>(cur, row, dw, db, sw, sb, ss, sumv, dinp16, w4, C, lane);
         if (next >= N) break;
-        ln_bwd_load(cur, inp, dout, dinp, mean, rstd, next, C, lane);
+        ln_bwd_load(cur, inp, dout, dinp16, acc, mean, rstd, next, C, lane);
     }
     if (ACC == 0)
 #pragma unroll
@@ -378,9 +378,10 @@ layernorm_bwd_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, fl
 /* The same backward for C > 8 * 32 * LN_MAX_NV or weights not 16-byte aligned: the warps
  * accumulate dweight/dbias (and the column sums of dinp16 with sumv) in their shared rows
  * element by element (same order). */
-__global__ void layernorm_bwd_wide_kernel(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *sum,
-                                     float *part, const bf16 *dout, const bf16 *inp, const float *w,
-                                     const float *mean, const float *rstd, int N, int C, int det, int sumv) {
+__global__ void layernorm_bwd_wide_kernel(bf16 *dinp16, int acc, float *dweight, float *dbias, float *sum,
+                                          float *part, const bf16 *dout, const bf16 *inp, const float *w,
+                                          const float *mean, const float *rstd, int N, int C, int det,
+                                          int sumv) {
     /* [LN_BWD_WARPS][2][C] then (sumv) [LN_BWD_WARPS][C], channel c = 8v + k stored at
      * k * C/8 + v: consecutive lanes (consecutive v) hit consecutive banks */
     extern __shared__ float sh[];
@@ -409,9 +410,15 @@ __global__ void layernorm_bwd_wide_kernel(float *dinp, bf16 *dinp16, float *dwei
         sdnn = dt_warp_sum(sdnn) / (float)C;
         for (int v = lane; v < C / 8; v += 32) {
             dt_bf16x8 xv = dt_ld8(inp + base + v * 8), gv = dt_ld8(dout + base + v * 8), o;
-            float4 *dp = reinterpret_cast<float4 *>(dinp + base + v * 8);
-            float4 d0 = dp[0], d1 = dp[1];
-            float di[8] = {d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w};
+            float di[8];
+            if (acc) {
+                dt_bf16x8 dv = dt_ld8(dinp16 + base + v * 8);
+#pragma unroll
+                for (int k = 0; k < 8; k++) di[k] = __bfloat162float(dv.v[k]);
+            } else {
+#pragma unroll
+                for (int k = 0; k < 8; k++) di[k] = 0.0f;
+            }
 #pragma unroll
             for (int k = 0; k < 8; k++) {
                 int c = v * 8 + k;
@@ -423,8 +430,6 @@ __global__ void layernorm_bwd_wide_kernel(float *dinp, bf16 *dinp16, float *dwei
                 o.v[k] = __float2bfloat16(di[k]);
                 if (sumv) ds[k * C8 + v] += __bfloat162float(o.v[k]); /* the value as stored */
             }
-            dp[0] = make_float4(di[0], di[1], di[2], di[3]);
-            dp[1] = make_float4(di[4], di[5], di[6], di[7]);
             dt_st8(dinp16 + base + v * 8, o);
         }
     }
@@ -477,7 +482,7 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
 /* One launch of the register backward kernel (the shared-memory opt-in set once per
  * instantiation: up to DT_CU_LN_SMEM_MAX, the largest carveout so MINB blocks fit). */
 template <int NV4, int ACC, int MINB>
-static void ln_bwd_go(unsigned nparts, size_t shm, cudaStream_t s, float *dinp, bf16 *dinp16, float *dweight,
+static void ln_bwd_go(unsigned nparts, size_t shm, cudaStream_t s, bf16 *dinp16, int acc, float *dweight,
                       float *dbias, float *sum, float *part, const bf16 *dout, const bf16 *inp, const float *w,
                       const float *mean, const float *rstd, int N, int C, int det, int sumv) {
     static int attr;
@@ -489,17 +494,18 @@ static void ln_bwd_go(unsigned nparts, size_t shm, cudaStream_t s, float *dinp, 
     }
     unsigned nt = 32 * LN_BWD_WARPS;
     layernorm_bwd_kernel<NV4, ACC, MINB><<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_kernel"), nt, shm, s>>>(
-        dinp, dinp16, dweight, dbias, sum, part, dout, inp, w, mean, rstd, N, C, det, sumv);
+        dinp16, acc, dweight, dbias, sum, part, dout, inp, w, mean, rstd, N, C, det, sumv);
 }
-/* The register kernel's variant per width. Registers hold the row (inp, dout, dinp: 12 NV4
- * registers) and, up to NV4 = LN_BWD_REG_ACC, the dweight/dbias accumulators (8 NV4): 128
- * registers at NV4 = 6 (C = 768), 2 blocks an SM. Measured on the 124M shape (H200), the
- * accumulators in shared rows are as fast (within 1%); 3 blocks an SM (80 registers, shared
- * accumulators) 2-4% slower; prefetching the next row 1-2% slower. */
+/* The register kernel's variant per width. Registers hold the row (inp, dout, dinp16: 6 NV4
+ * registers) and, up to NV4 = LN_BWD_REG_ACC, the dweight/dbias accumulators (8 NV4): at
+ * most 128 registers at NV4 = 6 (C = 768), 2 blocks an SM. Measured on the 124M shape (H200)
+ * when the incoming gradient was fp32 (8 NV4 registers of row): the accumulators in shared
+ * rows as fast (within 1%); 3 blocks an SM (80 registers, shared accumulators) 2-4% slower;
+ * prefetching the next row 1-2% slower. */
 #define LN_BWD_REG_ACC 6
 
 /* The backward launch of both entry points; sum NULL: no column sum. */
-static void ln_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *sum, float *part,
+static void ln_bwd(bf16 *dinp16, int acc, float *dweight, float *dbias, float *sum, float *part,
                    const bf16 *dout, const bf16 *inp, const float *weight, const float *mean,
                    const float *rstd, int N, int C, cudaStream_t s, cudaStream_t fs) {
     int det = dt_op_variant(DT_OP_LAYERNORM_BWD) == DT_VARIANT_DET, nparts = dt_cu_ln_parts(N);
@@ -518,7 +524,7 @@ static void ln_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, floa
     float *sum_part = part + (size_t)2 * nparts * C;
 #define LN_BWD(NV)                                                                                               \
     ln_bwd_go<2 * NV, (2 * NV > LN_BWD_REG_ACC), (2 * NV <= LN_BWD_REG_ACC ? 2 : 1)>(                                \
-        nparts, shm, s, dinp, dinp16, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, det, sumv)
+        nparts, shm, s, dinp16, acc, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, det, sumv)
     switch (nv) {
     case 1: LN_BWD(1); break;
     case 2: LN_BWD(2); break;
@@ -527,8 +533,8 @@ static void ln_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, floa
     case 6: LN_BWD(6); break;
     case 8: LN_BWD(8); break;
     default:
-        layernorm_bwd_wide_kernel<<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_wide_kernel"), nt, shm, s>>>(dinp, dinp16, dweight, dbias, sum, part, dout, inp,
-                                                          weight, mean, rstd, N, C, det, sumv);
+        layernorm_bwd_wide_kernel<<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_wide_kernel"), nt, shm, s>>>(
+            dinp16, acc, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, det, sumv);
     }
 #undef LN_BWD
     if (det || sumv == LN_SUM_DET) dt_cu_fork(s, fs);
@@ -537,16 +543,16 @@ static void ln_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, floa
     if (sum && !fused) dt_cu_colsum(sum, sum_part, dinp16, N, C, s, fs); /* wide, C > 2133 */
 }
 
-void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *part,
+void dt_cu_layernorm_bwd(bf16 *dinp16, int acc, float *dweight, float *dbias, float *part,
                          const bf16 *dout, const bf16 *inp, const float *weight,
                          const float *mean, const float *rstd, int N, int C, cudaStream_t s,
                          cudaStream_t fs) {
-    ln_bwd(dinp, dinp16, dweight, dbias, NULL, part, dout, inp, weight, mean, rstd, N, C, s, fs);
+    ln_bwd(dinp16, acc, dweight, dbias, NULL, part, dout, inp, weight, mean, rstd, N, C, s, fs);
 }
 
-void dt_cu_layernorm_bwd_colsum(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *sum,
+void dt_cu_layernorm_bwd_colsum(bf16 *dinp16, int acc, float *dweight, float *dbias, float *sum,
                                 float *part, const bf16 *dout, const bf16 *inp, const float *weight,
                                 const float *mean, const float *rstd, int N, int C, cudaStream_t s,
                                 cudaStream_t fs) {
-    ln_bwd(dinp, dinp16, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, s, fs);
+    ln_bwd(dinp16, acc, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, s, fs);
 }

@@ -161,13 +161,13 @@ void dt_cu_gemm_wgmma_force(int schedule);
 void dt_cu_encoder_fwd(bf16 *out, const int *inp, const float *wte, const float *wpe, int B, int T,
                        int C, const dt_dropout *drop, uint32_t purpose, uint32_t layer,
                        cudaStream_t s);
-/* dwte (Vp,C), dwpe (maxT,C) fp32 += gradient of dout (B,T,C) fp32, multiplied by the
+/* dwte (Vp,C), dwpe (maxT,C) fp32 += gradient of dout (B,T,C) bf16, multiplied by the
  * dropout mask of (drop, purpose, layer) when drop is on.
  * det: buckets from dt_cu_encoder_buckets (device copies: order, seg_tok, seg_start with
  *      nseg segments): one owner per (token, channel) sums its positions in position order;
  *      one owner per (t, channel) sums over b in order.
  * fast: one atomicAdd per (b, t, channel) into both tables. */
-void dt_cu_encoder_bwd(float *dwte, float *dwpe, const float *dout, const int *inp,
+void dt_cu_encoder_bwd(float *dwte, float *dwpe, const bf16 *dout, const int *inp,
                        const int *order, const int *seg_tok, const int *seg_start, int nseg,
                        int B, int T, int C, const dt_dropout *drop, uint32_t purpose,
                        uint32_t layer, cudaStream_t s);
@@ -179,8 +179,10 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
                          const bf16 *b, const float *weight, const float *bias, int N, int C,
                          const dt_dropout *drop, uint32_t purpose, uint32_t layer,
                          cudaStream_t s);
-/* dinp (fp32, N x C) += input gradient, dinp16 = bf16(dinp) after the update;
- * dweight/dbias (fp32, C) += their gradients. part: dt_cu_ln_part_floats(N, C, 0) floats
+/* dinp16 (bf16, N x C) += input gradient: each element becomes bf16(float(dinp16) + its
+ * gradient), the sum in fp32 and one rounding (acc 0: dinp16 is only written, as if it held
+ * zeros: the bits of an accumulation into a zeroed buffer); dweight/dbias (fp32, C) += their
+ * gradients. part: dt_cu_ln_part_floats(N, C, 0) floats
  * (2 * dt_cu_ln_parts(N) * C).
  * Rows are taken in groups of DT_CU_LN_WARPS: block b of nparts = dt_cu_ln_parts(N) takes
  * groups b, b + nparts, ... (row w of each to its warp w, in order), a partition fixed by N.
@@ -188,7 +190,7 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
  *      stream fs (forked from s with dt_cu_fork when fs != s, so the finish overlaps the
  *      next work; `part` must then stay untouched until fs is joined). fast: each block
  *      atomically adds its partials. */
-void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *part,
+void dt_cu_layernorm_bwd(bf16 *dinp16, int acc, float *dweight, float *dbias, float *part,
                          const bf16 *dout, const bf16 *inp, const float *weight,
                          const float *mean, const float *rstd, int N, int C, cudaStream_t s,
                          cudaStream_t fs);
@@ -200,9 +202,9 @@ void dt_cu_layernorm_bwd(float *dinp, bf16 *dinp16, float *dweight, float *dbias
  * block's warps added in warp order, finished by dt_cu_parts_finish on fs; fast: each block atomically adds
  * its sums. part: dt_cu_ln_part_floats(N, C, 1) floats. The wide kernel past
  * dt_cu_ln_colsum_fused runs dt_cu_colsum over dinp16 after the kernel instead.
- * dinp, dinp16, dweight and dbias get the same bits as from dt_cu_layernorm_bwd. */
+ * dinp16, dweight and dbias get the same bits as from dt_cu_layernorm_bwd. */
 #define DT_CU_HAVE_LAYERNORM_BWD_COLSUM 1
-void dt_cu_layernorm_bwd_colsum(float *dinp, bf16 *dinp16, float *dweight, float *dbias, float *sum,
+void dt_cu_layernorm_bwd_colsum(bf16 *dinp16, int acc, float *dweight, float *dbias, float *sum,
                                 float *part, const bf16 *dout, const bf16 *inp, const float *weight,
                                 const float *mean, const float *rstd, int N, int C, cudaStream_t s,
                                 cudaStream_t fs);
@@ -364,6 +366,9 @@ void dt_cu_gelu_bwd_colsum(bf16 *dinp, float *acc, float *part, const bf16 *inp,
 /* out = bf16(x * dropout factor) (factor 1 when drop is off); x fp32, n elements. */
 void dt_cu_to_bf16_dropout(bf16 *out, const float *x, size_t n, const dt_dropout *drop,
                            uint32_t purpose, uint32_t layer, cudaStream_t s);
+/* The same from bf16: out = bf16(float(x) * dropout factor), n elements. */
+void dt_cu_dropout_bf16(bf16 *out, const bf16 *x, size_t n, const dt_dropout *drop, uint32_t purpose,
+                        uint32_t layer, cudaStream_t s);
 void dt_cu_f32_to_bf16(bf16 *out, const float *x, size_t n, cudaStream_t s);
 void dt_cu_bf16_to_f32(float *out, const bf16 *x, size_t n, cudaStream_t s);
 

@@ -13,7 +13,8 @@
 #    metrics bitwise identical (`detrain compare`) and both checkpoints of each step
 #    identical tensor by tensor (`detrain compare` on checkpoints); a GPU checkpoint
 #    verifies (`detrain ckpt verify`) and its env.json describes the GPU run; a corrupted
-#    one is refused with the named error and nothing is written.
+#    one is refused with the named error and nothing is written;
+#  - `detrain bench` runs on a small recipe, timing steps end to end, with consistent figures.
 # Not named test_*.sh: tests/run.sh (CI, no GPU) must not pick it up.
 set -u
 cd "$(dirname "$0")/../.."
@@ -127,6 +128,22 @@ t = json.load(open(sys.argv[1]))["optimizer"]["t"]
 print(f"--no-load-optim resume 15 -> 20: AdamW t = {t}")
 sys.exit(0 if t == 5 else 1)
 PY
+# `detrain bench` on a small recipe: both workers run, the step is timed end to end, and
+# each worker's median lies between its min and max and agrees with its token rate
+"$D" bench --model small --micro-batch-size 8 --seq-length 256 --steps 5 --warmup 2 --profile-steps 1 \
+  >"$W/bench.txt" 2>&1 || fail "detrain bench (small): $(tail -3 "$W/bench.txt")"
+grep -q "median of 5 steps (end to end) after 2 warm-up" "$W/bench.txt" || fail "bench header: $(head -3 "$W/bench.txt")"
+for mode in det default; do
+  "$D" bench --worker $mode --model small --micro-batch-size 8 --seq-length 256 --steps 5 --warmup 2 \
+    --profile-steps 1 >"$W/bench_$mode.txt" 2>&1 || fail "bench worker $mode"
+  python3 - "$W/bench_$mode.txt" <<'PY' || fail "bench worker $mode: inconsistent figures"
+import sys
+f = dict(kv.split("=", 1) for kv in open(sys.argv[1]).read().split("DT_BENCH", 1)[1].split() if "=" in kv)
+ms, lo, hi, tok = (float(f[k]) for k in ("step_ms", "step_min", "step_max", "tok_s"))
+print(f"bench worker: step {ms:.3f} ms (min {lo:.3f}, max {hi:.3f}), {tok:.0f} tok/s")
+sys.exit(0 if 0 < lo <= ms <= hi and abs(tok * ms / 1e3 - 8 * 256) < 1e-3 * 8 * 256 else 1)
+PY
+done
 
 [ $fails -eq 0 ] && echo "gpu e2e: PASS" || echo "gpu e2e: $fails failure(s)"
 exit $fails

@@ -152,14 +152,14 @@ static void enc_bwd_setup(dt_kset *s, gcase *c) {
     memcpy(dt_kv_i32(add(s, "order", DT_KH_I32, DT_KH_IN, {BT})), order.data(), sizeof(int) * BT);
     memcpy(dt_kv_i32(add(s, "segtok", DT_KH_I32, DT_KH_IN, {BT})), tok.data(), sizeof(int) * BT);
     memcpy(dt_kv_i32(add(s, "segstart", DT_KH_I32, DT_KH_IN, {BT + 1})), start.data(), sizeof(int) * (BT + 1));
-    dt_kv_fill(add(s, "dout", DT_KH_F32, DT_KH_IN, {c->p[0], c->p[1], c->p[2]}), 8, -1, 1);
+    dt_kv_fill(add(s, "dout", DT_KH_BF16, DT_KH_IN, {c->p[0], c->p[1], c->p[2]}), 8, -1, 1);
     dt_kv_fill(add(s, "dwte", DT_KH_F32, DT_KH_IN, {c->p[3], c->p[2]}), 9, -1, 1);
     dt_kv_fill(add(s, "dwpe", DT_KH_F32, DT_KH_IN, {c->p[1], c->p[2]}), 10, -1, 1);
 }
 static void enc_bwd_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     CASE(ctx);
     dt_dropout d = drop_of(c->p[5]);
-    dt_cu_encoder_bwd(F(s, "dwte"), F(s, "dwpe"), F(s, "dout"), I(s, "inp"), I(s, "order"),
+    dt_cu_encoder_bwd(F(s, "dwte"), F(s, "dwpe"), H(s, "dout"), I(s, "inp"), I(s, "order"),
                       I(s, "segtok"), I(s, "segstart"), c->aux, (int)c->p[0], (int)c->p[1],
                       (int)c->p[2], &d, DT_RNG_DROPOUT_HIDDEN, 0, 0);
 }
@@ -185,8 +185,8 @@ static void ln_fwd_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
 }
 /* p: N C flags. LN_SUM: the fused column sums of dinp16 into "sum" (its det partials
  * finished on the second stream); LN_UNALIGNED: the weights 4-byte aligned only (the wide
- * kernel). */
-enum { LN_SUM = 1, LN_UNALIGNED = 2 };
+ * kernel); LN_FIRST: acc 0 (dinp16 written, not read: an output). */
+enum { LN_SUM = 1, LN_UNALIGNED = 2, LN_FIRST = 4 };
 static void ln_bwd_setup(dt_kset *s, gcase *c) {
     long long N = c->p[0], C = c->p[1], fl = c->p[2];
     dt_kv_fill(add(s, "dout", DT_KH_BF16, DT_KH_IN, {N, C}), 15, -1, 1);
@@ -194,8 +194,8 @@ static void ln_bwd_setup(dt_kset *s, gcase *c) {
     dt_kv_fill(add(s, "w", DT_KH_F32, DT_KH_IN, {C}, {}, fl & LN_UNALIGNED ? 1 : 0), 17, 0.5, 1.5);
     dt_kv_fill(add(s, "mean", DT_KH_F32, DT_KH_IN, {N}), 18, -0.1, 0.1);
     dt_kv_fill(add(s, "rstd", DT_KH_F32, DT_KH_IN, {N}), 19, 0.5, 2);
-    dt_kv_fill(add(s, "dinp", DT_KH_F32, DT_KH_IN, {N, C}), 20, -1, 1);
-    add(s, "dinp16", DT_KH_BF16, DT_KH_OUT, {N, C});
+    if (fl & LN_FIRST) add(s, "dinp16", DT_KH_BF16, DT_KH_OUT, {N, C});
+    else dt_kv_fill(add(s, "dinp16", DT_KH_BF16, DT_KH_IN, {N, C}), 20, -1, 1);
     dt_kv_fill(add(s, "dw", DT_KH_F32, DT_KH_IN, {C}), 21, -1, 1);
     dt_kv_fill(add(s, "db", DT_KH_F32, DT_KH_IN, {C}), 22, -1, 1);
     if (fl & LN_SUM) dt_kv_fill(add(s, "sum", DT_KH_F32, DT_KH_IN, {C}), 39, -1, 1);
@@ -203,12 +203,13 @@ static void ln_bwd_setup(dt_kset *s, gcase *c) {
 }
 static void ln_bwd_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     CASE(ctx);
+    int acc = !(c->p[2] & LN_FIRST);
     if (c->p[2] & LN_SUM)
-        dt_cu_layernorm_bwd_colsum(F(s, "dinp"), H(s, "dinp16"), F(s, "dw"), F(s, "db"), F(s, "sum"), F(s, "part"),
+        dt_cu_layernorm_bwd_colsum(H(s, "dinp16"), acc, F(s, "dw"), F(s, "db"), F(s, "sum"), F(s, "part"),
                                    H(s, "dout"), H(s, "inp"), F(s, "w"), F(s, "mean"), F(s, "rstd"),
                                    (int)c->p[0], (int)c->p[1], 0, g_fin);
     else
-        dt_cu_layernorm_bwd(F(s, "dinp"), H(s, "dinp16"), F(s, "dw"), F(s, "db"), F(s, "part"),
+        dt_cu_layernorm_bwd(H(s, "dinp16"), acc, F(s, "dw"), F(s, "db"), F(s, "part"),
                             H(s, "dout"), H(s, "inp"), F(s, "w"), F(s, "mean"), F(s, "rstd"),
                             (int)c->p[0], (int)c->p[1], 0, g_fin);
 }
@@ -521,6 +522,8 @@ static gcase cases[] = {
        65536, 64),
     OP("layernorm_bwd", "N=16384 C=768, fused column sums of dinp16", ln_bwd_setup, ln_bwd_run, FAST_RACES,
        16384, 768, LN_SUM),
+    OP("layernorm_bwd", "N=16384 C=768, the first of a backward (acc 0: dinp16 only written), fused column sums",
+       ln_bwd_setup, ln_bwd_run, FAST_RACES, 16384, 768, LN_SUM | LN_FIRST),
     OP("layernorm_bwd", "N=16384 C=1600, fused column sums (accumulators in shared rows)", ln_bwd_setup,
        ln_bwd_run, FAST_RACES, 16384, 1600, LN_SUM),
     OP("layernorm_bwd", "N=16384 C=768, fused column sums, unaligned weights (wide kernel)", ln_bwd_setup,
