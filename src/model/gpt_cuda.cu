@@ -45,9 +45,10 @@ struct dt_gpt_cuda {
     int fuse_bgrad;     /* bias gradients from the weight-gradient GEMMs' epilogue */
     /* Linears on our own TMA-fed warpgroup-MMA kernel (dt_cu_gemm_wgmma) instead of
      * cuBLASLt, sm_90 only, calls that do not fit its tiles staying on cuBLASLt (experiment):
-     * DT_GEMM_OWN=on (the default) the forward linears with a bias (qkv, attproj, fc with
-     * GELU, fcproj), and with DT_GEMM_OWN_BWD=on every input gradient; DT_GEMM_OWN=gelu the
-     * two GELU GEMMs only (fc forward, fcproj input gradient with dGELU); off: none. */
+     * DT_GEMM_OWN=on the forward linears with a bias (qkv, attproj, fc with GELU, fcproj),
+     * and with DT_GEMM_OWN_BWD=on every input gradient; DT_GEMM_OWN=gelu the two GELU GEMMs
+     * only (fc forward, fcproj input gradient with dGELU); off (the default): none, until a
+     * measured step is faster with it (bench/RESULTS.md). */
     int gemm_own, gemm_own_bwd;
 #define OWN_OFF 0
 #define OWN_ON 1
@@ -287,10 +288,10 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     const char *own = getenv("DT_GEMM_OWN");
     if (own && strcmp(own, "on") && strcmp(own, "off") && strcmp(own, "gelu")) {
         dt_gpt_cuda_free(m);
-        return dt_fail(DT_EINVAL, "DT_GEMM_OWN='%s': accepted: on (the default: the forward linears with a bias on "
-                       "our own kernel, sm_90 only), gelu (the fc forward and fcproj input gradient only), off", own);
+        return dt_fail(DT_EINVAL, "DT_GEMM_OWN='%s': accepted: off (the default), on (the forward linears with a "
+                       "bias on our own kernel, sm_90 only), gelu (the fc forward and fcproj input gradient only)", own);
     }
-    m->gemm_own = !own || !strcmp(own, "on") ? OWN_ON : !strcmp(own, "gelu") ? OWN_GELU : OWN_OFF;
+    m->gemm_own = own && !strcmp(own, "on") ? OWN_ON : own && !strcmp(own, "gelu") ? OWN_GELU : OWN_OFF;
     if (m->overlap) {
         st = dt_cu_check(cudaStreamCreateWithFlags(&m->wgs, cudaStreamNonBlocking), "cudaStreamCreate");
         if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_ready, cudaEventDisableTiming), "cudaEventCreate");

@@ -49,6 +49,7 @@ grep -q '"cuda_graphs":"on' "$W/d/env.json" || fail "run d did not record CUDA g
 DT_CUDA_GRAPH=off "$D" train $nodrop --deterministic-mode --log-dir "$W/g" >/dev/null || fail "run g (DT_CUDA_GRAPH=off)"
 grep -q '"cuda_graphs":"off"' "$W/g/env.json" || fail "run g did not turn CUDA graphs off"
 "$D" compare "$W/d" "$W/g" || fail "CUDA graph replays changed the bits of a deterministic run"
+grep -q '"gemm_own":"off"' "$W/d/env.json" || fail "run d did not record our own GEMM as off (the default)"
 # our own GEMM kernel on the two GELU GEMMs only (DT_GEMM_OWN=gelu): recorded, and two runs
 # bitwise identical
 DT_GEMM_OWN=gelu "$D" train $nodrop --deterministic-mode --log-dir "$W/h" >/dev/null || fail "run h (DT_GEMM_OWN=gelu)"
