@@ -47,12 +47,14 @@ struct dt_gpt_cuda {
      * cuBLASLt, sm_90 only, calls that do not fit its tiles staying on cuBLASLt (experiment):
      * DT_GEMM_OWN=on the forward linears with a bias (qkv, attproj, fc with GELU, fcproj),
      * and with DT_GEMM_OWN_BWD=on every input gradient; DT_GEMM_OWN=gelu the two GELU GEMMs
-     * only (fc forward, fcproj input gradient with dGELU); off (the default): none, until a
-     * measured step is faster with it (bench/RESULTS.md). */
+     * only (fc forward, fcproj input gradient with dGELU); dgelu the fcproj input gradient
+     * only; off (the default): none, until a measured step is faster with it
+     * (bench/RESULTS.md). */
     int gemm_own, gemm_own_bwd;
 #define OWN_OFF 0
 #define OWN_ON 1
 #define OWN_GELU 2
+#define OWN_DGELU 3
     int ksplit_off;     /* DT_GEMM_SPLITK=off: no GEMM cuts K into chunks */
     const char *fusion_note; /* the fusions asked for (DT_GEMM_EPILOGUES: off, gelu, bgrad, all) */
     cudaStream_t s, fin;  /* main stream; det partial finishes (joined at the end of backward) */
@@ -286,12 +288,14 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
         return st;
     }
     const char *own = getenv("DT_GEMM_OWN");
-    if (own && strcmp(own, "on") && strcmp(own, "off") && strcmp(own, "gelu")) {
+    if (own && strcmp(own, "on") && strcmp(own, "off") && strcmp(own, "gelu") && strcmp(own, "dgelu")) {
         dt_gpt_cuda_free(m);
         return dt_fail(DT_EINVAL, "DT_GEMM_OWN='%s': accepted: off (the default), on (the forward linears with a "
-                       "bias on our own kernel, sm_90 only), gelu (the fc forward and fcproj input gradient only)", own);
+                       "bias on our own kernel, sm_90 only), gelu (the fc forward and fcproj input gradient only), "
+                       "dgelu (the fcproj input gradient only)", own);
     }
-    m->gemm_own = own && !strcmp(own, "on") ? OWN_ON : own && !strcmp(own, "gelu") ? OWN_GELU : OWN_OFF;
+    m->gemm_own = !own ? OWN_OFF : !strcmp(own, "on") ? OWN_ON : !strcmp(own, "gelu") ? OWN_GELU
+                : !strcmp(own, "dgelu") ? OWN_DGELU : OWN_OFF;
     if (m->overlap) {
         st = dt_cu_check(cudaStreamCreateWithFlags(&m->wgs, cudaStreamNonBlocking), "cudaStreamCreate");
         if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_ready, cudaEventDisableTiming), "cudaEventCreate");
@@ -777,8 +781,9 @@ static dt_status linear_gelu_fwd(dt_gpt_cuda *m, bf16 *out, bf16 *pre, const bf1
              (IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC), IN("b", b, BF, 1, OC)));
     dt_cu_gemm_args a = {0, 1, N, OC, IC, inp, IC, 0, w, IC, 0, out, OC, 0, 0, 1.0f, 0.0f, 1, b,
                          DT_CU_EPI_GELU, pre, NULL, NULL};
-    int own;
-    TRY(gelu_gemm(m, &a, &own));
+    int own = 0;
+    if (m->gemm_own == OWN_ON || m->gemm_own == OWN_GELU) TRY(gelu_gemm(m, &a, &own));
+    else TRY(dt_cu_gemm(m->blas, &a, m->s));
     if (!own) gemm_info(m, h_, "pre, y = gelu(pre)"); /* ours: OP_END reports its launch */
     TRY(inject(m, "matmul_gelu_fwd", out, (size_t)N * OC, 2));
     OP_END((OUT("pre", pre, BF, N, OC), OUT("y", out, BF, N, OC)));
@@ -806,8 +811,9 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
         TRY(dt_cu_check(cudaStreamWaitEvent(m->wgs, m->ev_ready, 0), "cudaStreamWaitEvent"));
     }
     TRY(claim(m, dinp));
-    int own = 0; /* the input gradients on our kernel with DT_GEMM_OWN_BWD=on, dGELU's with =gelu */
-    if (m->gemm_own_bwd || (m->gemm_own == OWN_GELU && gelu_pre)) TRY(gelu_gemm(m, &a, &own));
+    int own = 0; /* the input gradients on our kernel with DT_GEMM_OWN_BWD=on, dGELU's with =gelu, =dgelu */
+    if (m->gemm_own_bwd || ((m->gemm_own == OWN_GELU || m->gemm_own == OWN_DGELU) && gelu_pre))
+        TRY(gelu_gemm(m, &a, &own));
     else TRY(dt_cu_gemm(m->blas, &a, m->s));
     if (!own) gemm_info(m, h_, gelu_pre ? "dx = (dy w) gelu'(pre)" : "dx");
     int summed = db && db == m->db_summed;
@@ -1479,6 +1485,8 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
              m->graphs ? "on: zero_grad, forward and backward replayed from CUDA graphs (DT_CUDA_GRAPH=on)" : "off",
              m->gemm_own == OWN_GELU && m->fuse_gelu
                  ? "gelu: fc forward and fcproj input gradient on gemm_wgmma_cuda.cu, 128 x 128 ping-pong (DT_GEMM_OWN=gelu)"
+             : m->gemm_own == OWN_DGELU && m->fuse_gelu
+                 ? "dgelu: fcproj input gradient on gemm_wgmma_cuda.cu, 128 x 128 ping-pong (DT_GEMM_OWN=dgelu)"
              : m->gemm_own == OWN_ON
                  ? (m->gemm_own_bwd ? "on: forward linears and input gradients on gemm_wgmma_cuda.cu, 128 x 128 ping-pong "
                                       "(DT_GEMM_OWN=on, DT_GEMM_OWN_BWD=on)"

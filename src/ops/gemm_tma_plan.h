@@ -75,20 +75,20 @@ DT_GT_FN int dt_gt_stages(int sch) { return DT_GT_STAGES(sch); }
 /* Dynamic shared memory a launch asks for: the ring, the epilogue's staging buffers (the
  * TMA stores read C there; the dGELU epilogue's aux is loaded there), the full and empty
  * barrier of each stage, room for eight barriers of staging buffers' aux loads and one a
- * consumer warpgroup (its ping-pong turn; 8 bytes each), and up to 1023 bytes to align the
- * ring to 1024 bytes (the swizzle atom). */
+ * consumer warpgroup (its ping-pong turn; 8 bytes each), the tile queue (two barriers and
+ * a tile index a slot: 20 bytes), and up to 1023 bytes to align the ring to 1024 bytes (the
+ * swizzle atom). */
 #define DT_GT_EBARS 8 /* barriers of aux loads: DT_GT_NBUF a consumer warpgroup at most */
+#define DT_GT_TQ 4    /* slots of the tile queue (below) */
 DT_GT_FN int dt_gt_smem_bytes(int sch) {
     return dt_gt_stages(sch) * dt_gt_stage_bytes(DT_GT_BM(sch), DT_GT_BN(sch)) + DT_GT_EPI_BYTES(sch) +
-           16 * dt_gt_stages(sch) + 8 * DT_GT_EBARS + 16 + 1024;
+           16 * dt_gt_stages(sch) + 8 * DT_GT_EBARS + 16 + 20 * DT_GT_TQ + 1024;
 }
 
 /* The persistent order: tile i (0 .. tiles - 1) has its rows at *m0 and its columns at *n0,
  * the N tiles of one row band consecutive, so the blocks that run at once share their A rows
- * and all read the same B (a weight matrix, a few MB: it stays in L2). Block b takes tiles
- * b, b + grid, b + 2 grid, ... (its local tiles 0, 1, 2, ...; in ping-pong, consumer
- * warpgroup w takes the local tiles w, w + 2, ...): each tile's work is the same whoever
- * runs it. */
+ * and all read the same B (a weight matrix, a few MB: it stays in L2). Each tile's work is
+ * the same whoever runs it. */
 DT_GT_FN void dt_gt_tile(int i, int N, int bm, int bn, int *m0, int *n0) {
     const int nt = N / bn;
     *m0 = (i / nt) * bm;
@@ -97,6 +97,38 @@ DT_GT_FN void dt_gt_tile(int i, int N, int bm, int bn, int *m0, int *n0) {
 DT_GT_FN int dt_gt_tiles(int M, int N, int bm, int bn) { return (M / bm) * (N / bn); }
 /* Blocks of a launch: one an SM, never more than there are tiles. */
 DT_GT_FN int dt_gt_grid(int tiles, int sms) { return tiles < sms ? tiles : sms; }
+
+/* Which block takes which tile. Dynamic (the kernel's way): a block's producer claims its
+ * next tile when it is about to load it, from a counter in global memory that every block
+ * of the launch adds 1 to (atomicAdd returns the claim v, 0, 1, 2, ...): so a block that
+ * started late, behind another stream's kernels still holding its SM, takes fewer tiles
+ * instead of ending the launch late with its fixed share. Static (benchmarks only): block
+ * b takes b, b + grid, b + 2 grid, ... Claim v is tile v, or no tile (-1) once v >= tiles:
+ * each producer stops at its first such claim, so a launch makes exactly tiles + grid claims
+ * and the one that returns tiles + grid - 1 is its last; that producer puts the counter back
+ * to 0, ready for the next launch that uses it (in stream order, or the next replay of a
+ * CUDA graph that holds the launch), with no host write. Either way the tiles a block takes
+ * are its local tiles 0, 1, 2, ...; in ping-pong, consumer warpgroup w takes local tiles w,
+ * w + 2, ... Which block computes a tile never changes its bits (see the kernel). */
+DT_GT_FN int dt_gt_claim_tile(int v, int tiles) { return v >= 0 && v < tiles ? v : -1; }
+DT_GT_FN int dt_gt_claim_last(int v, int tiles, int grid) { return v == tiles + grid - 1; }
+DT_GT_FN int dt_gt_static_tile(int b, int local, int grid, int tiles) {
+    return dt_gt_claim_tile(b + local * grid, tiles);
+}
+/* The counters: a pool in device memory, one a launch taken in turn (launch n: counter
+ * n % DT_GT_COUNTERS), each on its own 128-byte line. A counter is reused only
+ * DT_GT_COUNTERS launches later, so launches on other streams may overlap as long as fewer
+ * than that many of them are in flight at once. */
+#define DT_GT_COUNTERS 256
+#define DT_GT_COUNTER_STRIDE 32 /* ints: 128 bytes */
+
+/* The tile queue in shared memory, from the producer (which claims the tiles) to the
+ * consumers: DT_GT_TQ slots, local tile j in slot j % DT_GT_TQ, each slot a tile index
+ * (-1: none left) with a "full" mbarrier (the producer's arrival, phase j / DT_GT_TQ) and an
+ * "empty" one (one arrival a consumer warp that reads it). After its last tile the producer
+ * posts -1 once for each consumer walk (cooperative 1: both warpgroups read every slot;
+ * ping-pong 2: one for each warpgroup, which read alternate slots). */
+DT_GT_FN int dt_gt_tq_ends(int pp) { return pp ? 2 : 1; }
 
 /* A 2-D tensor map's parameters as cuTensorMapEncodeTiled takes them (bf16 elements,
  * innermost dimension first): the global extent dim, the byte stride of dimension 1, the

@@ -6,13 +6,17 @@
  * dt_cu_gemm_args. Built for sm_90a only (Makefile: WGMMA_OBJ).
  *
  * The plan (tiles, ring, tile order, tensor maps) is gemm_tma_plan.h. A block of 384
- * threads is persistent (one an SM) and takes the tiles b, b + grid, ... in turn:
+ * threads is persistent (one an SM) and claims its tiles one at a time from a counter that
+ * the launch's blocks share (atomicAdd), so that blocks which start late (their SM still
+ * held by another stream's kernel) take fewer tiles rather than end the launch late:
  *  - warpgroup 0, the producer, gives most of its registers away (setmaxnreg) and one of its
- *    threads issues the TMA loads (cp.async.bulk.tensor, 128-byte swizzle) of A and B into a
- *    ring of stages, each with a "full" mbarrier (the loads' bytes arrive on it) and an
- *    "empty" one (the consumers' warps arrive when their products have read the stage). It
- *    runs ahead through the tile boundaries, so the next tile's first stages load while the
- *    consumers run the epilogue; for dGELU it also prefetches the tile's aux rows into L2;
+ *    threads claims the tiles, posts each in a small queue in shared memory (an mbarrier a
+ *    slot) for the consumers, and issues the TMA loads (cp.async.bulk.tensor, 128-byte
+ *    swizzle) of A and B into a ring of stages, each with a "full" mbarrier (the loads' bytes
+ *    arrive on it) and an "empty" one (the consumers' warps arrive when their products have
+ *    read the stage). It runs ahead through the tile boundaries, so the next tile's first
+ *    stages load while the consumers run the epilogue; for dGELU it also prefetches the
+ *    tile's aux rows into L2;
  *  - warpgroups 1 and 2, the consumers, issue wgmma m64n{bn}k16 with both operands in shared
  *    memory and keep one stage's products in flight while releasing the stage before.
  *    Cooperative (128 x 256 tiles, or 128 x 128), they take rows 0..63 and 64..127 of each
@@ -36,7 +40,8 @@
  * Determinism: one block owns each output tile (one consumer warpgroup each of its rows) and
  * each output element is one dot product over K, reduced in K order inside the tensor core
  * (the same instruction sequence on every launch, whichever block or warpgroup takes the
- * tile and whatever the SM count); the epilogue is elementwise. No atomics, no split of K. */
+ * tile and whatever the SM count); the epilogue is elementwise. No split of K; the one
+ * atomic is the tile counter, which decides only who computes a tile, never its numbers. */
 #include "ops/ops_cuda.h"
 #include "ops/cuda_plan.h"
 #include "ops/gemm_tma_plan.h"
@@ -186,7 +191,7 @@ template <int SCH, int MN, int EPI>
 __global__ void __launch_bounds__(DT_GT_THREADS, 1)
     gemm_tma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                     const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_x, int ldc,
-                    const bf16 *bias, bf16 *aux, int M, int N, int K) {
+                    const bf16 *bias, bf16 *aux, int M, int N, int K, int *ctr) {
     constexpr int BM = DT_GT_BM(SCH), BN = DT_GT_BN(SCH), PP = DT_GT_PP(SCH), MS = DT_GT_WM(SCH) / 64;
     constexpr int A_BYTES = BM * 128, STAGES = DT_GT_STAGES(SCH), STAGE = DT_GT_STAGE_BYTES(BM, BN);
     constexpr int NBUF = DT_GT_NBUF(SCH);
@@ -201,8 +206,11 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
     const uint32_t stg0 = base + (uint32_t)(STAGES * STAGE); /* epilogue staging, 1024-aligned */
     const uint32_t full0 = stg0 + DT_GT_EPI_BYTES(SCH), empty0 = full0 + 8u * STAGES, ebar0 = empty0 + 8u * STAGES;
     const uint32_t turn0 = ebar0 + 8u * DT_GT_EBARS; /* ping-pong: a consumer warpgroup's products of a tile are issued */
+    const uint32_t tqf0 = turn0 + 16u, tqe0 = tqf0 + 8u * DT_GT_TQ, tqv0 = tqe0 + 8u * DT_GT_TQ; /* the tile queue */
     const int tid = (int)threadIdx.x, wg = tid >> 7;
-    const int tiles = dt_gt_tiles(M, N, BM, BN), nk = K / DT_GT_BK;
+    const int tiles = dt_gt_tiles(M, N, BM, BN), nk = K / DT_GT_BK, grid = (int)gridDim.x;
+    /* the first claim goes out before the setup, which hides its round trip to L2 */
+    int claim = tid == 0 && ctr ? atomicAdd(ctr, 1) : 0;
     if (tid == 0) {
         for (int s = 0; s < STAGES; s++) {
             mbar_init(full0 + 8u * s, 1);  /* the producer's expect_tx; the bytes do the rest */
@@ -210,6 +218,10 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
         }
         for (int b = 0; b < 2 * NBUF; b++) mbar_init(ebar0 + 8u * b, 1); /* a staging buffer's aux load */
         for (int w = 0; w < 2; w++) mbar_init(turn0 + 8u * w, 1);
+        for (int j = 0; j < DT_GT_TQ; j++) {
+            mbar_init(tqf0 + 8u * j, 1);            /* the producer's post */
+            mbar_init(tqe0 + 8u * j, PP ? 4 : 8); /* one arrival per warp that reads the slot */
+        }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -219,7 +231,22 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
         if (tid != 0) return;
         int s = 0;
         uint32_t ph = 0;
-        for (int tile = (int)blockIdx.x; tile < tiles; tile += (int)gridDim.x) {
+        for (int j = 0;; j++) { /* local tile j: claim it, post it in the tile queue, load its stages */
+            int tile;
+            if (ctr) {
+                if (j > 0) claim = atomicAdd(ctr, 1);
+                if (dt_gt_claim_last(claim, tiles, grid)) atomicExch(ctr, 0); /* every claim is in: reset */
+                tile = dt_gt_claim_tile(claim, tiles);
+            } else {
+                tile = dt_gt_static_tile((int)blockIdx.x, j, grid, tiles);
+            }
+            for (int e = 0; e < (tile < 0 ? dt_gt_tq_ends(PP) : 1); e++) {
+                const uint32_t slot = (uint32_t)((j + e) % DT_GT_TQ);
+                mbar_wait(tqe0 + 8u * slot, (uint32_t)(((j + e) / DT_GT_TQ) & 1) ^ 1u);
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(tqv0 + 4u * slot), "r"(tile) : "memory");
+                mbar_arrive(tqf0 + 8u * slot); /* releases the store to the slot's readers */
+            }
+            if (tile < 0) break;
             int m0, n0;
             dt_gt_tile(tile, N, BM, BN, &m0, &n0);
             if (EPI == DT_CU_EPI_DGELU && AUX_RELOAD) /* the epilogue's aux reads, a tile ahead (not unrolled: */
@@ -233,7 +260,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                 if (MN == 0) tma_load(sb, &map_b, full, kt * DT_GT_BK, n0);
                 else
 #pragma unroll
-                    for (int j = 0; j < BN / 64; j++) tma_load(sb + 8192u * j, &map_b, full, n0 + 64 * j, kt * DT_GT_BK);
+                    for (int c = 0; c < BN / 64; c++) tma_load(sb + 8192u * c, &map_b, full, n0 + 64 * c, kt * DT_GT_BK);
                 if (++s == STAGES) {
                     s = 0;
                     ph ^= 1u;
@@ -253,11 +280,22 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
     uint32_t eph = 0; /* bit b: the parity of staging buffer b's next aux load */
     int ub = 0;       /* DEFAULT, GELU: the buffer of the next store (they take turns across tiles) */
     float d[MS][BN / 2];
-    /* The block's local tiles: cooperative, every one; ping-pong, every other one. Local
-     * tile i's K steps are the ring's fills q = i nk .. i nk + nk - 1, the producer's order. */
-    int q = PP ? cw * nk : 0, local = PP ? cw : 0;
-    const int stride = (PP ? 2 : 1) * (int)gridDim.x;
-    for (int tile = (int)blockIdx.x + (PP ? cw * (int)gridDim.x : 0); tile < tiles; tile += stride) {
+    /* The block's local tiles, from the tile queue: cooperative, every one; ping-pong,
+     * every other one. Local tile j's K steps are the ring's fills q = j nk .. j nk + nk - 1,
+     * the producer's order. */
+    for (int j = PP ? cw : 0;; j += PP ? 2 : 1) {
+        const uint32_t slot = (uint32_t)(j % DT_GT_TQ);
+        /* at most one phase ahead: slot j % TQ's post j - TQ was read by this warpgroup, and
+         * post j + TQ waits until every reader of post j has arrived */
+        mbar_wait(tqf0 + 8u * slot, (uint32_t)((j / DT_GT_TQ) & 1));
+        int tile = 0;
+        if (lane == 0) {
+            asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(tile) : "r"(tqv0 + 4u * slot) : "memory");
+            mbar_arrive(tqe0 + 8u * slot);
+        }
+        tile = __shfl_sync(0xffffffffu, tile, 0);
+        if (tile < 0) break;
+        int q = j * nk;
         int m0, n0;
         dt_gt_tile(tile, N, BM, BN, &m0, &n0);
         const int mrow = PP ? m0 : m0 + cw * 64; /* this warpgroup's first row */
@@ -269,12 +307,12 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                 tma_load(stg + 8192u * b, &map_x, ebar + 8u * b, n0 + 64 * (b % NCH), mrow + 64 * (b / NCH));
             }
         }
-        /* Ping-pong: the products of local tile i start once the other warpgroup has issued
-         * those of tile i - 1 (its (i - 1) / 2-th turn). The tiles' K loops so run one after
+        /* Ping-pong: the products of local tile j start once the other warpgroup has issued
+         * those of tile j - 1 (its (j - 1) / 2-th turn). The tiles' K loops so run one after
          * another, which is what keeps every wait on a full barrier at most one phase ahead
          * of it (a parity wait further ahead would pass on an older phase), and one
          * warpgroup's epilogue runs under the other's products. */
-        if (PP && local > 0) mbar_wait(turn0 + 8u * (uint32_t)(cw ^ 1), (uint32_t)((local - 1) >> 1) & 1u);
+        if (PP && j > 0) mbar_wait(turn0 + 8u * (uint32_t)(cw ^ 1), (uint32_t)((j - 1) >> 1) & 1u);
         int prev = 0;
         for (int kt = 0; kt < nk; kt++, q++) {
             const int s = q % STAGES;
@@ -302,11 +340,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
             }
             prev = s;
         }
-        if (PP) {
-            if (lead) mbar_arrive(turn0 + 8u * (uint32_t)cw); /* every full wait of this tile passed */
-            q += nk; /* the other warpgroup's tile */
-            local += 2;
-        }
+        if (PP && lead) mbar_arrive(turn0 + 8u * (uint32_t)cw); /* every full wait of this tile passed */
         wg_wait0();
 #pragma unroll
         for (int ms = 0; ms < MS; ms++) reg_fence(d[ms]);
@@ -435,7 +469,13 @@ static dt_status encode(CUtensorMap *out, const void *p, dt_gt_map m, const char
     return DT_OK;
 }
 
-static int g_force; /* dt_cu_gemm_wgmma_force: a DT_CU_GEMM_OWN_* schedule */
+static int g_force;  /* dt_cu_gemm_wgmma_force: a DT_CU_GEMM_OWN_* schedule */
+static int g_static; /* dt_cu_gemm_wgmma_static: tiles in the fixed order, no counter */
+/* The tile counters (gemm_tma_plan.h: dynamic tiles), zero when the module loads and put
+ * back to zero by the last claim of each launch; g_launches picks the next one (one host
+ * thread launches, as for the other settings here). */
+__device__ int g_tile_ctr[DT_GT_COUNTERS * DT_GT_COUNTER_STRIDE];
+static unsigned g_launches;
 static_assert(DT_CU_GEMM_OWN_COOP256 == DT_GT_COOP256 && DT_CU_GEMM_OWN_COOP128 == DT_GT_COOP128 &&
                   DT_CU_GEMM_OWN_PINGPONG256 == DT_GT_PP64 && DT_CU_GEMM_OWN_PINGPONG128 == DT_GT_PP128 &&
                   DT_CU_GEMM_OWN_COUNT == DT_GT_SCHEDULES,
@@ -444,10 +484,13 @@ static_assert(DT_CU_GEMM_OWN_COOP256 == DT_GT_COOP256 && DT_CU_GEMM_OWN_COOP128 
 void dt_cu_gemm_wgmma_force(int schedule) {
     g_force = schedule > 0 && schedule < DT_CU_GEMM_OWN_COUNT ? schedule : DT_CU_GEMM_OWN_RULE;
 }
+void dt_cu_gemm_wgmma_static(int on) { g_static = on != 0; }
 
 /* The tensor maps are made per call on the host (a few hundred ns, no device work) and go
  * to the kernel by value as __grid_constant__ parameters: nothing to cache or to go stale
- * when a buffer moves, and a captured CUDA graph holds its own copy. */
+ * when a buffer moves, and a captured CUDA graph holds its own copy. The tile counter's
+ * address is a parameter too: a graph replays the launch with the counter it was captured
+ * with, which the launch before left at zero. */
 template <int SCH, int MN, int EPI> static dt_status launch(const dt_cu_gemm_args *a, cudaStream_t s) {
     static const char *const names[DT_GT_SCHEDULES] = {
         "", "gemm_tma_kernel coop 128x256", "gemm_tma_kernel coop 128x128", "gemm_tma_kernel pingpong 64x256",
@@ -469,10 +512,17 @@ template <int SCH, int MN, int EPI> static dt_status launch(const dt_cu_gemm_arg
     int dev = 0, sms = 0;
     DT_CU_TRY(cudaGetDevice(&dev));
     DT_CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    int *ctr = NULL; /* this device's pool (the symbol has an address on each device) */
+    if (!g_static) {
+        static int *pool[64];
+        if (dev < 0 || dev >= 64) return dt_fail(DT_EUNSUPPORTED, "dt_cu_gemm_wgmma: device %d is past the 64 that have tile counters: call dt_cu_gemm", dev);
+        if (!pool[dev]) DT_CU_TRY(cudaGetSymbolAddress((void **)&pool[dev], g_tile_ctr));
+        ctr = pool[dev] + (size_t)(g_launches++ % DT_GT_COUNTERS) * DT_GT_COUNTER_STRIDE;
+    }
     dim3 grid((unsigned)dt_gt_grid(dt_gt_tiles(a->M, a->N, BM, BN), sms));
     gemm_tma_kernel<SCH, MN, EPI><<<dt_cu_noted(grid, DT_GT_THREADS, (size_t)smem, names[SCH]), DT_GT_THREADS,
                                    (size_t)smem, s>>>(ma, mb, mc, mx, a->ldc, a->bias, (bf16 *)a->aux, a->M, a->N,
-                                                      a->K);
+                                                      a->K, ctr);
     return DT_OK;
 }
 

@@ -138,8 +138,9 @@ void dt_cu_gemm_cfg_read(const cublasLtMatmulAlgo_t *algo, dt_cu_gemm_cfg *c);
  * calls that dt_cu_gemm_wgmma_fits (cuda_plan.h; else DT_EINVAL, nothing launched),
  * epilogues DEFAULT (bias), GELU and DGELU with dt_cu_gemm's meaning; the GELU math is
  * gelu_cuda.cu's formula with the hardware tanh, so the bits differ from cuBLASLt's
- * epilogues within bf16 roundings. One block owns each output tile and walks K in order:
- * deterministic, no workspace. DT_EUNSUPPORTED when the driver has no tensor-map encoder;
+ * epilogues within bf16 roundings. One block owns each output tile (blocks claim tiles from
+ * a counter of a pool in device memory, which each launch leaves at zero: at most 256 calls
+ * in flight at once) and walks K in order: deterministic, no workspace. DT_EUNSUPPORTED when the driver has no tensor-map encoder;
  * on a GPU other than sm_90 the launch fails (no kernel image), reported by the next
  * cudaGetLastError. */
 dt_status dt_cu_gemm_wgmma(const dt_cu_gemm_args *a, cudaStream_t s);
@@ -155,6 +156,9 @@ enum {
     DT_CU_GEMM_OWN_COUNT
 };
 void dt_cu_gemm_wgmma_force(int schedule);
+/* Benchmarks only: on != 0, later calls take their tiles in the fixed order b, b + grid, ...
+ * (gemm_tma_plan.h) instead of claiming them from the launch's counter; 0: back to claims. */
+void dt_cu_gemm_wgmma_static(int on);
 
 /* ---- embedding (encoder_cuda.cu), DT_OP_ENCODER_BWD ---------------------------------- */
 /* out (B,T,C) bf16 = wte[inp] + wpe[t], wte/wpe fp32; with hidden dropout on the sum. */

@@ -14,13 +14,23 @@
  *     counts, so a block's second consumer warpgroup has no tile or one tile fewer) against
  *     fp64 on the CPU, same tolerance; whether each forced schedule gives the rule's bytes
  *     is printed (not a check: the contract is per binary and schedule);
- *  2. determinism: three replays of the rule, each after poisoning C (and aux) with another
- *     byte and with a 4096^3 cuBLASLt GEMM running on a second stream, byte-identical to the
- *     first;
+ *     The rule with its tiles in the static order (b, b + grid, ...) instead of claimed from
+ *     the launch's counter gives the same bytes (a check: who computes a tile must not
+ *     change its bits);
+ *  2. determinism: byte-identical to the first call, each replay after poisoning C (and
+ *     aux) with another byte: three with a 4096^3 cuBLASLt GEMM running on a second stream;
+ *     three launched while another stream's kernel holds half the SMs, or all but 8, for
+ *     30 us (its blocks take 120 KB of shared memory, so ours cannot start there until it
+ *     ends: the blocks that start late claim fewer tiles); three replays of a CUDA graph
+ *     holding the call (its tile counter captured: each launch must leave it at zero); and
+ *     two calls at once on two streams (two counters);
  *  3. timing (not a check): CUDA events around each call queued behind a busy wait (GPU
- *     time without the host's launch overhead), every schedule and cuBLASLt one after
- *     another in each of 20 rounds after 3 warm-up rounds (so a drift of clocks or of the
- *     L2 state falls on all alike), the median of each, in ms and TFLOP/s.
+ *     time without the host's launch overhead), every schedule, the rule in the static
+ *     order and cuBLASLt one after another in each of 20 rounds after 3 warm-up rounds (so
+ *     a drift of clocks or of the L2 state falls on all alike), the median of each, in ms
+ *     and TFLOP/s; then "busy": the same for the rule (claims, static order) and cuBLASLt
+ *     launched while half the SMs are held for 30 us by another stream's kernel, timed from
+ *     the moment all of that kernel's blocks run to the end of the call.
  * Also checks that dt_cu_gemm_wgmma refuses a call that does not fit (DT_EINVAL, nothing
  * written). Exits non-zero on any failed check (a CUDA error ends it with status 2). */
 #include "ops/gemm_tma_plan.h"
@@ -43,11 +53,15 @@ static double gelu_grad_d(double x) {
 
 struct kind { const char *name; int tb, epi, bias, M, N, K, per_step; };
 
-/* The timed variants, in a round's order: the forced schedules, then cuBLASLt. */
-enum { T_COOP, T_COOP128, T_PP64, T_PP128, T_CUBLAS, T_COUNT };
-static const char *const t_name[T_COUNT] = {"coop", "coop128", "pp64x256", "pp128", "cublas"};
-struct timing { const char *name; int M, N, K, per_step; double ms[T_COUNT]; };
+/* The timed variants, in a round's order: the forced schedules, the rule in the static
+ * order, then cuBLASLt; under a busy GPU, the rule (claims), the rule (static), cuBLASLt. */
+enum { T_COOP, T_COOP128, T_PP64, T_PP128, T_STATIC, T_CUBLAS, T_COUNT };
+static const char *const t_name[T_COUNT] = {"coop", "coop128", "pp64x256", "pp128", "static", "cublas"};
+enum { B_DYN, B_STATIC, B_CUBLAS, B_COUNT };
+static const char *const b_name[B_COUNT] = {"busy rule", "busy stat", "busy cubl"};
+struct timing { const char *name; int M, N, K, per_step; double ms[T_COUNT], busy[B_COUNT]; };
 static std::vector<timing> g_times;
+static int g_sms;
 
 /* Keeps stream 0 busy for about us microseconds (the global timer), so that the host has
  * queued a timed call and its closing event before the GPU reaches them: the events then
@@ -56,6 +70,29 @@ __global__ void busy_wait(unsigned us) {
     unsigned long long t0, t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < 1000ull * us);
+}
+
+/* Another stream's kernel that holds an SM a block for us microseconds: each block counts
+ * itself in *started when it runs, and takes OCCUPY_SMEM of shared memory, so that no block
+ * of ours (over 200 KB) fits beside it on its SM. */
+#define OCCUPY_SMEM (120 * 1024)
+__global__ void occupy(int *started, unsigned us) {
+    if (threadIdx.x == 0) atomicAdd(started, 1);
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < 1000ull * us);
+}
+/* Returns once *started has reached target (all of occupy's blocks of this round run). */
+__global__ void wait_started(const int *started, int target) {
+    while (*(volatile const int *)started < target) __nanosleep(200);
+}
+/* Holds `blocks` SMs for us microseconds on stream hold, and makes stream s wait until they
+ * are all held (started counts up across rounds: *expected is its next target). */
+static void hold_sms(int *started, int *expected, int blocks, unsigned us, cudaStream_t hold, cudaStream_t s) {
+    occupy<<<blocks, 32, OCCUPY_SMEM, hold>>>(started, us);
+    *expected += blocks;
+    wait_started<<<1, 1, 0, s>>>(started, *expected);
+    gpu_ok(cudaGetLastError(), "hold_sms launches");
 }
 
 /* Median ms of each f[v] (CUDA events on stream 0, after a 50 us busy wait): 3 warm-up
@@ -84,6 +121,40 @@ static void median_alt(const std::vector<std::function<void()>> &f, double *out)
         std::sort(ms[v].begin(), ms[v].end());
         out[v] = ms[v].empty() ? 0.0 : (ms[v][9] + ms[v][10]) / 2.0;
     }
+}
+
+/* Median ms of each f[v](s1) launched while half the SMs are held for 30 us by a kernel on
+ * another stream, from the moment all of its blocks run (an event on s1 after the wait) to
+ * the end of the call; 3 warm-up rounds, then 20 that each time every variant once. */
+static void median_busy(const std::vector<std::function<void(cudaStream_t)>> &f, double *out) {
+    cudaStream_t s1, s2;
+    gpu_ok(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), "stream");
+    gpu_ok(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), "stream");
+    cudaEvent_t e0, e1;
+    gpu_ok(cudaEventCreate(&e0), "cudaEventCreate");
+    gpu_ok(cudaEventCreate(&e1), "cudaEventCreate");
+    int *started = dev<int>(1), expected = 0;
+    std::vector<std::vector<float>> ms(f.size());
+    for (int r = 0; r < 23; r++)
+        for (size_t v = 0; v < f.size(); v++) {
+            hold_sms(started, &expected, g_sms / 2, 30, s2, s1);
+            cudaEventRecord(e0, s1);
+            f[v](s1);
+            cudaEventRecord(e1, s1);
+            gpu_ok(cudaDeviceSynchronize(), "busy timed call");
+            float t = 0;
+            cudaEventElapsedTime(&t, e0, e1);
+            if (r >= 3) ms[v].push_back(t);
+        }
+    for (size_t v = 0; v < f.size(); v++) {
+        std::sort(ms[v].begin(), ms[v].end());
+        out[v] = (ms[v][9] + ms[v][10]) / 2.0;
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaFree(started);
+    gpu_ok(cudaStreamDestroy(s1), "stream");
+    gpu_ok(cudaStreamDestroy(s2), "stream");
 }
 
 static void test_kind(const kind &k, int timed) {
@@ -123,7 +194,7 @@ static void test_kind(const kind &k, int timed) {
         CHECK_RELF(xw, xc, 1e-2, "%s %dx%dx%d aux vs cuBLASLt", k.name, M, N, K);
     }
     /* the other schedules, into the same buffers (checked, then overwritten) */
-    std::vector<unsigned char> rule_c = bytes_of(Cw, cb);
+    std::vector<unsigned char> rule_c = bytes_of(Cw, cb), rule_x = gelu ? bytes_of(auxw, cb) : std::vector<unsigned char>();
     static const int other[4] = {DT_CU_GEMM_OWN_COOP256, DT_CU_GEMM_OWN_COOP128, DT_CU_GEMM_OWN_PINGPONG256,
                                  DT_CU_GEMM_OWN_PINGPONG128};
     static const char *other_name[4] = {"128 x 256 cooperative", "128 x 128 cooperative", "64 x 256 ping-pong",
@@ -144,6 +215,17 @@ static void test_kind(const kind &k, int timed) {
                 bytes_of(Cw, cb) == rule_c ? "equal" : "differ from");
         dt_cu_gemm_wgmma_force(DT_CU_GEMM_OWN_RULE);
     }
+    /* the rule with its tiles in the static order: the same bytes as claimed tiles */
+    gpu_ok(cudaMemset(Cw, 0xff, cb), "poison");
+    if (gelu) gpu_ok(cudaMemset(auxw, 0xff, cb), "poison");
+    dt_cu_gemm_wgmma_static(1);
+    CHECK_OK(dt_cu_gemm_wgmma(&aw, 0));
+    dt_cu_gemm_wgmma_static(0);
+    gpu_ok(cudaGetLastError(), "dt_cu_gemm_wgmma launch (static order)");
+    CHECKF(bytes_of(Cw, cb) == rule_c, "%s %dx%dx%d: C in the static order differs from claimed tiles", k.name, M, N, K);
+    if (gelu)
+        CHECKF(bytes_of(auxw, cb) == rule_x, "%s %dx%dx%d: aux in the static order differs from claimed tiles", k.name,
+               M, N, K);
     CHECK_OK(dt_cu_gemm_wgmma(&aw, 0)); /* the rule's bytes back for the replays */
     if ((size_t)M * N * K <= (size_t)1 << 24) { /* fp64 on the CPU */
         vf ref((size_t)M * N), refx((size_t)M * N);
@@ -185,19 +267,66 @@ static void test_kind(const kind &k, int timed) {
         if (gelu) CHECKF(bytes_of(auxw, cb) == x0, "%s replay %d: aux differs from the first call", k.name, r + 1);
     }
     dt_cu_blas_free(side_blas);
-    gpu_ok(cudaStreamDestroy(s1), "stream");
-    gpu_ok(cudaStreamDestroy(s2), "stream");
     cudaFree(sa);
     cudaFree(sbm);
     cudaFree(sc);
+    /* ... while another stream's kernel holds half the SMs, then all but 8, for 30 us */
+    int *started = dev<int>(1), expected = 0;
+    gpu_ok(cudaFuncSetAttribute(occupy, cudaFuncAttributeMaxDynamicSharedMemorySize, OCCUPY_SMEM), "occupy smem");
+    static const int poison2[3] = {0x3c, 0xc3, 0x7f};
+    for (int r = 0; r < 3; r++) {
+        gpu_ok(cudaMemset(Cw, poison2[r], cb), "poison");
+        if (gelu) gpu_ok(cudaMemset(auxw, poison2[r], cb), "poison");
+        gpu_ok(cudaDeviceSynchronize(), "poison");
+        hold_sms(started, &expected, r == 2 ? g_sms - 8 : g_sms / 2, 30, s2, s1);
+        CHECK_OK(dt_cu_gemm_wgmma(&aw, s1));
+        gpu_ok(cudaGetLastError(), "replay launch (SMs held)");
+        CHECKF(bytes_of(Cw, cb) == c0, "%s replay %d with %d SMs held: C differs from the first call", k.name, r + 1,
+               r == 2 ? g_sms - 8 : g_sms / 2);
+        if (gelu) CHECKF(bytes_of(auxw, cb) == x0, "%s replay %d with SMs held: aux differs", k.name, r + 1);
+    }
+    cudaFree(started);
+    /* ... replayed from a CUDA graph (the launch's counter is captured with it) */
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    gpu_ok(cudaStreamBeginCapture(s1, cudaStreamCaptureModeRelaxed), "capture");
+    dt_status gst = dt_cu_gemm_wgmma(&aw, s1);
+    gpu_ok(cudaStreamEndCapture(s1, &graph), "end capture");
+    CHECK_OK(gst);
+    gpu_ok(cudaGraphInstantiate(&exec, graph, 0), "graph instantiate");
+    for (int r = 0; r < 3; r++) {
+        gpu_ok(cudaMemset(Cw, poison[r], cb), "poison");
+        if (gelu) gpu_ok(cudaMemset(auxw, poison[r], cb), "poison");
+        gpu_ok(cudaDeviceSynchronize(), "poison");
+        gpu_ok(cudaGraphLaunch(exec, s1), "graph launch");
+        CHECKF(bytes_of(Cw, cb) == c0, "%s graph replay %d: C differs from the first call", k.name, r + 1);
+        if (gelu) CHECKF(bytes_of(auxw, cb) == x0, "%s graph replay %d: aux differs", k.name, r + 1);
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    /* ... two calls at once on two streams, into two outputs (aux: its own for GELU, the
+     * shared input for dGELU) */
+    gpu_ok(cudaMemset(Cw, 0x5a, cb), "poison");
+    gpu_ok(cudaMemset(Cc, 0xa5, cb), "poison");
+    gpu_ok(cudaDeviceSynchronize(), "poison");
+    dt_cu_gemm_args a2 = aw;
+    a2.C = Cc;
+    a2.aux = auxc;
+    CHECK_OK(dt_cu_gemm_wgmma(&aw, s1));
+    CHECK_OK(dt_cu_gemm_wgmma(&a2, s2));
+    gpu_ok(cudaGetLastError(), "two streams");
+    CHECKF(bytes_of(Cw, cb) == c0 && bytes_of(Cc, cb) == c0, "%s: two calls at once: C differs", k.name);
+    if (gelu) CHECKF(bytes_of(auxw, cb) == x0 && bytes_of(auxc, cb) == x0, "%s: two calls at once: aux differs", k.name);
+    gpu_ok(cudaStreamDestroy(s1), "stream");
+    gpu_ok(cudaStreamDestroy(s2), "stream");
 
     /* 3. timing */
     if (timed) {
-        timing tm = {k.name, M, N, K, k.per_step, {0}};
-        static const int sch[T_CUBLAS] = {0, DT_CU_GEMM_OWN_COOP128, DT_CU_GEMM_OWN_PINGPONG256,
+        timing tm = {k.name, M, N, K, k.per_step, {0}, {0}};
+        static const int sch[T_STATIC] = {0, DT_CU_GEMM_OWN_COOP128, DT_CU_GEMM_OWN_PINGPONG256,
                                           DT_CU_GEMM_OWN_PINGPONG128};
         std::vector<std::function<void()>> f(T_COUNT);
-        for (int v = 0; v < T_CUBLAS; v++) {
+        for (int v = 0; v < T_STATIC; v++) {
             /* coop: the rule before the ping-pong, 128 x 256 where N allows, else 128 x 128 */
             const int forced = v == T_COOP ? (N % 256 ? DT_CU_GEMM_OWN_COOP128 : DT_CU_GEMM_OWN_COOP256) : sch[v];
             if (forced == DT_CU_GEMM_OWN_PINGPONG256 && N % 256) continue;
@@ -206,9 +335,24 @@ static void test_kind(const kind &k, int timed) {
                 dt_cu_gemm_wgmma(&aw, 0);
             };
         }
+        f[T_STATIC] = [&aw] {
+            dt_cu_gemm_wgmma_force(DT_CU_GEMM_OWN_RULE);
+            dt_cu_gemm_wgmma_static(1);
+            dt_cu_gemm_wgmma(&aw, 0);
+            dt_cu_gemm_wgmma_static(0);
+        };
         f[T_CUBLAS] = [&ac] { dt_cu_gemm(g_blas, &ac, 0); };
         median_alt(f, tm.ms);
         dt_cu_gemm_wgmma_force(DT_CU_GEMM_OWN_RULE);
+        std::vector<std::function<void(cudaStream_t)>> fb(B_COUNT);
+        fb[B_DYN] = [&aw](cudaStream_t st) { dt_cu_gemm_wgmma(&aw, st); };
+        fb[B_STATIC] = [&aw](cudaStream_t st) {
+            dt_cu_gemm_wgmma_static(1);
+            dt_cu_gemm_wgmma(&aw, st);
+            dt_cu_gemm_wgmma_static(0);
+        };
+        fb[B_CUBLAS] = [&ac](cudaStream_t st) { dt_cu_gemm(g_blas, &ac, st); };
+        median_busy(fb, tm.busy);
         gpu_ok(cudaGetLastError(), "timed launches");
         g_times.push_back(tm);
     }
@@ -281,6 +425,7 @@ int main(void) {
     cudaDeviceProp prop;
     gpu_ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
     fprintf(stderr, "test_gpu_gemm_wgmma: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    g_sms = prop.multiProcessorCount;
     if (prop.major != 9 || prop.minor != 0) {
         fprintf(stderr, "test_gpu_gemm_wgmma: the wgmma kernels are built for sm_90a only; this GPU cannot run them\n");
         return 1;
@@ -297,7 +442,9 @@ int main(void) {
     CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));
     printf("%-22s %-16s", "GEMM", "M x N x K");
     for (int v = 0; v < T_COUNT; v++) printf(" %9s", t_name[v]);
-    printf(" %8s %9s %8s %8s %5s %12s\n", "pp128 TF", "cublas TF", "pp/cubl", "pp/coop", "rule", "rule dlt ms");
+    printf(" %8s %9s %8s %8s %5s %12s", "pp128 TF", "cublas TF", "pp/cubl", "pp/coop", "rule", "rule dlt ms");
+    for (int v = 0; v < B_COUNT; v++) printf(" %9s", b_name[v]);
+    printf("\n");
     double tot = 0;
     for (size_t i = 0; i < g_times.size(); i++) {
         const timing &t = g_times[i];
@@ -309,9 +456,11 @@ int main(void) {
         tot += dlt;
         printf("%-22s %-16s", t.name, sh);
         for (int v = 0; v < T_COUNT; v++) printf(" %9.4f", t.ms[v]);
-        printf(" %8.1f %9.1f %8.3f %8.3f %5s %12.3f\n", fl / (t.ms[T_PP128] * 1e9), fl / (t.ms[T_CUBLAS] * 1e9),
+        printf(" %8.1f %9.1f %8.3f %8.3f %5s %12.3f", fl / (t.ms[T_PP128] * 1e9), fl / (t.ms[T_CUBLAS] * 1e9),
                t.ms[T_PP128] / t.ms[T_CUBLAS], t.ms[T_PP128] / t.ms[T_COOP], rule == T_PP128 ? "pp128" : "coop",
                dlt);
+        for (int v = 0; v < B_COUNT; v++) printf(" %9.4f", t.busy[v]);
+        printf("\n");
     }
     printf("per step, all of the above on ours (the rule) instead of cuBLASLt: %+.3f ms\n", tot);
     dt_cu_blas_free(g_blas);
