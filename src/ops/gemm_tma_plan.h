@@ -99,8 +99,10 @@ DT_GT_FN int dt_gt_tiles(int M, int N, int bm, int bn) { return (M / bm) * (N / 
 DT_GT_FN int dt_gt_grid(int tiles, int sms) { return tiles < sms ? tiles : sms; }
 
 /* Which block takes which tile. Dynamic (the kernel's way): a block's producer claims its
- * next tile when it is about to load it, from a counter in global memory that every block
- * of the launch adds 1 to (atomicAdd returns the claim v, 0, 1, 2, ...): so a block that
+ * next tile shortly before it loads it (its first at the start, each next one with the
+ * load DT_GT_CLAIM_AHEAD stages before the current tile's last), from a counter in global
+ * memory that every block of the launch adds 1 to (atomicAdd returns the claim v, 0, 1,
+ * 2, ...): so a block that
  * started late, behind another stream's kernels still holding its SM, takes fewer tiles
  * instead of ending the launch late with its fixed share. Static (benchmarks only): block
  * b takes b, b + grid, b + 2 grid, ... Claim v is tile v, or no tile (-1) once v >= tiles:
@@ -110,6 +112,7 @@ DT_GT_FN int dt_gt_grid(int tiles, int sms) { return tiles < sms ? tiles : sms; 
  * CUDA graph that holds the launch), with no host write. Either way the tiles a block takes
  * are its local tiles 0, 1, 2, ...; in ping-pong, consumer warpgroup w takes local tiles w,
  * w + 2, ... Which block computes a tile never changes its bits (see the kernel). */
+#define DT_GT_CLAIM_AHEAD 4
 DT_GT_FN int dt_gt_claim_tile(int v, int tiles) { return v >= 0 && v < tiles ? v : -1; }
 DT_GT_FN int dt_gt_claim_last(int v, int tiles, int grid) { return v == tiles + grid - 1; }
 DT_GT_FN int dt_gt_static_tile(int b, int local, int grid, int tiles) {
