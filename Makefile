@@ -122,12 +122,12 @@ $(BUILD)/cuda/obj/%.cu.o: %.cu | nvcc-check
 	@$(NVCC) $(subst $(NVCC_ARCH),$(or $(NVCC_ARCH_OBJ),$(NVCC_ARCH)),$(NVCCFLAGS)) -DDT_CUDA=1 \
 	    -DDT_NVCC_FLAGS='"$(NVCC) $(NVCCFLAGS)"' -MMD -MP -c $< -o $@
 
-# The warpgroup-MMA attention kernels (wgmma, sm_90a only: the forward and the backward's
-# kernel A) are the sources built for the arch-specific target; the -gencode form (the
-# -arch=sm_90a shorthand also runs a plain sm_90 pass, which rejects wgmma). Their cubins
+# The warpgroup-MMA sources (attention forward and the backward's kernel A, activation GEMMs;
+# wgmma is sm_90a only) are the ones built for the arch-specific target; the -gencode form
+# (the -arch=sm_90a shorthand also runs a plain sm_90 pass, which rejects wgmma). Their cubins
 # run on the H100/H200 (sm_90) only.
 WGMMA_OBJ := $(BUILD)/cuda/obj/src/ops/attention_wgmma_cuda.cu.o $(BUILD)/cuda/obj/src/ops/attention_wgmma_bwd_cuda.cu.o \
-             $(BUILD)/cuda/obj/src/ops/attention_wgmma_bwd_q128_cuda.cu.o
+             $(BUILD)/cuda/obj/src/ops/attention_wgmma_bwd_q128_cuda.cu.o $(BUILD)/cuda/obj/src/ops/gemm_wgmma_cuda.cu.o
 $(WGMMA_OBJ): NVCC_ARCH_OBJ := -gencode=arch=compute_90a,code=sm_90a
 
 $(BUILD)/cuda/obj/%.o: %.c | nvcc-check $(DEPS_STAMP)

@@ -43,6 +43,18 @@ struct dt_gpt_cuda {
     int flash_wgmma;    /* flash kernels on warpgroup MMA (attention_wgmma*_cuda.cu, sm_90 only) */
     int fuse_gelu;      /* GELU in the fc GEMM's epilogue, its backward in the fcproj input-gradient GEMM */
     int fuse_bgrad;     /* bias gradients from the weight-gradient GEMMs' epilogue */
+    /* Linears on our own TMA-fed warpgroup-MMA kernel (dt_cu_gemm_wgmma) instead of
+     * cuBLASLt, sm_90 only, calls that do not fit its tiles staying on cuBLASLt (experiment):
+     * DT_GEMM_OWN=on the forward linears with a bias (qkv, attproj, fc with GELU, fcproj),
+     * and with DT_GEMM_OWN_BWD=on every input gradient; DT_GEMM_OWN=gelu the two GELU GEMMs
+     * only (fc forward, fcproj input gradient with dGELU); dgelu the fcproj input gradient
+     * only; off (the default): none, until a measured step is faster with it
+     * (bench/RESULTS.md). */
+    int gemm_own, gemm_own_bwd;
+#define OWN_OFF 0
+#define OWN_ON 1
+#define OWN_GELU 2
+#define OWN_DGELU 3
     int ksplit_off;     /* DT_GEMM_SPLITK=off: no GEMM cuts K into chunks */
     const char *fusion_note; /* the fusions asked for (DT_GEMM_EPILOGUES: off, gelu, bgrad, all) */
     cudaStream_t s, fin;  /* main stream; det partial finishes (joined at the end of backward) */
@@ -275,6 +287,15 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
         dt_gpt_cuda_free(m);
         return st;
     }
+    const char *own = getenv("DT_GEMM_OWN");
+    if (own && strcmp(own, "on") && strcmp(own, "off") && strcmp(own, "gelu") && strcmp(own, "dgelu")) {
+        dt_gpt_cuda_free(m);
+        return dt_fail(DT_EINVAL, "DT_GEMM_OWN='%s': accepted: off (the default), on (the forward linears with a "
+                       "bias on our own kernel, sm_90 only), gelu (the fc forward and fcproj input gradient only), "
+                       "dgelu (the fcproj input gradient only)", own);
+    }
+    m->gemm_own = !own ? OWN_OFF : !strcmp(own, "on") ? OWN_ON : !strcmp(own, "gelu") ? OWN_GELU
+                : !strcmp(own, "dgelu") ? OWN_DGELU : OWN_OFF;
     if (m->overlap) {
         st = dt_cu_check(cudaStreamCreateWithFlags(&m->wgs, cudaStreamNonBlocking), "cudaStreamCreate");
         if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_ready, cudaEventDisableTiming), "cudaEventCreate");
@@ -303,6 +324,8 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     }
     m->flash = dt_cu_flash_supported(C, NH, T, &ad) && !(force && !strcmp(force, "gemm"));
     m->flash_wgmma = m->flash && dt_cu_device_cc() == 90 && !(force && !strcmp(force, "flash-mma"));
+    if (dt_cu_device_cc() != 90) m->gemm_own = OWN_OFF;
+    m->gemm_own_bwd = m->gemm_own == OWN_ON && getenv("DT_GEMM_OWN_BWD") && !strcmp(getenv("DT_GEMM_OWN_BWD"), "on");
     DMALLOC(m->param, n, "parameters");
     DMALLOC(m->grad, n, "gradients");
     DMALLOC(m->adam_m, n, "AdamW m");
@@ -669,6 +692,15 @@ static void launch_info(dt_trace_op *h) {
     if (dt_cu_launch_take(buf, sizeof buf) > 0) dt_trace_kernel_info(h, "%s", buf);
 }
 
+/* A GEMM on our own kernel when m->gemm_own is on (the caller picks which calls ask) and the
+ * call fits its tiles, else cuBLASLt. *own says which ran. */
+static dt_status gelu_gemm(dt_gpt_cuda *m, const dt_cu_gemm_args *a, int *own) {
+    *own = m->gemm_own && dt_cu_gemm_wgmma_fits(a->ta, a->tb, a->M, a->N, a->K, a->lda, a->ldb, a->ldc, a->c_f32,
+                                                a->alpha, a->beta, a->batch, a->epi, (const void *)a->A,
+                                                (const void *)a->B, a->C, (const void *)a->bias, a->aux);
+    return *own ? dt_cu_gemm_wgmma(a, m->s) : dt_cu_gemm(m->blas, a, m->s);
+}
+
 /* Kernel-level detail of the GEMM just queued (algorithm, tile, split-K). */
 static void gemm_info(dt_gpt_cuda *m, dt_trace_op *h, const char *what) {
     if (!h || !dt_trace_on(DT_TRACE_KERNEL)) return;
@@ -731,8 +763,10 @@ static dt_status linear_fwd(dt_gpt_cuda *m, bf16 *out, const bf16 *inp, const bf
     OP_BEGIN(DT_PHASE_FWD, "matmul_fwd", DT_OP_GEMM,
              (IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC), IN("b", b, BF, 1, b ? OC : 0)));
     dt_cu_gemm_args a = {0, 1, N, OC, IC, inp, IC, 0, w, IC, 0, out, OC, 0, 0, 1.0f, 0.0f, 1, b};
-    TRY(dt_cu_gemm(m->blas, &a, m->s));
-    gemm_info(m, h_, "y");
+    int own = 0; /* the head (no bias) stays on cuBLASLt (faster there: bench/RESULTS.md) */
+    if (b && m->gemm_own == OWN_ON) TRY(gelu_gemm(m, &a, &own));
+    else TRY(dt_cu_gemm(m->blas, &a, m->s));
+    if (!own) gemm_info(m, h_, "y");
     TRY(inject(m, "matmul_fwd", out, (size_t)N * OC, 2));
     OP_END(OUT("y", out, BF, N, OC));
     return DT_OK;
@@ -747,8 +781,10 @@ static dt_status linear_gelu_fwd(dt_gpt_cuda *m, bf16 *out, bf16 *pre, const bf1
              (IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC), IN("b", b, BF, 1, OC)));
     dt_cu_gemm_args a = {0, 1, N, OC, IC, inp, IC, 0, w, IC, 0, out, OC, 0, 0, 1.0f, 0.0f, 1, b,
                          DT_CU_EPI_GELU, pre, NULL, NULL};
-    TRY(dt_cu_gemm(m->blas, &a, m->s));
-    gemm_info(m, h_, "pre, y = gelu(pre)");
+    int own = 0;
+    if (m->gemm_own == OWN_ON || m->gemm_own == OWN_GELU) TRY(gelu_gemm(m, &a, &own));
+    else TRY(dt_cu_gemm(m->blas, &a, m->s));
+    if (!own) gemm_info(m, h_, "pre, y = gelu(pre)"); /* ours: OP_END reports its launch */
     TRY(inject(m, "matmul_gelu_fwd", out, (size_t)N * OC, 2));
     OP_END((OUT("pre", pre, BF, N, OC), OUT("y", out, BF, N, OC)));
     return DT_OK;
@@ -775,8 +811,11 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
         TRY(dt_cu_check(cudaStreamWaitEvent(m->wgs, m->ev_ready, 0), "cudaStreamWaitEvent"));
     }
     TRY(claim(m, dinp));
-    TRY(dt_cu_gemm(m->blas, &a, m->s));
-    gemm_info(m, h_, gelu_pre ? "dx = (dy w) gelu'(pre)" : "dx");
+    int own = 0; /* the input gradients on our kernel with DT_GEMM_OWN_BWD=on, dGELU's with =gelu, =dgelu */
+    if (m->gemm_own_bwd || ((m->gemm_own == OWN_GELU || m->gemm_own == OWN_DGELU) && gelu_pre))
+        TRY(gelu_gemm(m, &a, &own));
+    else TRY(dt_cu_gemm(m->blas, &a, m->s));
+    if (!own) gemm_info(m, h_, gelu_pre ? "dx = (dy w) gelu'(pre)" : "dx");
     int summed = db && db == m->db_summed;
     if (summed) m->db_summed = NULL;
     int bgrad = db && !summed && m->fuse_bgrad;
@@ -1436,13 +1475,23 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
              "\"sm\":\"%d.%d\",\"sms\":%d,\"driver\":%d,"
              "\"runtime\":%d,\"cublaslt\":%zu,\"nvcc_flags\":\"%s\",\"gemm_workspace\":%u,"
              "\"gemm_table\":%s,\"gemm_algos\":%s,\"bwd_overlap\":\"%s\",\"gemm_algos_weight_stream\":%s,"
-             "\"cuda_graphs\":\"%s\"}",
+             "\"cuda_graphs\":\"%s\",\"gemm_own\":\"%s\"}",
              attention_name(m), m->fuse_gelu ? "true" : "false", m->fuse_bgrad ? "true" : "false",
              m->fusion_note, m->ksplit_off ? "off (DT_GEMM_SPLITK=off)" : "dt_cu_gemm_splits",
              m->fuse_bgrad ? "off (bias gradients from the GEMM epilogue)"
              : m->hidden_dropout > 0.0f ? "off while training (hidden dropout)" : "attproj, fcproj", p.name, p.major,
              p.minor, p.multiProcessorCount, drv, rt, cublasLtGetVersion(), DT_NVCC_FLAGS, DT_CU_GEMM_WORKSPACE,
              table, algos, m->overlap ? "weight gradients on a second stream (DT_BWD_OVERLAP=on)" : "off", algos_w,
-             m->graphs ? "on: zero_grad, forward and backward replayed from CUDA graphs (DT_CUDA_GRAPH=on)" : "off");
+             m->graphs ? "on: zero_grad, forward and backward replayed from CUDA graphs (DT_CUDA_GRAPH=on)" : "off",
+             m->gemm_own == OWN_GELU && m->fuse_gelu
+                 ? "gelu: fc forward and fcproj input gradient on gemm_wgmma_cuda.cu, 128 x 128 ping-pong (DT_GEMM_OWN=gelu)"
+             : m->gemm_own == OWN_DGELU && m->fuse_gelu
+                 ? "dgelu: fcproj input gradient on gemm_wgmma_cuda.cu, 128 x 128 ping-pong (DT_GEMM_OWN=dgelu)"
+             : m->gemm_own == OWN_ON
+                 ? (m->gemm_own_bwd ? "on: forward linears and input gradients on gemm_wgmma_cuda.cu, 128 x 128 ping-pong "
+                                      "(DT_GEMM_OWN=on, DT_GEMM_OWN_BWD=on)"
+                                    : "on: forward linears with a bias on gemm_wgmma_cuda.cu, 128 x 128 ping-pong "
+                                      "(DT_GEMM_OWN=on)")
+                 : "off");
     return m->desc;
 }

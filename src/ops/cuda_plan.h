@@ -130,6 +130,28 @@ void dt_cu_launch_note(const char *kernel, unsigned gx, unsigned gy, unsigned gz
  * clears them and returns how many launches were noted. buf may be NULL (just clears). */
 int dt_cu_launch_take(char *buf, size_t cap);
 
+/* GEMM epilogues (dt_cu_gemm_args.epi in ops_cuda.h): what happens to acc = alpha op(A)
+ * op(B) + beta C (fp32) before C is stored. */
+enum {
+    DT_CU_EPI_DEFAULT = 0,   /* C = acc (+ bias[n] on every row when bias is not NULL) */
+    DT_CU_EPI_GELU,          /* aux = acc (+ bias[n] when bias is not NULL); C = GELU(aux), the
+                              * tanh form of gelu.h, of the fp32 value (aux is stored rounded) */
+    DT_CU_EPI_DGELU,         /* C = acc * GELU'(aux), aux the forward's pre-activation */
+    DT_CU_EPI_BGRAD,         /* C as DEFAULT, and dbias[i] += sum over k of op(A)[i][k]: the
+                              * bias gradient of a weight-gradient GEMM (A = dout^T) */
+    DT_CU_EPI_COUNT
+};
+
+/* ---- the warpgroup-MMA GEMM (gemm_wgmma_cuda.cu) -----------------------------------
+ * Whether a dt_cu_gemm call fits dt_cu_gemm_wgmma's tiles (128 rows x 128 or 256 columns,
+ * K in steps of 64; gemm_tma_plan.h): A not transposed
+ * (ta 0), bf16 C, alpha 1, beta 0, one batch, epilogue DEFAULT (bias or not), GELU or
+ * DGELU, M and N multiples of 128, K a positive multiple of 64, leading dimensions
+ * multiples of 8 (16-byte rows) and every pointer 16-byte aligned. 1 or 0. */
+int dt_cu_gemm_wgmma_fits(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int c_f32, float alpha,
+                          float beta, int batch, int epi, const void *A, const void *B, const void *C,
+                          const void *bias, const void *aux);
+
 /* ---- pending reads of a second stream -------------------------------------------------
  * The GPU model's backward runs the weight-gradient GEMMs on a second stream; each reads a
  * dout buffer that the main stream writes again later (the next layer's gradients). The

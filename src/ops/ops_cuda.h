@@ -78,18 +78,9 @@ void dt_cu_blas_forget(dt_cu_blas *h);
 void dt_cu_blas_capture_begin(dt_cu_blas *h);
 int dt_cu_blas_graph_relax(dt_cu_blas *h, cudaGraph_t g);
 
-/* Epilogues (dt_cu_gemm_args.epi): what happens to acc = alpha op(A) op(B) + beta C (fp32)
- * before C is stored. The pointers they use must keep one alignment per plan (cuBLASLt picks
- * the algorithm for the alignment of the first call's pointers). */
-enum {
-    DT_CU_EPI_DEFAULT = 0,   /* C = acc (+ bias[n] on every row when bias is not NULL) */
-    DT_CU_EPI_GELU,          /* aux = acc (+ bias[n] when bias is not NULL); C = GELU(aux), the
-                              * tanh form of gelu.h, of the fp32 value (aux is stored rounded) */
-    DT_CU_EPI_DGELU,         /* C = acc * GELU'(aux), aux the forward's pre-activation */
-    DT_CU_EPI_BGRAD,         /* C as DEFAULT, and dbias[i] += sum over k of op(A)[i][k]: the
-                              * bias gradient of a weight-gradient GEMM (A = dout^T) */
-    DT_CU_EPI_COUNT
-};
+/* Epilogues (dt_cu_gemm_args.epi): the enum DT_CU_EPI_* of cuda_plan.h. The pointers they
+ * use must keep one alignment per plan (cuBLASLt picks the algorithm for the alignment of
+ * the first call's pointers). */
 /* Floats of bias-gradient scratch (dbias_part) a DT_CU_EPI_BGRAD call with M rows needs. */
 #define DT_CU_BGRAD_PART_FLOATS(M) ((size_t)DT_CU_SPLITK_MAX * (size_t)(M))
 
@@ -141,6 +132,33 @@ dt_status dt_cu_gemm_check_cfg(dt_cu_blas *h, const dt_cu_gemm_args *a, const dt
 /* Reads an algorithm's configuration back (every settable attribute of cuBLASLt's algo
  * config) into c. */
 void dt_cu_gemm_cfg_read(const cublasLtMatmulAlgo_t *algo, dt_cu_gemm_cfg *c);
+/* The same GEMM on our own kernel (gemm_wgmma_cuda.cu, sm_90a only: TMA loads, warpgroup
+ * MMA, persistent blocks; 128 x 128 tiles in ping-pong, 128 x 256 cooperative for K >= 2048
+ * where N allows: gemm_tma_plan.h's dt_gt_schedule): for
+ * calls that dt_cu_gemm_wgmma_fits (cuda_plan.h; else DT_EINVAL, nothing launched),
+ * epilogues DEFAULT (bias), GELU and DGELU with dt_cu_gemm's meaning; the GELU math is
+ * gelu_cuda.cu's formula with the hardware tanh, so the bits differ from cuBLASLt's
+ * epilogues within bf16 roundings. One block owns each output tile (blocks claim tiles from
+ * a counter of a pool in device memory, which each launch leaves at zero: at most 256 calls
+ * in flight at once) and walks K in order: deterministic, no workspace. DT_EUNSUPPORTED when the driver has no tensor-map encoder;
+ * on a GPU other than sm_90 the launch fails (no kernel image), reported by the next
+ * cudaGetLastError. */
+dt_status dt_cu_gemm_wgmma(const dt_cu_gemm_args *a, cudaStream_t s);
+/* Benchmarks only: the schedule dt_cu_gemm_wgmma's later calls take (DT_CU_GEMM_OWN_RULE:
+ * the rule above). A 256-wide one forced on an N that is not a multiple of 256 is refused
+ * (DT_EINVAL). */
+enum {
+    DT_CU_GEMM_OWN_RULE = 0,
+    DT_CU_GEMM_OWN_COOP256,    /* 128 x 256 tiles, both consumer warpgroups on each */
+    DT_CU_GEMM_OWN_COOP128,    /* 128 x 128 tiles, both consumer warpgroups on each */
+    DT_CU_GEMM_OWN_PINGPONG256, /* 64 x 256 tiles, the consumer warpgroups on alternate ones */
+    DT_CU_GEMM_OWN_PINGPONG128, /* 128 x 128 tiles, the consumer warpgroups on alternate ones */
+    DT_CU_GEMM_OWN_COUNT
+};
+void dt_cu_gemm_wgmma_force(int schedule);
+/* Benchmarks only: on != 0, later calls take their tiles in the fixed order b, b + grid, ...
+ * (gemm_tma_plan.h) instead of claiming them from the launch's counter; 0: back to claims. */
+void dt_cu_gemm_wgmma_static(int on);
 
 /* ---- embedding (encoder_cuda.cu), DT_OP_ENCODER_BWD ---------------------------------- */
 /* out (B,T,C) bf16 = wte[inp] + wpe[t], wte/wpe fp32; with hidden dropout on the sum. */

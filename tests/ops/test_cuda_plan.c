@@ -214,6 +214,45 @@ static void test_graph_decide(void) {
     CHECK(dt_cu_graph_decide(&g, 1, a) == DT_CU_GRAPH_CAPTURE);
 }
 
+/* Which GEMM calls the warpgroup-MMA kernel (gemm_wgmma_cuda.cu) takes (dt_cu_gemm_wgmma_fits). */
+static void test_gemm_wgmma_fits(void) {
+    static _Alignas(16) unsigned char buf[64];
+    const void *p = buf, *odd = buf + 8, *b4 = buf + 4;
+    /* the model's activation GEMMs: forward NT with bias, GELU; input gradient NN, dGELU */
+    CHECK(dt_cu_gemm_wgmma_fits(0, 1, 16384, 2304, 768, 768, 768, 2304, 0, 1.0f, 0.0f, 1, DT_CU_EPI_DEFAULT, p, p, p,
+                                p, NULL));
+    CHECK(dt_cu_gemm_wgmma_fits(0, 1, 16384, 3072, 768, 768, 768, 3072, 0, 1.0f, 0.0f, 1, DT_CU_EPI_GELU, p, p, p, p,
+                                p));
+    CHECK(dt_cu_gemm_wgmma_fits(0, 0, 16384, 3072, 768, 768, 3072, 3072, 0, 1.0f, 0.0f, 1, DT_CU_EPI_DGELU, p, p, p,
+                                NULL, p));
+    CHECK(dt_cu_gemm_wgmma_fits(0, 0, 16384, 768, 3072, 3072, 768, 768, 0, 1.0f, 0.0f, 1, DT_CU_EPI_DEFAULT, p, p, p,
+                                NULL, NULL));
+    CHECK(dt_cu_gemm_wgmma_fits(0, 1, 128, 128, 64, 64, 64, 128, 0, 1.0f, 0.0f, 1, DT_CU_EPI_DEFAULT, p, p, p, p,
+                                NULL));
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 1, 128, 128, 64, 64, 64, 128, 0, 1.0f, 0.0f, 1, DT_CU_EPI_DEFAULT, p, p, p, b4,
+                                 NULL)); /* the bias is read in 16-byte pieces */
+    /* off the tiles or the kernel's contract: each refused */
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 1, 16320, 2304, 768, 768, 768, 2304, 0, 1.0f, 0.0f, 1, 0, p, p, p, NULL, NULL));
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 1, 16384, 2300, 768, 768, 768, 2304, 0, 1.0f, 0.0f, 1, 0, p, p, p, NULL, NULL));
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 1, 16384, 2304, 760, 768, 768, 2304, 0, 1.0f, 0.0f, 1, 0, p, p, p, NULL, NULL));
+    CHECK(!dt_cu_gemm_wgmma_fits(1, 0, 768, 768, 16384, 768, 768, 768, 0, 1.0f, 0.0f, 1, 0, p, p, p, NULL, NULL));
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 0, 16384, 768, 768, 768, 768, 768, 1, 1.0f, 0.0f, 1, 0, p, p, p, NULL, NULL));
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 0, 16384, 768, 768, 768, 768, 768, 0, 2.0f, 0.0f, 1, 0, p, p, p, NULL, NULL));
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 0, 16384, 768, 768, 768, 768, 768, 0, 1.0f, 1.0f, 1, 0, p, p, p, NULL, NULL));
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 0, 1024, 1024, 64, 64, 1024, 1024, 0, 1.0f, 0.0f, 48, 0, p, p, p, NULL, NULL));
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 0, 16384, 768, 768, 768, 768, 768, 0, 1.0f, 0.0f, 1, DT_CU_EPI_BGRAD, p, p, p,
+                                 NULL, NULL));
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 0, 16384, 768, 768, 768, 768, 768, 0, 1.0f, 0.0f, 1, 0, odd, p, p, NULL, NULL));
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 0, 16384, 768, 768, 768, 768, 768, 0, 1.0f, 0.0f, 1, 0, p, p, odd, NULL, NULL));
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 0, 16384, 768, 768, 772, 768, 768, 0, 1.0f, 0.0f, 1, 0, p, p, p, NULL, NULL));
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 0, 16384, 768, 768, 768, 640, 768, 0, 1.0f, 0.0f, 1, 0, p, p, p, NULL, NULL));
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 1, 16384, 3072, 768, 768, 768, 3072, 0, 1.0f, 0.0f, 1, DT_CU_EPI_GELU, p, p, p,
+                                 p, NULL)); /* GELU without its aux output */
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 0, 16384, 3072, 768, 768, 3072, 3072, 0, 1.0f, 0.0f, 1, DT_CU_EPI_DGELU, p, p, p,
+                                 p, p)); /* dGELU takes no bias */
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 0, 16384, 768, 768, 768, 768, 768, 0, 1.0f, 0.0f, 1, 0, NULL, p, p, NULL, NULL));
+}
+
 int main(void) {
     RUN(test_parts_and_grid);
     RUN(test_ln_plan);
@@ -224,5 +263,6 @@ int main(void) {
     RUN(test_launch_log);
     RUN(test_pending_reads);
     RUN(test_graph_decide);
+    RUN(test_gemm_wgmma_fits);
     return dt_test_report();
 }
