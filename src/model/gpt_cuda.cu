@@ -44,12 +44,12 @@ struct dt_gpt_cuda {
     int fuse_gelu;      /* GELU in the fc GEMM's epilogue, its backward in the fcproj input-gradient GEMM */
     int fuse_bgrad;     /* bias gradients from the weight-gradient GEMMs' epilogue */
     /* Linears on our own TMA-fed warpgroup-MMA kernel (dt_cu_gemm_wgmma) instead of
-     * cuBLASLt, sm_90 only, calls that do not fit its tiles staying on cuBLASLt (experiment):
-     * DT_GEMM_OWN=on the forward linears with a bias (qkv, attproj, fc with GELU, fcproj),
-     * and with DT_GEMM_OWN_BWD=on every input gradient; DT_GEMM_OWN=gelu the two GELU GEMMs
-     * only (fc forward, fcproj input gradient with dGELU); dgelu the fcproj input gradient
-     * only; off (the default): none, until a measured step is faster with it
-     * (bench/RESULTS.md). */
+     * cuBLASLt, sm_90 only, calls that do not fit its tiles staying on cuBLASLt:
+     * DT_GEMM_OWN=gelu (the default) the two GELU GEMMs (fc forward, fcproj input gradient
+     * with dGELU), faster than cuBLASLt's in the step by 0.04-0.1 ms (bench/RESULTS.md,
+     * session 8); on: the forward linears with a bias (qkv, attproj, fc with GELU, fcproj),
+     * and with DT_GEMM_OWN_BWD=on every input gradient (slower in the step); dgelu: the
+     * fcproj input gradient only; off: none (every GEMM on cuBLASLt). */
     int gemm_own, gemm_own_bwd;
 #define OWN_OFF 0
 #define OWN_ON 1
@@ -290,11 +290,11 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     const char *own = getenv("DT_GEMM_OWN");
     if (own && strcmp(own, "on") && strcmp(own, "off") && strcmp(own, "gelu") && strcmp(own, "dgelu")) {
         dt_gpt_cuda_free(m);
-        return dt_fail(DT_EINVAL, "DT_GEMM_OWN='%s': accepted: off (the default), on (the forward linears with a "
-                       "bias on our own kernel, sm_90 only), gelu (the fc forward and fcproj input gradient only), "
-                       "dgelu (the fcproj input gradient only)", own);
+        return dt_fail(DT_EINVAL, "DT_GEMM_OWN='%s': accepted: gelu (the default: the fc forward and fcproj input "
+                       "gradient on our own kernel, sm_90 only), off (every GEMM on cuBLASLt), on (the forward "
+                       "linears with a bias), dgelu (the fcproj input gradient only)", own);
     }
-    m->gemm_own = !own ? OWN_OFF : !strcmp(own, "on") ? OWN_ON : !strcmp(own, "gelu") ? OWN_GELU
+    m->gemm_own = !own ? OWN_GELU : !strcmp(own, "on") ? OWN_ON : !strcmp(own, "gelu") ? OWN_GELU
                 : !strcmp(own, "dgelu") ? OWN_DGELU : OWN_OFF;
     if (m->overlap) {
         st = dt_cu_check(cudaStreamCreateWithFlags(&m->wgs, cudaStreamNonBlocking), "cudaStreamCreate");

@@ -6,8 +6,9 @@
 #  - GPU and CPU runs of the same config start from the same loss (first step within 2%);
 #  - env.json records the GPU and the pinned GEMM algorithms;
 #  - DT_ATTENTION=flash-mma with DT_BWD_OVERLAP=off gives the default run's bits, and so
-#    does DT_CUDA_GRAPH=off (every op launched one by one instead of replayed graphs); two
-#    runs with DT_GEMM_OWN=gelu (the GELU GEMMs on our own kernel) are bitwise identical;
+#    does DT_CUDA_GRAPH=off (every op launched one by one instead of replayed graphs); the
+#    default run records DT_GEMM_OWN=gelu (the GELU GEMMs on our own kernel), and two runs
+#    with DT_GEMM_OWN=off (every GEMM on cuBLASLt) are bitwise identical;
 #    bad values of any of them (and of DT_GEMM_OWN) are refused;
 #  - checkpoints: a 30-step run saving at 15 and 30 vs 15 steps saved then resumed to 30:
 #    metrics bitwise identical (`detrain compare`) and both checkpoints of each step
@@ -49,13 +50,12 @@ grep -q '"cuda_graphs":"on' "$W/d/env.json" || fail "run d did not record CUDA g
 DT_CUDA_GRAPH=off "$D" train $nodrop --deterministic-mode --log-dir "$W/g" >/dev/null || fail "run g (DT_CUDA_GRAPH=off)"
 grep -q '"cuda_graphs":"off"' "$W/g/env.json" || fail "run g did not turn CUDA graphs off"
 "$D" compare "$W/d" "$W/g" || fail "CUDA graph replays changed the bits of a deterministic run"
-grep -q '"gemm_own":"off"' "$W/d/env.json" || fail "run d did not record our own GEMM as off (the default)"
-# our own GEMM kernel on the two GELU GEMMs only (DT_GEMM_OWN=gelu): recorded, and two runs
-# bitwise identical
-DT_GEMM_OWN=gelu "$D" train $nodrop --deterministic-mode --log-dir "$W/h" >/dev/null || fail "run h (DT_GEMM_OWN=gelu)"
-DT_GEMM_OWN=gelu "$D" train $nodrop --deterministic-mode --log-dir "$W/i" >/dev/null || fail "run i (DT_GEMM_OWN=gelu)"
-grep -q '"gemm_own":"gelu' "$W/h/env.json" || fail "run h did not record DT_GEMM_OWN=gelu"
-"$D" compare "$W/h" "$W/i" || fail "two deterministic GPU runs with DT_GEMM_OWN=gelu differ"
+grep -q '"gemm_own":"gelu' "$W/d/env.json" || fail "run d did not record our own GEMM on the GELU GEMMs (the default)"
+# every GEMM on cuBLASLt (DT_GEMM_OWN=off): recorded, and two runs bitwise identical
+DT_GEMM_OWN=off "$D" train $nodrop --deterministic-mode --log-dir "$W/h" >/dev/null || fail "run h (DT_GEMM_OWN=off)"
+DT_GEMM_OWN=off "$D" train $nodrop --deterministic-mode --log-dir "$W/i" >/dev/null || fail "run i (DT_GEMM_OWN=off)"
+grep -q '"gemm_own":"off"' "$W/h/env.json" || fail "run h did not record DT_GEMM_OWN=off"
+"$D" compare "$W/h" "$W/i" || fail "two deterministic GPU runs with DT_GEMM_OWN=off differ"
 for bad in DT_ATTENTION DT_BWD_OVERLAP DT_CUDA_GRAPH DT_GEMM_OWN; do
   env "$bad=bogus" "$D" train $nodrop --train-iters 1 --log-dir "$W/bad_$bad" >/dev/null 2>"$W/bad_$bad.err" \
     && fail "$bad=bogus was accepted"
