@@ -49,6 +49,7 @@
 #include "ops/cuda_plan.h"
 #include "ops/gemm_tma_plan.h"
 #include "ops/wgmma_desc.h"
+#include "ops/wgmma_sync.cuh"
 
 #include <cuda.h> /* CUtensorMap and its enums only: the encoder comes from the runtime */
 #include <stdint.h>
@@ -95,10 +96,6 @@ template <int N> static __device__ __forceinline__ void bulk_wait_read(void) {
     asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
 }
 static __device__ __forceinline__ void bulk_wait_all(void) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
-/* Generic-proxy writes to shared memory made visible to the TMA (async proxy). */
-static __device__ __forceinline__ void fence_async_smem(void) {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
 /* The 128 threads of consumer warpgroup cw meet (named barrier 1 + cw; 0 is __syncthreads). */
 static __device__ __forceinline__ void wg_bar(int cw) { asm volatile("bar.sync %0, 128;\n" ::"r"(cw + 1) : "memory"); }
 static __device__ __forceinline__ void prefetch_l2(const void *p, uint32_t bytes) {
@@ -106,16 +103,6 @@ static __device__ __forceinline__ void prefetch_l2(const void *p, uint32_t bytes
 }
 
 /* ---- wgmma ------------------------------------------------------------------------------ */
-static __device__ __forceinline__ void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-static __device__ __forceinline__ void wg_commit(void) {
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-static __device__ __forceinline__ void wg_wait0(void) {
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-static __device__ __forceinline__ void wg_wait1(void) {
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-}
 template <int R> static __device__ __forceinline__ void reg_fence(float (&d)[R]) {
 #pragma unroll
     for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
@@ -384,7 +371,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off0 + sw), "r"(*reinterpret_cast<uint32_t *>(&o0)));
                     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off1 + sw), "r"(*reinterpret_cast<uint32_t *>(&o1)));
                 }
-                fence_async_smem();
+                fence_proxy_async();
                 wg_bar(cw);
                 if (lead) {
                     tma_store(&map_c, buf, col, row);
@@ -428,7 +415,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off0 + sw), "r"(*reinterpret_cast<uint32_t *>(&o0)));
                         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off1 + sw), "r"(*reinterpret_cast<uint32_t *>(&o1)));
                     }
-                    fence_async_smem();
+                    fence_proxy_async();
                     wg_bar(cw);
                     if (lead) {
                         tma_store(EPI == DT_CU_EPI_GELU && o == 0 ? &map_x : &map_c, buf, col, row);

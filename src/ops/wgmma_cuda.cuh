@@ -1,7 +1,8 @@
 /* Device pieces shared by the warpgroup-MMA (wgmma, sm_90a) attention kernels
  * (attention_wgmma_cuda.cu: the forward; attention_wgmma_bwd_cuda.cu and
- * attention_wgmma_bwd_q128_cuda.cu: the backward): PTX wrappers for cp.async, the proxy
- * fence, wgmma m64n64k16 with both operands in shared memory or A from registers, wgmma
+ * attention_wgmma_bwd_q128_cuda.cu: the backward): PTX wrappers for cp.async (the proxy
+ * fence and wgmma's fence, commit and waits: wgmma_sync.cuh, shared with the GEMM of
+ * gemm_wgmma_cuda.cu), wgmma m64n64k16 with both operands in shared memory or A from registers, wgmma
  * m64n128k16 from shared memory, mbarriers and setmaxnreg, the copy of a 64 x 64 bf16 tile
  * into the 128-byte swizzle (wgmma_desc.h), and the backward's elementwise steps on one
  * 64-query half of an accumulator (P^T, dS^T, the A-fragment packing), which both kernel A
@@ -22,6 +23,7 @@
 
 #include "ops/cuda_common.cuh"
 #include "ops/wgmma_desc.h"
+#include "ops/wgmma_sync.cuh"
 
 #include <stdint.h>
 
@@ -31,22 +33,6 @@
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
 
-/* Orders this thread's generic-proxy shared-memory accesses (cp.async writes, stores) with
- * later async-proxy accesses (wgmma operand reads), and the reverse. */
-static __device__ __forceinline__ void fence_proxy_async(void) {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-static __device__ __forceinline__ void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-static __device__ __forceinline__ void wg_commit(void) {
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-static __device__ __forceinline__ void wg_wait0(void) {
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-/* Waits for every committed wgmma group but the latest one. */
-static __device__ __forceinline__ void wg_wait1(void) {
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-}
 /* Keeps the compiler from moving reads or writes of d across this point (the wgmma
  * results are written asynchronously: their readers must stay after the wait). */
 static __device__ __forceinline__ void reg_fence(float d[32]) {

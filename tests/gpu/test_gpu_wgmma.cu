@@ -1,6 +1,7 @@
 /* The warpgroup-MMA flash forward (attention_wgmma_cuda.cu, dt_cu_flash_fwd_wgmma, sm_90a;
  * the model's forward on sm_90) against the mma.sync flash forward (attention_flash_cuda.cu,
- * dt_cu_flash_fwd; the PTX wrappers of both wgmma kernels are wgmma_cuda.cuh) on the GPU
+ * dt_cu_flash_fwd; the PTX wrappers of both wgmma kernels are wgmma_cuda.cuh, their proxy
+ * fence and wgmma group sync wgmma_sync.cuh) on the GPU
  * machine (built by `make cuda` into build/gpu-tests/), in each of its configurations
  * (dt_cu_flash_fwd_wgmma_force: the serial kernel of session 4, the pipelined one, the
  * pipelined one with one warpgroup a block, the ping-pong rule). Per shape (B 2 NH 4 T 1024 and B 16 NH 12

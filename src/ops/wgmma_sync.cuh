@@ -1,0 +1,25 @@
+/* PTX wrappers shared by every warpgroup-MMA kernel (sm_90a: the attention kernels through
+ * wgmma_cuda.cuh, the GEMM of gemm_wgmma_cuda.cu): the proxy fence between generic and async
+ * (TMA, wgmma) shared-memory accesses, and the wgmma group fence, commit and waits. Include
+ * only from sources built for sm_90a (Makefile: WGMMA_OBJ). */
+#ifndef DT_OPS_WGMMA_SYNC_CUH
+#define DT_OPS_WGMMA_SYNC_CUH
+
+/* Orders this thread's generic-proxy shared-memory accesses (cp.async writes, stores) with
+ * later async-proxy accesses (wgmma operand reads, TMA stores), and the reverse. */
+static __device__ __forceinline__ void fence_proxy_async(void) {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+static __device__ __forceinline__ void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+static __device__ __forceinline__ void wg_commit(void) {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+static __device__ __forceinline__ void wg_wait0(void) {
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+/* Waits for every committed wgmma group but the latest one. */
+static __device__ __forceinline__ void wg_wait1(void) {
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+}
+
+#endif
