@@ -296,6 +296,12 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     }
     m->gemm_own = !own ? OWN_GELU : !strcmp(own, "on") ? OWN_ON : !strcmp(own, "gelu") ? OWN_GELU
                 : !strcmp(own, "dgelu") ? OWN_DGELU : OWN_OFF;
+    const char *own_bwd = getenv("DT_GEMM_OWN_BWD");
+    if (own_bwd && strcmp(own_bwd, "on") && strcmp(own_bwd, "off")) {
+        dt_gpt_cuda_free(m);
+        return dt_fail(DT_EINVAL, "DT_GEMM_OWN_BWD='%s': accepted: off (the default), on (with DT_GEMM_OWN=on, "
+                       "every input gradient on our own kernel too)", own_bwd);
+    }
     if (m->overlap) {
         st = dt_cu_check(cudaStreamCreateWithFlags(&m->wgs, cudaStreamNonBlocking), "cudaStreamCreate");
         if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_ready, cudaEventDisableTiming), "cudaEventCreate");
@@ -325,7 +331,7 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     m->flash = dt_cu_flash_supported(C, NH, T, &ad) && !(force && !strcmp(force, "gemm"));
     m->flash_wgmma = m->flash && dt_cu_device_cc() == 90 && !(force && !strcmp(force, "flash-mma"));
     if (dt_cu_device_cc() != 90) m->gemm_own = OWN_OFF;
-    m->gemm_own_bwd = m->gemm_own == OWN_ON && getenv("DT_GEMM_OWN_BWD") && !strcmp(getenv("DT_GEMM_OWN_BWD"), "on");
+    m->gemm_own_bwd = m->gemm_own == OWN_ON && own_bwd && !strcmp(own_bwd, "on");
     DMALLOC(m->param, n, "parameters");
     DMALLOC(m->grad, n, "gradients");
     DMALLOC(m->adam_m, n, "AdamW m");
@@ -694,7 +700,7 @@ static void launch_info(dt_trace_op *h) {
 
 /* A GEMM on our own kernel when m->gemm_own is on (the caller picks which calls ask) and the
  * call fits its tiles, else cuBLASLt. *own says which ran. */
-static dt_status gelu_gemm(dt_gpt_cuda *m, const dt_cu_gemm_args *a, int *own) {
+static dt_status own_gemm(dt_gpt_cuda *m, const dt_cu_gemm_args *a, int *own) {
     *own = m->gemm_own && dt_cu_gemm_wgmma_fits(a->ta, a->tb, a->M, a->N, a->K, a->lda, a->ldb, a->ldc, a->c_f32,
                                                 a->alpha, a->beta, a->batch, a->epi, (const void *)a->A,
                                                 (const void *)a->B, a->C, (const void *)a->bias, a->aux);
@@ -764,7 +770,7 @@ static dt_status linear_fwd(dt_gpt_cuda *m, bf16 *out, const bf16 *inp, const bf
              (IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC), IN("b", b, BF, 1, b ? OC : 0)));
     dt_cu_gemm_args a = {0, 1, N, OC, IC, inp, IC, 0, w, IC, 0, out, OC, 0, 0, 1.0f, 0.0f, 1, b};
     int own = 0; /* the head (no bias) stays on cuBLASLt (faster there: bench/RESULTS.md) */
-    if (b && m->gemm_own == OWN_ON) TRY(gelu_gemm(m, &a, &own));
+    if (b && m->gemm_own == OWN_ON) TRY(own_gemm(m, &a, &own));
     else TRY(dt_cu_gemm(m->blas, &a, m->s));
     if (!own) gemm_info(m, h_, "y");
     TRY(inject(m, "matmul_fwd", out, (size_t)N * OC, 2));
@@ -782,7 +788,7 @@ static dt_status linear_gelu_fwd(dt_gpt_cuda *m, bf16 *out, bf16 *pre, const bf1
     dt_cu_gemm_args a = {0, 1, N, OC, IC, inp, IC, 0, w, IC, 0, out, OC, 0, 0, 1.0f, 0.0f, 1, b,
                          DT_CU_EPI_GELU, pre, NULL, NULL};
     int own = 0;
-    if (m->gemm_own == OWN_ON || m->gemm_own == OWN_GELU) TRY(gelu_gemm(m, &a, &own));
+    if (m->gemm_own == OWN_ON || m->gemm_own == OWN_GELU) TRY(own_gemm(m, &a, &own));
     else TRY(dt_cu_gemm(m->blas, &a, m->s));
     if (!own) gemm_info(m, h_, "pre, y = gelu(pre)"); /* ours: OP_END reports its launch */
     TRY(inject(m, "matmul_gelu_fwd", out, (size_t)N * OC, 2));
@@ -813,7 +819,7 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
     TRY(claim(m, dinp));
     int own = 0; /* the input gradients on our kernel with DT_GEMM_OWN_BWD=on, dGELU's with =gelu, =dgelu */
     if (m->gemm_own_bwd || ((m->gemm_own == OWN_GELU || m->gemm_own == OWN_DGELU) && gelu_pre))
-        TRY(gelu_gemm(m, &a, &own));
+        TRY(own_gemm(m, &a, &own));
     else TRY(dt_cu_gemm(m->blas, &a, m->s));
     if (!own) gemm_info(m, h_, gelu_pre ? "dx = (dy w) gelu'(pre)" : "dx");
     int summed = db && db == m->db_summed;
@@ -1484,14 +1490,16 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
              table, algos, m->overlap ? "weight gradients on a second stream (DT_BWD_OVERLAP=on)" : "off", algos_w,
              m->graphs ? "on: zero_grad, forward and backward replayed from CUDA graphs (DT_CUDA_GRAPH=on)" : "off",
              m->gemm_own == OWN_GELU && m->fuse_gelu
-                 ? "gelu: fc forward and fcproj input gradient on gemm_wgmma_cuda.cu, 128 x 128 ping-pong (DT_GEMM_OWN=gelu)"
+                 ? "gelu: fc forward and fcproj input gradient on gemm_wgmma_cuda.cu where their shapes fit its tiles, "
+                   "else cuBLASLt (DT_GEMM_OWN=gelu)"
              : m->gemm_own == OWN_DGELU && m->fuse_gelu
-                 ? "dgelu: fcproj input gradient on gemm_wgmma_cuda.cu, 128 x 128 ping-pong (DT_GEMM_OWN=dgelu)"
+                 ? "dgelu: fcproj input gradient on gemm_wgmma_cuda.cu where its shape fits, else cuBLASLt "
+                   "(DT_GEMM_OWN=dgelu)"
              : m->gemm_own == OWN_ON
-                 ? (m->gemm_own_bwd ? "on: forward linears and input gradients on gemm_wgmma_cuda.cu, 128 x 128 ping-pong "
-                                      "(DT_GEMM_OWN=on, DT_GEMM_OWN_BWD=on)"
-                                    : "on: forward linears with a bias on gemm_wgmma_cuda.cu, 128 x 128 ping-pong "
-                                      "(DT_GEMM_OWN=on)")
+                 ? (m->gemm_own_bwd ? "on: forward linears and input gradients on gemm_wgmma_cuda.cu where their "
+                                      "shapes fit, else cuBLASLt (DT_GEMM_OWN=on, DT_GEMM_OWN_BWD=on)"
+                                    : "on: forward linears with a bias on gemm_wgmma_cuda.cu where their shapes "
+                                      "fit, else cuBLASLt (DT_GEMM_OWN=on)")
                  : "off");
     return m->desc;
 }

@@ -9,7 +9,7 @@
 #    does DT_CUDA_GRAPH=off (every op launched one by one instead of replayed graphs); the
 #    default run records DT_GEMM_OWN=gelu (the GELU GEMMs on our own kernel), and two runs
 #    with DT_GEMM_OWN=off (every GEMM on cuBLASLt) are bitwise identical;
-#    bad values of any of them (and of DT_GEMM_OWN) are refused;
+#    bad values of any of them (and of DT_GEMM_OWN, DT_GEMM_OWN_BWD) are refused;
 #  - checkpoints: a 30-step run saving at 15 and 30 vs 15 steps saved then resumed to 30:
 #    metrics bitwise identical (`detrain compare`) and both checkpoints of each step
 #    identical tensor by tensor (`detrain compare` on checkpoints); a GPU checkpoint
@@ -56,7 +56,7 @@ DT_GEMM_OWN=off "$D" train $nodrop --deterministic-mode --log-dir "$W/h" >/dev/n
 DT_GEMM_OWN=off "$D" train $nodrop --deterministic-mode --log-dir "$W/i" >/dev/null || fail "run i (DT_GEMM_OWN=off)"
 grep -q '"gemm_own":"off"' "$W/h/env.json" || fail "run h did not record DT_GEMM_OWN=off"
 "$D" compare "$W/h" "$W/i" || fail "two deterministic GPU runs with DT_GEMM_OWN=off differ"
-for bad in DT_ATTENTION DT_BWD_OVERLAP DT_CUDA_GRAPH DT_GEMM_OWN; do
+for bad in DT_ATTENTION DT_BWD_OVERLAP DT_CUDA_GRAPH DT_GEMM_OWN DT_GEMM_OWN_BWD; do
   env "$bad=bogus" "$D" train $nodrop --train-iters 1 --log-dir "$W/bad_$bad" >/dev/null 2>"$W/bad_$bad.err" \
     && fail "$bad=bogus was accepted"
   grep -q "$bad='bogus': accepted" "$W/bad_$bad.err" || fail "$bad=bogus: unexpected error: $(cat "$W/bad_$bad.err")"
