@@ -140,7 +140,8 @@ void dt_cu_gemm_cfg_read(const cublasLtMatmulAlgo_t *algo, dt_cu_gemm_cfg *c);
  * gelu_cuda.cu's formula with the hardware tanh, so the bits differ from cuBLASLt's
  * epilogues within bf16 roundings. One block owns each output tile (blocks claim tiles from
  * a counter of a pool in device memory, which each launch leaves at zero: at most 256 calls
- * in flight at once) and walks K in order: deterministic, no workspace. DT_EUNSUPPORTED when the driver has no tensor-map encoder;
+ * in flight at once, launched from one host thread, which hands the counters out in turn
+ * with a plain increment) and walks K in order: deterministic, no workspace. DT_EUNSUPPORTED when the driver has no tensor-map encoder;
  * on a GPU other than sm_90 the launch fails (no kernel image), reported by the next
  * cudaGetLastError. */
 dt_status dt_cu_gemm_wgmma(const dt_cu_gemm_args *a, cudaStream_t s);
