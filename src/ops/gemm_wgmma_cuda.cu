@@ -57,9 +57,6 @@
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi), as gelu_cuda.cu */
 
 /* ---- mbarriers and TMA ---------------------------------------------------------------- */
-static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
 /* One arrival that also expects `bytes` of TMA transfers on the barrier's phase. */
 static __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
@@ -212,7 +209,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
             mbar_init(tqf0 + 8u * j, 1);            /* the producer's post */
             mbar_init(tqe0 + 8u * j, PP ? 4 : 8); /* one arrival per warp that reads the slot */
         }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();
 

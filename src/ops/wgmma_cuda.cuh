@@ -120,14 +120,7 @@ static __device__ __forceinline__ void wgmma_ss_n128_first(float d[64], uint64_t
 
 /* ---- mbarriers and register reallocation (the producer/consumer kernel A) ---- */
 
-/* bar: the shared address of an 8-byte aligned mbarrier; a phase completes after count
- * arrivals. Initialised by one thread, then fenced and published by a block barrier. */
-static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-static __device__ __forceinline__ void mbar_init_fence(void) {
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
+/* (mbar_init, mbar_init_fence: wgmma_sync.cuh) */
 /* One arrival (release: this thread's earlier memory accesses happen before the phase
  * completes for a waiter). */
 static __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
