@@ -11,19 +11,13 @@
 #include "ops/ops_cuda.h"
 
 #include "gpu_check.cuh"
+#include "gemm_shapes.cuh" /* the 124M sizes and the operands' random fill */
 
 extern "C" {
 #include "dt_test.h"
 }
 
 #include <vector>
-
-static const int BT = 16384, C = 768, L = 12;
-
-__global__ static void fill(bf16 *x, size_t n, uint32_t seed) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] = __float2bfloat16(dt_rng_uniform(seed, 1, 0, 0, i) - 0.5f);
-}
 
 int main(void) {
     cudaDeviceProp prop;
