@@ -102,6 +102,7 @@ struct dt_gpt_cuda {
     /* backward scratch */
     float *part;
     size_t part_site;  /* floats per partial site; sites used so far in this backward */
+    int csum_sites;    /* consecutive sites of the fused fc bias column sum (linear_bwd) */
     int nsite, maxsite, site_over; /* site_over: more sites were asked for than exist */
     /* this backward: the LayerNorm backwards add the attproj/fcproj bias gradients (the
      * column sums of dres16, fused; hidden dropout off and no BGRAD epilogue), and the bias
@@ -374,7 +375,11 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
         size_t pa = (size_t)dt_cu_flash_bias_parts(B, T) * 3 * C; /* the flash backward's qkv bias sums */
         if (m->part_site < pa) m->part_site = pa;
         m->part_site = (m->part_site + 63) / 64 * 64; /* 256-byte aligned regions */
-        m->maxsite = 6 * L + 1;
+        /* the fcproj dGELU GEMM's column-sum partials (our kernel, fused fc bias gradient)
+         * take csum_sites consecutive regions */
+        size_t pg = dt_cu_gemm_wgmma_csum_floats((int)BT, 4 * C, C);
+        m->csum_sites = (int)((pg + m->part_site - 1) / m->part_site);
+        m->maxsite = (6 + m->csum_sites) * L + 1;
         DMALLOC(m->part, m->part_site * (size_t)m->maxsite, "scratch");
     }
     DMALLOC(m->dres16, sc, "scratch");
@@ -492,11 +497,13 @@ size_t dt_gpt_cuda_bytes(const dt_gpt_cuda *m) { return m->bytes; }
 /* The partial region of the next det reduction site of this backward. Past the last one
  * the last region is handed out again (two finishes could then race on it) and the
  * backward fails at its end: maxsite must cover every site a layer can use. */
-static float *next_part(dt_gpt_cuda *m) {
-    if (m->nsite >= m->maxsite) m->site_over = 1;
-    int k = m->nsite < m->maxsite ? m->nsite++ : m->maxsite - 1;
+static float *next_parts(dt_gpt_cuda *m, int n) {
+    if (m->nsite + n > m->maxsite) m->site_over = 1;
+    int k = m->nsite + n <= m->maxsite ? m->nsite : m->maxsite - n;
+    m->nsite += n;
     return m->part + (size_t)k * m->part_site;
 }
+static float *next_part(dt_gpt_cuda *m) { return next_parts(m, 1); }
 
 static dt_dropout hidden_drop(const dt_gpt_cuda *m) {
     dt_dropout d = {m->training ? m->hidden_dropout : 0.0f, m->seed, m->rng_step};
@@ -700,11 +707,15 @@ static void launch_info(dt_trace_op *h) {
 
 /* A GEMM on our own kernel when m->gemm_own is on (the caller picks which calls ask) and the
  * call fits its tiles, else cuBLASLt. *own says which ran. */
+static int own_fits(const dt_gpt_cuda *m, const dt_cu_gemm_args *a) {
+    return m->gemm_own && dt_cu_gemm_wgmma_fits(a->ta, a->tb, a->M, a->N, a->K, a->lda, a->ldb, a->ldc, a->c_f32,
+                                               a->alpha, a->beta, a->batch, a->epi, (const void *)a->A,
+                                               (const void *)a->B, a->C, (const void *)a->bias, a->aux);
+}
+/* ... with a->csum (our kernel only), its finish on m->fin. */
 static dt_status own_gemm(dt_gpt_cuda *m, const dt_cu_gemm_args *a, int *own) {
-    *own = m->gemm_own && dt_cu_gemm_wgmma_fits(a->ta, a->tb, a->M, a->N, a->K, a->lda, a->ldb, a->ldc, a->c_f32,
-                                                a->alpha, a->beta, a->batch, a->epi, (const void *)a->A,
-                                                (const void *)a->B, a->C, (const void *)a->bias, a->aux);
-    return *own ? dt_cu_gemm_wgmma(a, m->s) : dt_cu_gemm(m->blas, a, m->s);
+    *own = own_fits(m, a);
+    return *own ? dt_cu_gemm_wgmma_fin(a, m->s, m->fin) : dt_cu_gemm(m->blas, a, m->s);
 }
 
 /* Kernel-level detail of the GEMM just queued (algorithm, tile, split-K). */
@@ -801,27 +812,44 @@ static dt_status linear_gelu_fwd(dt_gpt_cuda *m, bf16 *out, bf16 *pre, const bf1
  * gradient before that GELU: dinp = (dout W) * GELU'(gelu_pre), from the GEMM's epilogue
  * ("matmul_dgelu_bwd"). With m->fuse_bgrad, db comes from the dW GEMM's epilogue. When db is
  * m->db_summed, the op that wrote dout already added its column sums into db (the
- * LayerNorm backward's fused sum, finished on m->fin): db is left alone, and the event's
- * db (input and output, digested after joining m->fin) is that finished gradient. */
+ * LayerNorm backward's fused sum, or this function's below, finished on m->fin): db is left
+ * alone, and the event's db (input and output, digested after joining m->fin) is that
+ * finished gradient. dx_db (with gelu_pre, or NULL): the bias gradient of the linear whose
+ * backward reads dinp next (fc's); when the dGELU GEMM runs on our kernel, its epilogue adds
+ * the column sums of dinp into it (DT_OP_BIAS_BWD, an output of this event, "colsum_dx")
+ * and it becomes m->db_summed, so dinp is not read back for it. */
 static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, const bf16 *dout,
-                            const bf16 *inp, const bf16 *w, int N, int IC, int OC, const bf16 *gelu_pre) {
+                            const bf16 *inp, const bf16 *w, int N, int IC, int OC, const bf16 *gelu_pre,
+                            float *dx_db) {
     const char *op = gelu_pre ? "matmul_dgelu_bwd" : "matmul_bwd";
+    dt_cu_gemm_args a = {0, 0, N, IC, OC, dout, OC, 0, w, IC, 0, dinp, IC, 0, 0, 1.0f, 0.0f, 1, NULL,
+                         gelu_pre ? DT_CU_EPI_DGELU : DT_CU_EPI_DEFAULT, (void *)gelu_pre, NULL, NULL, NULL, NULL};
+    /* the input gradients on our kernel with DT_GEMM_OWN_BWD=on, dGELU's with =gelu, =dgelu */
+    int want_own = m->gemm_own_bwd || ((m->gemm_own == OWN_GELU || m->gemm_own == OWN_DGELU) && gelu_pre);
+    float *csum = gelu_pre && want_own && own_fits(m, &a) &&
+                          dt_cu_gemm_wgmma_csum_floats(N, IC, OC) <= (size_t)m->csum_sites * m->part_site
+                      ? dx_db
+                      : NULL;
     OP_BEGIN(DT_PHASE_BWD, op, DT_OP_GEMM,
              (IN("dy", dout, BF, N, OC), IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC),
               IN("pre", gelu_pre, BF, N, gelu_pre ? IC : 0), IN("dw", dw, F32, OC, IC),
-              IN("db", db, F32, 1, db ? OC : 0)));
-    dt_cu_gemm_args a = {0, 0, N, IC, OC, dout, OC, 0, w, IC, 0, dinp, IC, 0, 0, 1.0f, 0.0f, 1, NULL,
-                         gelu_pre ? DT_CU_EPI_DGELU : DT_CU_EPI_DEFAULT, (void *)gelu_pre, NULL, NULL};
+              IN("db", db, F32, 1, db ? OC : 0), IN("colsum_dx", csum, F32, 1, csum ? IC : 0)));
+    if (csum) {
+        a.csum = csum;
+        a.csum_part = next_parts(m, m->csum_sites);
+    }
     if (m->ov) { /* dout is ready: the weight gradient may start on m->wgs */
         TRY(dt_cu_check(cudaEventRecord(m->ev_ready, m->s), "cudaEventRecord"));
         TRY(dt_cu_check(cudaStreamWaitEvent(m->wgs, m->ev_ready, 0), "cudaStreamWaitEvent"));
     }
     TRY(claim(m, dinp));
-    int own = 0; /* the input gradients on our kernel with DT_GEMM_OWN_BWD=on, dGELU's with =gelu, =dgelu */
-    if (m->gemm_own_bwd || ((m->gemm_own == OWN_GELU || m->gemm_own == OWN_DGELU) && gelu_pre))
-        TRY(own_gemm(m, &a, &own));
+    int own = 0;
+    if (want_own) TRY(own_gemm(m, &a, &own));
     else TRY(dt_cu_gemm(m->blas, &a, m->s));
     if (!own) gemm_info(m, h_, gelu_pre ? "dx = (dy w) gelu'(pre)" : "dx");
+    if (csum && h_)
+        dt_trace_kernel_info(h_, "colsum_dx: fused column sums of dx (dGELU epilogue), bias_bwd %s",
+                             variant_name(DT_OP_BIAS_BWD));
     int summed = db && db == m->db_summed;
     if (summed) m->db_summed = NULL;
     int bgrad = db && !summed && m->fuse_bgrad;
@@ -844,8 +872,10 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
         if (h_) dt_trace_kernel_info(h_, "db: colsum %s rows=%d cols=%d", variant_name(DT_OP_BIAS_BWD), N, OC);
     }
     if (m->ov) TRY(note_read(m, dout)); /* after both readers */
+    if (csum) m->db_summed = csum;
     TRY(inject(m, op, dinp, (size_t)N * IC, 2));
-    OP_END((OUT("dx", dinp, BF, N, IC), OUT("dw", dw, F32, OC, IC), OUT("db", db, F32, 1, db ? OC : 0)));
+    OP_END((OUT("dx", dinp, BF, N, IC), OUT("dw", dw, F32, OC, IC), OUT("db", db, F32, 1, db ? OC : 0),
+            OUT("colsum_dx", csum, F32, 1, csum ? IC : 0)));
     return DT_OK;
 }
 
@@ -1187,7 +1217,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
 #define NEXT_DB(i, l) (m->ln_colsum ? G(i) + (size_t)(l) * C : NULL) /* bias i of layer l */
     dt_trace_scope_push("head");
     rbegin(m, DT_R_HEAD_BWD); /* logits = lnf wte^T; the logits hold dlogits */
-    TRY(linear_bwd(m, m->dc1, G(DT_P_WTE), NULL, m->logits, m->lnf, P16(DT_P_WTE), BT, C, Vp, NULL));
+    TRY(linear_bwd(m, m->dc1, G(DT_P_WTE), NULL, m->logits, m->lnf, P16(DT_P_WTE), BT, C, Vp, NULL, NULL));
     rend(m, DT_R_HEAD_BWD);
     rbegin(m, DT_R_LN_BWD);
     TRY(t_layernorm_bwd(m, 0, G(DT_P_LNFW), G(DT_P_LNFB), m->res3 + (size_t)(L - 1) * sc, P(DT_P_LNFW),
@@ -1203,15 +1233,17 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
         TRY(through_dropout(m, &hd, 2u * (uint32_t)l + 1u, &dproj));
         const bf16 *fch = m->fch + l * sc * 4;
         rbegin(m, DT_R_MATMUL_BWD);
-        if (m->fuse_gelu) { /* dfch straight from the GEMM; the fc bias gradient with the fc weights' */
+        if (m->fuse_gelu) { /* dfch straight from the GEMM; the fc bias gradient from its epilogue
+                             * (our kernel) or with the fc weights' */
+            float *fcb = m->fuse_bgrad ? NULL : G(DT_P_FCB) + lC * 4;
             TRY(linear_bwd(m, m->dfch, G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC, dproj,
-                           m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, fch));
+                           m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, fch, fcb));
             TRY(linear_bwd(m, m->dc1, G(DT_P_FCW) + lC * 4 * C, G(DT_P_FCB) + lC * 4, m->dfch,
-                           m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL));
+                           m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL));
             rend(m, DT_R_MATMUL_BWD);
         } else {
             TRY(linear_bwd(m, m->dfchg, G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC, dproj,
-                           m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, NULL));
+                           m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, NULL, NULL));
             rend(m, DT_R_MATMUL_BWD);
             rbegin(m, DT_R_GELU_BWD);
             /* the fc bias gradient: from the fc weight-gradient GEMM, or fused into the GELU backward */
@@ -1220,7 +1252,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
             rend(m, DT_R_GELU_BWD);
             rbegin(m, DT_R_MATMUL_BWD);
             TRY(linear_bwd(m, m->dc1, G(DT_P_FCW) + lC * 4 * C, m->fuse_bgrad ? fcb : NULL, m->dfch,
-                           m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL));
+                           m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL));
             rend(m, DT_R_MATMUL_BWD);
         }
         rbegin(m, DT_R_LN_BWD);
@@ -1230,7 +1262,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
         TRY(through_dropout(m, &hd, 2u * (uint32_t)l, &dproj));
         rbegin(m, DT_R_MATMUL_BWD);
         TRY(linear_bwd(m, m->dc1, G(DT_P_ATTPROJW) + lC * C, G(DT_P_ATTPROJB) + lC, dproj,
-                       m->atty + l * sc, P16(DT_P_ATTPROJW) + lC * C, BT, C, C, NULL));
+                       m->atty + l * sc, P16(DT_P_ATTPROJW) + lC * C, BT, C, C, NULL, NULL));
         rend(m, DT_R_MATMUL_BWD);
         /* the qkv bias gradient: fused into the flash backward (it sums the dqkv it stores;
          * no colsum or GEMM epilogue re-reads dqkv), else the qkv linear's */
@@ -1240,7 +1272,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
         rend(m, DT_R_ATTN_BWD);
         rbegin(m, DT_R_MATMUL_BWD);
         TRY(linear_bwd(m, m->dc1, G(DT_P_QKVW) + lC * 3 * C, m->flash ? NULL : qkvb, m->dqkv,
-                       m->ln1 + l * sc, P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C, NULL));
+                       m->ln1 + l * sc, P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C, NULL, NULL));
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_LN_BWD);
         TRY(t_layernorm_bwd(m, 1, G(DT_P_LN1W) + lC, G(DT_P_LN1B) + lC, res, P(DT_P_LN1W) + lC,
@@ -1481,7 +1513,7 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
              "\"sm\":\"%d.%d\",\"sms\":%d,\"driver\":%d,"
              "\"runtime\":%d,\"cublaslt\":%zu,\"nvcc_flags\":\"%s\",\"gemm_workspace\":%u,"
              "\"gemm_table\":%s,\"gemm_algos\":%s,\"bwd_overlap\":\"%s\",\"gemm_algos_weight_stream\":%s,"
-             "\"cuda_graphs\":\"%s\",\"gemm_own\":\"%s\"}",
+             "\"cuda_graphs\":\"%s\",\"gemm_own\":\"%s\",\"fc_bias_grad\":\"%s\"}",
              attention_name(m), m->fuse_gelu ? "true" : "false", m->fuse_bgrad ? "true" : "false",
              m->fusion_note, m->ksplit_off ? "off (DT_GEMM_SPLITK=off)" : "dt_cu_gemm_splits",
              m->fuse_bgrad ? "off (bias gradients from the GEMM epilogue)"
@@ -1500,6 +1532,12 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
                                       "shapes fit, else cuBLASLt (DT_GEMM_OWN=on, DT_GEMM_OWN_BWD=on)"
                                     : "on: forward linears with a bias on gemm_wgmma_cuda.cu where their shapes "
                                       "fit, else cuBLASLt (DT_GEMM_OWN=on)")
-                 : "off");
+                 : "off",
+             m->fuse_bgrad ? "the fc weight-gradient GEMM's epilogue"
+             : !m->fuse_gelu ? "the GELU backward's column sums"
+             : m->csum_sites > 0 && (m->gemm_own == OWN_GELU || m->gemm_own == OWN_DGELU || m->gemm_own_bwd)
+                 ? "the fcproj dGELU GEMM's epilogue (gemm_wgmma_cuda.cu) where its shape fits, else a column sum "
+                   "of dfch"
+                 : "a column sum of dfch");
     return m->desc;
 }

@@ -182,4 +182,24 @@ DT_GT_FN dt_gt_map dt_gt_map_c(int M, int N, int ldc) {
 /* TMA loads of B a stage takes. */
 DT_GT_FN int dt_gt_b_loads(int tb, int bn) { return tb ? 1 : bn / 64; }
 
+/* The dGELU epilogue's column sums of C (the fc bias gradient, summed from the bf16 values
+ * as stored), written as partials that a fixed-order finish adds up.
+ * A consumer thread (warp w of its warpgroup, lane = 4 g + t) holds, of each 64 x 64 chunk,
+ * rows 16 w + g and 16 w + g + 8 at columns 8 j + 2 t + b (j < 8, b < 2); over its
+ * warpgroup's WM rows it adds them into nv = 16 bn / 64 column sums, value i = 16 ch + 2 j + b
+ * for chunk column ch, in row order (chunk rows in order, row g before row g + 8).
+ * The warp then adds across g in three halving steps (lane masks 16, 8, 4, g's bits 2, 1, 0):
+ * at step s (0, 1, 2) with h = nv >> (s + 1) values left of the thread's first 2h, a lane with
+ * its mask bit set keeps values h .. 2h - 1 and sends 0 .. h - 1, the other the reverse;
+ * value i becomes kept[i] + received[i] (dt_gt_csum_keep). Each lane ends with nv / 8
+ * sums over the warp's rows: value k at column dt_gt_csum_col(bn, g, t, k) of the tile. A
+ * warp's sums are partial dt_gt_csum_part(sch, mrow, w) (mrow: the warpgroup's first row),
+ * one row of N floats of the partials; a call writes dt_gt_csum_parts(sch, M) of them. */
+#define DT_GT_CSUM_VALUES(bn) ((bn) / 4) /* nv (a macro too: the kernel sizes an array with it) */
+DT_GT_FN int dt_gt_csum_values(int bn) { return DT_GT_CSUM_VALUES(bn); }
+DT_GT_FN int dt_gt_csum_keep(int lane, int step, int i, int h) { return ((lane >> (4 - step)) & 1) ? i + h : i; }
+DT_GT_FN int dt_gt_csum_col(int bn, int g, int t, int k) { return (bn / 8) * g + 8 * (k >> 1) + 2 * t + (k & 1); }
+DT_GT_FN int dt_gt_csum_parts(int sch, int M) { return M / (DT_GT_WM(sch) / 4); }
+DT_GT_FN int dt_gt_csum_part(int sch, int mrow, int warp) { return mrow / (DT_GT_WM(sch) / 4) + warp; }
+
 #endif

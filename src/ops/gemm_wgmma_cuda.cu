@@ -166,6 +166,18 @@ static __device__ __forceinline__ float gelu_grad(float x) {
     return __fmaf_rn(hs, __fmaf_rn(GELU_3KC, x2, GELU_K), __fmaf_rn(0.5f, th, 0.5f));
 }
 
+/* One step of the column sums' halving across g (gemm_tma_plan.h: dt_gt_csum_keep): of the
+ * first 2 H values, this lane keeps H and sends the other H to its partner at lane mask
+ * 16 >> STEP, and adds what it receives. */
+template <int H, int STEP, int NV> static __device__ __forceinline__ void csum_halve(float (&cs)[NV], int lane) {
+#pragma unroll
+    for (int i = 0; i < H; i++) {
+        const int hi = dt_gt_csum_keep(lane, STEP, i, H) != i;
+        const float keep = hi ? cs[i + H] : cs[i], send = hi ? cs[i] : cs[i + H];
+        cs[i] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, 16 >> STEP));
+    }
+}
+
 /* ---- the kernel ------------------------------------------------------------------------- */
 /* Grid dt_gt_grid(tiles, SMs), DT_GT_THREADS threads, dt_gt_smem_bytes(SCH) of dynamic
  * shared memory. SCH: a schedule of gemm_tma_plan.h (not the rule), which sets the tile
@@ -173,12 +185,13 @@ static __device__ __forceinline__ float gelu_grad(float x) {
  * the rows each computes (WM: MS = WM / 64 m64 products a k step) and its staging buffers
  * (NBUF) beside the ring (STAGES). MN: B is MN-major
  * (stored (K, N)). EPI: DT_CU_EPI_DEFAULT (bias may be NULL), DT_CU_EPI_GELU,
- * DT_CU_EPI_DGELU. M, N, K tile exactly (dt_cu_gemm_wgmma_fits). */
-template <int SCH, int MN, int EPI>
+ * DT_CU_EPI_DGELU. CSUM (dGELU only): the column sums of C as stored into csum_part
+ * (gemm_tma_plan.h: dt_gt_csum_*). M, N, K tile exactly (dt_cu_gemm_wgmma_fits). */
+template <int SCH, int MN, int EPI, int CSUM>
 __global__ void __launch_bounds__(DT_GT_THREADS, 1)
     gemm_tma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                     const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_x, int ldc,
-                    const bf16 *bias, bf16 *aux, int M, int N, int K, int *ctr) {
+                    const bf16 *bias, bf16 *aux, int M, int N, int K, int *ctr, float *csum_part) {
     constexpr int BM = DT_GT_BM(SCH), BN = DT_GT_BN(SCH), PP = DT_GT_PP(SCH), MS = DT_GT_WM(SCH) / 64;
     constexpr int A_BYTES = BM * 128, STAGES = DT_GT_STAGES(SCH), STAGE = DT_GT_STAGE_BYTES(BM, BN);
     constexpr int NBUF = DT_GT_NBUF(SCH);
@@ -268,6 +281,8 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
     uint32_t eph = 0; /* bit b: the parity of staging buffer b's next aux load */
     int ub = 0;       /* DEFAULT, GELU: the buffer of the next store (they take turns across tiles) */
     float d[MS][BN / 2];
+    constexpr int NV = CSUM ? DT_GT_CSUM_VALUES(BN) : 1; /* dGELU's column sums (CSUM) */
+    float cs[NV];
     /* The block's local tiles, from the tile queue: cooperative, every one; ping-pong,
      * every other one. Local tile j's K steps are the ring's fills q = j nk .. j nk + nk - 1,
      * the producer's order. */
@@ -345,6 +360,8 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
         const int r0 = warp * 16 + g;
         const uint32_t off0 = (uint32_t)(r0 * 128 + 4 * t), off1 = off0 + 8u * 128u;
 #pragma unroll
+        for (int i = 0; i < NV; i++) cs[i] = 0.0f;
+#pragma unroll
         for (int c = 0; c < CHUNKS; c++) {
             const int ms = c / NCH, ch = c % NCH, row = mrow + 64 * ms, col = n0 + 64 * ch;
             if (EPI == DT_CU_EPI_DGELU) {
@@ -367,6 +384,12 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                                                               __fmul_rn(d[ms][4 * n + 3], gelu_grad(q1.y)));
                     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off0 + sw), "r"(*reinterpret_cast<uint32_t *>(&o0)));
                     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off1 + sw), "r"(*reinterpret_cast<uint32_t *>(&o1)));
+                    if (CSUM) { /* the values as stored, row g then row g + 8 */
+                        const float2 f0 = __bfloat1622float2(o0), f1 = __bfloat1622float2(o1);
+                        const int i = (16 * ch + 2 * j) % NV;
+                        cs[i] = __fadd_rn(__fadd_rn(cs[i], f0.x), f1.x);
+                        cs[i + 1] = __fadd_rn(__fadd_rn(cs[i + 1], f0.y), f1.y);
+                    }
                 }
                 fence_proxy_async();
                 wg_bar(cw);
@@ -420,6 +443,15 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                     }
                 }
             }
+        }
+        if (CSUM) { /* the warp's column sums: three halving steps across g, then one partial row */
+            csum_halve<NV / 2, 0>(cs, lane);
+            csum_halve<NV / 4, 1>(cs, lane);
+            csum_halve<NV / 8, 2>(cs, lane);
+            float *dst = csum_part + (size_t)dt_gt_csum_part(SCH, mrow, warp) * N + n0;
+#pragma unroll
+            for (int k = 0; k < NV / 8; k += 2)
+                *reinterpret_cast<float2 *>(dst + dt_gt_csum_col(BN, g, t, k)) = make_float2(cs[k], cs[k + 1]);
         }
     }
     if (lead) bulk_wait_all(); /* the stores are done before the block's shared memory goes */
@@ -479,7 +511,8 @@ void dt_cu_gemm_wgmma_static(int on) { g_static = on != 0; }
  * when a buffer moves, and a captured CUDA graph holds its own copy. The tile counter's
  * address is a parameter too: a graph replays the launch with the counter it was captured
  * with, which the launch before left at zero. */
-template <int SCH, int MN, int EPI> static dt_status launch(const dt_cu_gemm_args *a, cudaStream_t s) {
+template <int SCH, int MN, int EPI, int CSUM>
+static dt_status launch(const dt_cu_gemm_args *a, cudaStream_t s, cudaStream_t fs) {
     static const char *const names[DT_GT_SCHEDULES] = {
         "", "gemm_tma_kernel coop 128x256", "gemm_tma_kernel coop 128x128", "gemm_tma_kernel pingpong 64x256",
         "gemm_tma_kernel pingpong 128x128"};
@@ -487,7 +520,8 @@ template <int SCH, int MN, int EPI> static dt_status launch(const dt_cu_gemm_arg
     constexpr int BM = DT_GT_BM(SCH), BN = DT_GT_BN(SCH);
     const int smem = dt_gt_smem_bytes(SCH);
     if (!attr_set) {
-        DT_CU_TRY(cudaFuncSetAttribute(gemm_tma_kernel<SCH, MN, EPI>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        DT_CU_TRY(cudaFuncSetAttribute(gemm_tma_kernel<SCH, MN, EPI, CSUM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       smem));
         attr_set = 1;
     }
     CUtensorMap ma, mb, mc, mx;
@@ -508,36 +542,51 @@ template <int SCH, int MN, int EPI> static dt_status launch(const dt_cu_gemm_arg
         ctr = pool[dev] + (size_t)(g_launches++ % DT_GT_COUNTERS) * DT_GT_COUNTER_STRIDE;
     }
     dim3 grid((unsigned)dt_gt_grid(dt_gt_tiles(a->M, a->N, BM, BN), sms));
-    gemm_tma_kernel<SCH, MN, EPI><<<dt_cu_noted(grid, DT_GT_THREADS, (size_t)smem, names[SCH]), DT_GT_THREADS,
-                                   (size_t)smem, s>>>(ma, mb, mc, mx, a->ldc, a->bias, (bf16 *)a->aux, a->M, a->N,
-                                                      a->K, ctr);
+    gemm_tma_kernel<SCH, MN, EPI, CSUM><<<dt_cu_noted(grid, DT_GT_THREADS, (size_t)smem, names[SCH]), DT_GT_THREADS,
+                                         (size_t)smem, s>>>(ma, mb, mc, mx, a->ldc, a->bias, (bf16 *)a->aux, a->M,
+                                                            a->N, a->K, ctr, a->csum_part);
+    if (CSUM) dt_cu_colsum_finish(a->csum, a->csum_part, dt_gt_csum_parts(SCH, a->M), a->N, s, fs);
     return DT_OK;
 }
 
-template <int SCH> static dt_status dispatch(const dt_cu_gemm_args *a, cudaStream_t s) {
+template <int SCH> static dt_status dispatch(const dt_cu_gemm_args *a, cudaStream_t s, cudaStream_t fs) {
     if (a->tb) {
-        if (a->epi == DT_CU_EPI_GELU) return launch<SCH, 0, DT_CU_EPI_GELU>(a, s);
-        if (a->epi == DT_CU_EPI_DGELU) return launch<SCH, 0, DT_CU_EPI_DGELU>(a, s);
-        return launch<SCH, 0, DT_CU_EPI_DEFAULT>(a, s);
+        if (a->epi == DT_CU_EPI_GELU) return launch<SCH, 0, DT_CU_EPI_GELU, 0>(a, s, fs);
+        if (a->epi == DT_CU_EPI_DGELU)
+            return a->csum ? launch<SCH, 0, DT_CU_EPI_DGELU, 1>(a, s, fs) : launch<SCH, 0, DT_CU_EPI_DGELU, 0>(a, s, fs);
+        return launch<SCH, 0, DT_CU_EPI_DEFAULT, 0>(a, s, fs);
     }
-    if (a->epi == DT_CU_EPI_GELU) return launch<SCH, 1, DT_CU_EPI_GELU>(a, s);
-    if (a->epi == DT_CU_EPI_DGELU) return launch<SCH, 1, DT_CU_EPI_DGELU>(a, s);
-    return launch<SCH, 1, DT_CU_EPI_DEFAULT>(a, s);
+    if (a->epi == DT_CU_EPI_GELU) return launch<SCH, 1, DT_CU_EPI_GELU, 0>(a, s, fs);
+    if (a->epi == DT_CU_EPI_DGELU)
+        return a->csum ? launch<SCH, 1, DT_CU_EPI_DGELU, 1>(a, s, fs) : launch<SCH, 1, DT_CU_EPI_DGELU, 0>(a, s, fs);
+    return launch<SCH, 1, DT_CU_EPI_DEFAULT, 0>(a, s, fs);
 }
 
-dt_status dt_cu_gemm_wgmma(const dt_cu_gemm_args *a, cudaStream_t s) {
+size_t dt_cu_gemm_wgmma_csum_floats(int M, int N, int K) {
+    const int sch = dt_gt_schedule(N, K, g_force);
+    return sch > 0 && M > 0 && N > 0 ? (size_t)dt_gt_csum_parts(sch, M) * (size_t)N : 0;
+}
+
+dt_status dt_cu_gemm_wgmma_fin(const dt_cu_gemm_args *a, cudaStream_t s, cudaStream_t fs) {
     if (!dt_cu_gemm_wgmma_fits(a->ta, a->tb, a->M, a->N, a->K, a->lda, a->ldb, a->ldc, a->c_f32, a->alpha, a->beta,
                                a->batch, a->epi, (const void *)a->A, (const void *)a->B, a->C, (const void *)a->bias,
                                a->aux))
         return dt_fail(DT_EINVAL, "dt_cu_gemm_wgmma: a %s %dx%dx%d GEMM (epilogue %d) does not fit the 128 x 128 x 64 "
                        "tiles: call dt_cu_gemm", a->tb ? "NT" : "NN", a->M, a->N, a->K, a->epi);
+    if ((a->csum != NULL) != (a->csum_part != NULL) || (a->csum && a->epi != DT_CU_EPI_DGELU) ||
+        ((uintptr_t)a->csum_part % 16))
+        return dt_fail(DT_EINVAL, "dt_cu_gemm_wgmma: the column sum needs the dGELU epilogue, csum and a 16-byte "
+                       "aligned csum_part of dt_cu_gemm_wgmma_csum_floats floats (csum %s, csum_part %s, epilogue %d)",
+                       a->csum ? "set" : "NULL", a->csum_part ? "set" : "NULL", a->epi);
     switch (dt_gt_schedule(a->N, a->K, g_force)) {
-    case DT_GT_COOP256: return dispatch<DT_GT_COOP256>(a, s);
-    case DT_GT_COOP128: return dispatch<DT_GT_COOP128>(a, s);
-    case DT_GT_PP64: return dispatch<DT_GT_PP64>(a, s);
-    case DT_GT_PP128: return dispatch<DT_GT_PP128>(a, s);
+    case DT_GT_COOP256: return dispatch<DT_GT_COOP256>(a, s, fs);
+    case DT_GT_COOP128: return dispatch<DT_GT_COOP128>(a, s, fs);
+    case DT_GT_PP64: return dispatch<DT_GT_PP64>(a, s, fs);
+    case DT_GT_PP128: return dispatch<DT_GT_PP128>(a, s, fs);
     default:
         return dt_fail(DT_EINVAL, "dt_cu_gemm_wgmma: N %d is not a multiple of the forced schedule's 256-wide tile",
                        a->N);
     }
 }
+
+dt_status dt_cu_gemm_wgmma(const dt_cu_gemm_args *a, cudaStream_t s) { return dt_cu_gemm_wgmma_fin(a, s, s); }

@@ -104,6 +104,12 @@ typedef struct dt_cu_gemm_args {
     int epi;
     void *aux;
     float *dbias, *dbias_part;
+    /* dt_cu_gemm_wgmma only, with the dGELU epilogue (both NULL otherwise): csum (fp32, N) +=
+     * the column sums of C (its bf16 values as stored), from the epilogue; csum_part:
+     * dt_cu_gemm_wgmma_csum_floats(M, N, K) floats (16-byte aligned) of partials, which
+     * dt_cu_colsum_finish adds into csum on the finish stream (DT_OP_BIAS_BWD's branch) and
+     * which must stay untouched until that stream is joined. */
+    float *csum, *csum_part;
 } dt_cu_gemm_args;
 dt_status dt_cu_gemm(dt_cu_blas *h, const dt_cu_gemm_args *a, cudaStream_t s);
 /* dt_cu_gemm whose bias-gradient finish (DT_CU_EPI_BGRAD) runs on fs, forked from s
@@ -145,6 +151,15 @@ void dt_cu_gemm_cfg_read(const cublasLtMatmulAlgo_t *algo, dt_cu_gemm_cfg *c);
  * on a GPU other than sm_90 the launch fails (no kernel image), reported by the next
  * cudaGetLastError. */
 dt_status dt_cu_gemm_wgmma(const dt_cu_gemm_args *a, cudaStream_t s);
+/* dt_cu_gemm_wgmma whose column-sum finish (a->csum) runs on fs, forked from s (fs == s: in
+ * line). The partials are per warp (32 rows a row of partials for the 128 x 128 ping-pong,
+ * 16 for the cooperative schedules), each the sum of its rows in order and then across the
+ * warp's lanes in a fixed tree (gemm_tma_plan.h, dt_gt_csum_*): the same bits on every
+ * launch for a schedule, whichever block takes a tile. DT_EINVAL for csum without dGELU or
+ * without an aligned csum_part. */
+dt_status dt_cu_gemm_wgmma_fin(const dt_cu_gemm_args *a, cudaStream_t s, cudaStream_t fs);
+/* Floats of csum_part a call of this shape needs (the schedule it takes, as forced). */
+size_t dt_cu_gemm_wgmma_csum_floats(int M, int N, int K);
 /* Benchmarks only: the schedule dt_cu_gemm_wgmma's later calls take (DT_CU_GEMM_OWN_RULE:
  * the rule above). A 256-wide one forced on an N that is not a multiple of 256 is refused
  * (DT_EINVAL). */

@@ -55,6 +55,9 @@ grep -q '"gemm_own":"gelu' "$W/d/env.json" || fail "run d did not record our own
 DT_GEMM_OWN=off "$D" train $nodrop --deterministic-mode --log-dir "$W/h" >/dev/null || fail "run h (DT_GEMM_OWN=off)"
 DT_GEMM_OWN=off "$D" train $nodrop --deterministic-mode --log-dir "$W/i" >/dev/null || fail "run i (DT_GEMM_OWN=off)"
 grep -q '"gemm_own":"off"' "$W/h/env.json" || fail "run h did not record DT_GEMM_OWN=off"
+# the fc bias gradient: from the dGELU GEMM's epilogue on our kernel, a column sum without it
+grep -q '"fc_bias_grad":"the fcproj dGELU GEMM' "$W/d/env.json" || fail "run d did not record the fused fc bias gradient"
+grep -q '"fc_bias_grad":"a column sum of dfch"' "$W/h/env.json" || fail "run h did not record the fc bias column sum"
 "$D" compare "$W/h" "$W/i" || fail "two deterministic GPU runs with DT_GEMM_OWN=off differ"
 for bad in DT_ATTENTION DT_BWD_OVERLAP DT_CUDA_GRAPH DT_GEMM_OWN DT_GEMM_OWN_BWD; do
   env "$bad=bogus" "$D" train $nodrop --train-iters 1 --log-dir "$W/bad_$bad" >/dev/null 2>"$W/bad_$bad.err" \

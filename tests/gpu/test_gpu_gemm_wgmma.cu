@@ -51,7 +51,25 @@ static double gelu_grad_d(double x) {
     return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
 }
 
-struct kind { const char *name; int tb, epi, bias, M, N, K, per_step; };
+/* csum: with dGELU, the fused column sums of C (dt_cu_gemm_args.csum) too */
+struct kind { const char *name; int tb, epi, bias, M, N, K, per_step, csum; };
+
+/* Column sums of C (its bf16 values, summed in fp64) against the kernel's: per column
+ * |got - ref| <= tol * sum |c|, the bound of an fp32 sum whatever its order. */
+static void check_csum(const std::vector<float> &got, const vf &c, int M, int N, double tol, const char *what) {
+    double worst = 0;
+    for (int j = 0; j < N; j++) {
+        double s = 0, a = 0;
+        for (int i = 0; i < M; i++) {
+            s += c[(size_t)i * N + j];
+            a += fabs(c[(size_t)i * N + j]);
+        }
+        const double e = fabs((double)got[j] - s) / (a > 0 ? a : 1.0);
+        worst = e > worst || e != e ? e : worst;
+    }
+    CHECKF(worst <= tol, "%s: column sums off by %.3g of sum |c| (tol %.0e)", what, worst, tol);
+    fprintf(stderr, "  %-44s column sums %.3g of sum |c| (tol %.0e)\n", what, worst, tol);
+}
 
 /* The timed variants, in a round's order: the forced schedules, the rule in the static
  * order, then cuBLASLt; under a busy GPU, the rule (claims), the rule (static), cuBLASLt. */
@@ -176,6 +194,19 @@ static void test_kind(const kind &k, int timed) {
     ac.C = Cc;
     ac.aux = auxc;
     int gelu = k.epi == DT_CU_EPI_GELU;
+    /* the column sums (+= into csum, zeroed before each call): room for any schedule's partials */
+    const size_t pf = (size_t)(M / 16) * N, sb = (size_t)N * sizeof(float);
+    float *csw = k.csum ? dev<float>(N) : NULL, *csc = k.csum ? dev<float>(N) : NULL;
+    float *pw = k.csum ? dev<float>(pf) : NULL, *pc = k.csum ? dev<float>(pf) : NULL;
+    aw.csum = csw;
+    aw.csum_part = pw;
+    auto csum0 = [&](float *p) { if (p) gpu_ok(cudaMemset(p, 0, sb), "csum zero"); };
+    auto csum_bytes = [&](float *p) { return p ? bytes_of(p, sb) : std::vector<unsigned char>(); };
+    auto csum_vals = [&](float *p) {
+        std::vector<float> h((size_t)N);
+        gpu_ok(cudaMemcpy(h.data(), p, sb, cudaMemcpyDeviceToHost), "csum down");
+        return h;
+    };
 
     /* 1. accuracy */
     gpu_ok(cudaMemset(Cw, 0xff, cb), "poison");
@@ -184,10 +215,21 @@ static void test_kind(const kind &k, int timed) {
         gpu_ok(cudaMemset(auxw, 0xff, cb), "poison");
         gpu_ok(cudaMemset(auxc, 0xff, cb), "poison");
     }
+    csum0(csw);
     CHECK_OK(dt_cu_gemm_wgmma(&aw, 0));
     gpu_ok(cudaGetLastError(), "dt_cu_gemm_wgmma launch");
     CHECK_OK(dt_cu_gemm(g_blas, &ac, 0));
     vf cw = down16(Cw, (size_t)M * N), cc = down16(Cc, (size_t)M * N);
+    std::vector<unsigned char> rule_s = csum_bytes(csw);
+    if (k.csum) {
+        check_csum(csum_vals(csw), cw, M, N, 1e-5, k.name);
+        /* the default branch's finish (atomics): the same sums within rounding */
+        variant("bias_bwd=fast");
+        csum0(csw);
+        CHECK_OK(dt_cu_gemm_wgmma(&aw, 0));
+        variant("bias_bwd=det");
+        check_csum(csum_vals(csw), cw, M, N, 1e-5, "  ... the fast finish");
+    }
     CHECK_RELF(cw, cc, 1e-2, "%s %dx%dx%d C vs cuBLASLt", k.name, M, N, K);
     if (gelu) {
         vf xw = down16(auxw, (size_t)M * N), xc = down16(auxc, (size_t)M * N);
@@ -204,10 +246,13 @@ static void test_kind(const kind &k, int timed) {
         dt_cu_gemm_wgmma_force(other[o]);
         gpu_ok(cudaMemset(Cw, 0xff, cb), "poison");
         if (gelu) gpu_ok(cudaMemset(auxw, 0xff, cb), "poison");
+        csum0(csw);
+        CHECK(dt_cu_gemm_wgmma_csum_floats(M, N, K) <= pf);
         CHECK_OK(dt_cu_gemm_wgmma(&aw, 0));
         gpu_ok(cudaGetLastError(), "dt_cu_gemm_wgmma launch (another schedule)");
         CHECK_RELF(down16(Cw, (size_t)M * N), cc, 1e-2, "%s %dx%dx%d C vs cuBLASLt, %s", k.name, M, N, K,
                    other_name[o]);
+        if (k.csum) check_csum(csum_vals(csw), down16(Cw, (size_t)M * N), M, N, 1e-5, other_name[o]);
         if (gelu)
             CHECK_RELF(down16(auxw, (size_t)M * N), down16(auxc, (size_t)M * N), 1e-2,
                        "%s %dx%dx%d aux vs cuBLASLt, %s", k.name, M, N, K, other_name[o]);
@@ -218,14 +263,19 @@ static void test_kind(const kind &k, int timed) {
     /* the rule with its tiles in the static order: the same bytes as claimed tiles */
     gpu_ok(cudaMemset(Cw, 0xff, cb), "poison");
     if (gelu) gpu_ok(cudaMemset(auxw, 0xff, cb), "poison");
+    csum0(csw);
     dt_cu_gemm_wgmma_static(1);
     CHECK_OK(dt_cu_gemm_wgmma(&aw, 0));
     dt_cu_gemm_wgmma_static(0);
     gpu_ok(cudaGetLastError(), "dt_cu_gemm_wgmma launch (static order)");
     CHECKF(bytes_of(Cw, cb) == rule_c, "%s %dx%dx%d: C in the static order differs from claimed tiles", k.name, M, N, K);
+    if (k.csum)
+        CHECKF(csum_bytes(csw) == rule_s, "%s %dx%dx%d: column sums in the static order differ from claimed tiles",
+               k.name, M, N, K);
     if (gelu)
         CHECKF(bytes_of(auxw, cb) == rule_x, "%s %dx%dx%d: aux in the static order differs from claimed tiles", k.name,
                M, N, K);
+    csum0(csw);
     CHECK_OK(dt_cu_gemm_wgmma(&aw, 0)); /* the rule's bytes back for the replays */
     if ((size_t)M * N * K <= (size_t)1 << 24) { /* fp64 on the CPU */
         vf ref((size_t)M * N), refx((size_t)M * N);
@@ -259,11 +309,13 @@ static void test_kind(const kind &k, int timed) {
     for (int r = 0; r < 3 && side_blas; r++) {
         gpu_ok(cudaMemset(Cw, poison[r], cb), "poison");
         if (gelu) gpu_ok(cudaMemset(auxw, poison[r], cb), "poison");
+        csum0(csw);
         gpu_ok(cudaDeviceSynchronize(), "poison");
         CHECK_OK(dt_cu_gemm(side_blas, &side, s2));
         CHECK_OK(dt_cu_gemm_wgmma(&aw, s1));
         gpu_ok(cudaGetLastError(), "replay launch");
         CHECKF(bytes_of(Cw, cb) == c0, "%s replay %d: C differs from the first call", k.name, r + 1);
+        if (k.csum) CHECKF(csum_bytes(csw) == rule_s, "%s replay %d: column sums differ", k.name, r + 1);
         if (gelu) CHECKF(bytes_of(auxw, cb) == x0, "%s replay %d: aux differs from the first call", k.name, r + 1);
     }
     dt_cu_blas_free(side_blas);
@@ -277,12 +329,14 @@ static void test_kind(const kind &k, int timed) {
     for (int r = 0; r < 3; r++) {
         gpu_ok(cudaMemset(Cw, poison2[r], cb), "poison");
         if (gelu) gpu_ok(cudaMemset(auxw, poison2[r], cb), "poison");
+        csum0(csw);
         gpu_ok(cudaDeviceSynchronize(), "poison");
         hold_sms(started, &expected, r == 2 ? g_sms - 8 : g_sms / 2, 30, s2, s1);
         CHECK_OK(dt_cu_gemm_wgmma(&aw, s1));
         gpu_ok(cudaGetLastError(), "replay launch (SMs held)");
         CHECKF(bytes_of(Cw, cb) == c0, "%s replay %d with %d SMs held: C differs from the first call", k.name, r + 1,
                r == 2 ? g_sms - 8 : g_sms / 2);
+        if (k.csum) CHECKF(csum_bytes(csw) == rule_s, "%s replay %d with SMs held: column sums differ", k.name, r + 1);
         if (gelu) CHECKF(bytes_of(auxw, cb) == x0, "%s replay %d with SMs held: aux differs", k.name, r + 1);
     }
     cudaFree(started);
@@ -297,9 +351,11 @@ static void test_kind(const kind &k, int timed) {
     for (int r = 0; r < 3; r++) {
         gpu_ok(cudaMemset(Cw, poison[r], cb), "poison");
         if (gelu) gpu_ok(cudaMemset(auxw, poison[r], cb), "poison");
+        csum0(csw);
         gpu_ok(cudaDeviceSynchronize(), "poison");
         gpu_ok(cudaGraphLaunch(exec, s1), "graph launch");
         CHECKF(bytes_of(Cw, cb) == c0, "%s graph replay %d: C differs from the first call", k.name, r + 1);
+        if (k.csum) CHECKF(csum_bytes(csw) == rule_s, "%s graph replay %d: column sums differ", k.name, r + 1);
         if (gelu) CHECKF(bytes_of(auxw, cb) == x0, "%s graph replay %d: aux differs", k.name, r + 1);
     }
     cudaGraphExecDestroy(exec);
@@ -312,10 +368,18 @@ static void test_kind(const kind &k, int timed) {
     dt_cu_gemm_args a2 = aw;
     a2.C = Cc;
     a2.aux = auxc;
+    a2.csum = csc;
+    a2.csum_part = pc;
+    csum0(csw);
+    csum0(csc);
+    gpu_ok(cudaDeviceSynchronize(), "csum zero");
     CHECK_OK(dt_cu_gemm_wgmma(&aw, s1));
     CHECK_OK(dt_cu_gemm_wgmma(&a2, s2));
     gpu_ok(cudaGetLastError(), "two streams");
     CHECKF(bytes_of(Cw, cb) == c0 && bytes_of(Cc, cb) == c0, "%s: two calls at once: C differs", k.name);
+    if (k.csum)
+        CHECKF(csum_bytes(csw) == rule_s && csum_bytes(csc) == rule_s, "%s: two calls at once: column sums differ",
+               k.name);
     if (gelu) CHECKF(bytes_of(auxw, cb) == x0 && bytes_of(auxc, cb) == x0, "%s: two calls at once: aux differs", k.name);
     gpu_ok(cudaStreamDestroy(s1), "stream");
     gpu_ok(cudaStreamDestroy(s2), "stream");
@@ -341,7 +405,12 @@ static void test_kind(const kind &k, int timed) {
             dt_cu_gemm_wgmma(&aw, 0);
             dt_cu_gemm_wgmma_static(0);
         };
-        f[T_CUBLAS] = [&ac] { dt_cu_gemm(g_blas, &ac, 0); };
+        /* with csum, cuBLASLt's GEMM is followed by the column sum the model would run instead */
+        float *cs_cub = csc, *part_cub = pc;
+        f[T_CUBLAS] = [&ac, &k, cs_cub, part_cub, M, N] {
+            dt_cu_gemm(g_blas, &ac, 0);
+            if (k.csum) dt_cu_colsum(cs_cub, part_cub, (const bf16 *)ac.C, M, N, 0, 0);
+        };
         median_alt(f, tm.ms);
         dt_cu_gemm_wgmma_force(DT_CU_GEMM_OWN_RULE);
         std::vector<std::function<void(cudaStream_t)>> fb(B_COUNT);
@@ -351,7 +420,10 @@ static void test_kind(const kind &k, int timed) {
             dt_cu_gemm_wgmma(&aw, st);
             dt_cu_gemm_wgmma_static(0);
         };
-        fb[B_CUBLAS] = [&ac](cudaStream_t st) { dt_cu_gemm(g_blas, &ac, st); };
+        fb[B_CUBLAS] = [&ac, &k, cs_cub, part_cub, M, N](cudaStream_t st) {
+            dt_cu_gemm(g_blas, &ac, st);
+            if (k.csum) dt_cu_colsum(cs_cub, part_cub, (const bf16 *)ac.C, M, N, st, st);
+        };
         median_busy(fb, tm.busy);
         gpu_ok(cudaGetLastError(), "timed launches");
         g_times.push_back(tm);
@@ -363,6 +435,10 @@ static void test_kind(const kind &k, int timed) {
     cudaFree(Cc);
     cudaFree(auxw);
     if (auxc != auxw) cudaFree(auxc);
+    cudaFree(csw);
+    cudaFree(csc);
+    cudaFree(pw);
+    cudaFree(pc);
 }
 
 static const kind kinds[] = {
@@ -370,7 +446,9 @@ static const kind kinds[] = {
     {"attproj fwd NT+bias", 1, DT_CU_EPI_DEFAULT, 1, 16384, 768, 768, 12},
     {"fc fwd NT+bias+GELU", 1, DT_CU_EPI_GELU, 1, 16384, 3072, 768, 12},
     {"fcproj fwd NT+bias", 1, DT_CU_EPI_DEFAULT, 1, 16384, 768, 3072, 12},
-    {"fcproj dx NN+dGELU", 0, DT_CU_EPI_DGELU, 0, 16384, 3072, 768, 12},
+    {"fcproj dx NN+dGELU", 0, DT_CU_EPI_DGELU, 0, 16384, 3072, 768, 0},
+    /* the model's call: with the fc bias gradient (cuBLASLt timed with dt_cu_colsum after it) */
+    {"fcproj dx +dGELU+colsum", 0, DT_CU_EPI_DGELU, 0, 16384, 3072, 768, 12, 1},
     {"fc dx NN", 0, DT_CU_EPI_DEFAULT, 0, 16384, 768, 3072, 12},
     {"attproj dx NN", 0, DT_CU_EPI_DEFAULT, 0, 16384, 768, 768, 12},
     {"qkv dx NN", 0, DT_CU_EPI_DEFAULT, 0, 16384, 768, 2304, 12},
@@ -390,6 +468,9 @@ static void test_small(void) { /* each layout and epilogue against fp64 */
         {"small NN+dGELU N128", 0, DT_CU_EPI_DGELU, 0, 128, 128, 320, 0},
         {"small NN+dGELU N512", 0, DT_CU_EPI_DGELU, 0, 384, 512, 64, 0},
         {"small NN+dGELU", 0, DT_CU_EPI_DGELU, 0, 256, 256, 192, 0},
+        {"small NN+dGELU+colsum N128", 0, DT_CU_EPI_DGELU, 0, 128, 128, 320, 0, 1},
+        {"small NN+dGELU+colsum N512", 0, DT_CU_EPI_DGELU, 0, 384, 512, 64, 0, 1},
+        {"small NT+dGELU+colsum", 1, DT_CU_EPI_DGELU, 0, 256, 256, 192, 0, 1},
         {"small NT+bias 3 tiles", 1, DT_CU_EPI_DEFAULT, 1, 384, 128, 128, 0},
         {"small NT+bias+GELU 1 tile", 1, DT_CU_EPI_GELU, 1, 128, 128, 192, 0},
     };
@@ -411,6 +492,21 @@ static void test_refuses(void) { /* a shape off the tiles: refused, nothing laun
     int untouched = 1;
     for (size_t i = 0; i < c.size(); i++) untouched &= c[i] == 0x11;
     CHECK(untouched);
+    /* a column sum asked of an epilogue other than dGELU, or without its partials: refused */
+    float *cs = dev<float>(128), *part = dev<float>(128 * 8);
+    dt_cu_gemm_args b = {0, 0, 128, 128, 64, A, 64, 0, B, 128, 0, C, 128, 0, 0, 1.0f, 0.0f, 1, NULL,
+                         DT_CU_EPI_DEFAULT, NULL, NULL, NULL, cs, part};
+    CHECK(dt_cu_gemm_wgmma(&b, 0) == DT_EINVAL && strstr(dt_errmsg(), "dGELU") != NULL);
+    b.epi = DT_CU_EPI_DGELU;
+    b.aux = C;
+    b.csum_part = NULL;
+    CHECK(dt_cu_gemm_wgmma(&b, 0) == DT_EINVAL && strstr(dt_errmsg(), "csum_part NULL") != NULL);
+    c = bytes_of(C, 200 * 128 * sizeof(bf16));
+    untouched = 1;
+    for (size_t i = 0; i < c.size(); i++) untouched &= c[i] == 0x11;
+    CHECK(untouched);
+    cudaFree(cs);
+    cudaFree(part);
     cudaFree(A);
     cudaFree(B);
     cudaFree(C);

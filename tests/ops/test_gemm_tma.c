@@ -301,7 +301,71 @@ static void test_schedule(void) {
     }
 }
 
+/* The dGELU epilogue's column sums (dt_gt_csum_*): a warp's 32 threads run the kernel's three
+ * halving steps (keep, send and add as csum_halve does) on values tagged with their column
+ * and lane; every lane must end with, for each k, the sum over the eight g of its t's values
+ * at column dt_gt_csum_col, each lane's once; and the partial rows of a call must be its
+ * warps', each once. */
+static void test_colsum(void) {
+    static const int bns[2] = {128, 256};
+    for (int b = 0; b < 2; b++) {
+        const int bn = bns[b], nv = dt_gt_csum_values(bn);
+        CHECK(nv == DT_GT_CSUM_VALUES(bn) && nv == 16 * (bn / 64) && nv % 8 == 0);
+        double v[32][64], w[32][64];
+        for (int lane = 0; lane < 32; lane++)
+            for (int i = 0; i < nv; i++) {
+                const int col = 64 * (i / 16) + 8 * ((i % 16) / 2) + 2 * (lane & 3) + (i & 1); /* chunk ch, j, b */
+                v[lane][i] = (double)(col + 1) * 256.0 + (double)(1 << (lane >> 2));
+            }
+        for (int step = 0, h = nv / 2; step < 3; step++, h /= 2) {
+            for (int lane = 0; lane < 32; lane++) {
+                const int partner = lane ^ (16 >> step);
+                for (int i = 0; i < h; i++) {
+                    const int hi = dt_gt_csum_keep(lane, step, i, h) != i, phi = dt_gt_csum_keep(partner, step, i, h) != i;
+                    CHECK(hi != phi); /* partners keep opposite halves */
+                    const double keep = hi ? v[lane][i + h] : v[lane][i], recv = phi ? v[partner][i] : v[partner][i + h];
+                    w[lane][i] = keep + recv;
+                }
+            }
+            for (int lane = 0; lane < 32; lane++)
+                for (int i = 0; i < h; i++) v[lane][i] = w[lane][i];
+        }
+        int seen[256] = {0}, ok = 1;
+        for (int lane = 0; lane < 32; lane++)
+            for (int k = 0; k < nv / 8; k++) {
+                const int col = dt_gt_csum_col(bn, lane >> 2, lane & 3, k);
+                ok &= col >= 0 && col < bn && (col & 1) == (k & 1);
+                if (col < 0 || col >= bn) continue;
+                seen[col]++;
+                ok &= v[lane][k] == 8.0 * (double)(col + 1) * 256.0 + 255.0; /* its column, all eight g once */
+                if (k % 2 == 0) ok &= dt_gt_csum_col(bn, lane >> 2, lane & 3, k + 1) == col + 1; /* float2 pairs */
+            }
+        for (int c = 0; c < bn; c++) ok &= seen[c] == 1;
+        CHECKF(ok, "bn %d: the halving steps and dt_gt_csum_col disagree", bn);
+    }
+    /* partial rows: warp w of the warpgroup whose first row is mrow, over the model's M */
+    static const int schs[4] = {DT_GT_COOP256, DT_GT_COOP128, DT_GT_PP64, DT_GT_PP128};
+    for (int q = 0; q < 4; q++) {
+        const int sch = schs[q], M = 16384, parts = dt_gt_csum_parts(sch, M);
+        CHECK(parts == M / 16 / (DT_GT_WM(sch) / 64));
+        unsigned char *hit = (unsigned char *)calloc((size_t)parts, 1);
+        int ok = hit != NULL;
+        for (int m0 = 0; ok && m0 < M; m0 += DT_GT_BM(sch))
+            for (int cw = 0; cw < (DT_GT_PP(sch) ? 1 : 2); cw++)
+                for (int w = 0; w < 4; w++) {
+                    const int p = dt_gt_csum_part(sch, m0 + cw * DT_GT_WM(sch), w);
+                    ok &= p >= 0 && p < parts;
+                    if (p >= 0 && p < parts) hit[p]++;
+                }
+        for (int p = 0; ok && p < parts; p++) ok &= hit[p] == 1;
+        CHECKF(ok, "schedule %d: partial rows not one a warp", sch);
+        free(hit);
+    }
+    CHECK(dt_gt_csum_parts(DT_GT_PP128, 16384) == 512); /* the model's fc bias: 512 x 3072 floats */
+}
+
 int main(void) {
+    RUN(test_colsum);
     RUN(test_ring);
     RUN(test_schedule);
     RUN(test_maps);
