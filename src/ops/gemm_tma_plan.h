@@ -182,8 +182,8 @@ DT_GT_FN dt_gt_map dt_gt_map_c(int M, int N, int ldc) {
 /* TMA loads of B a stage takes. */
 DT_GT_FN int dt_gt_b_loads(int tb, int bn) { return tb ? 1 : bn / 64; }
 
-/* The dGELU epilogue's column sums of C (the fc bias gradient, summed from the bf16 values
- * as stored), written as partials that a fixed-order finish adds up.
+/* The dGELU epilogue's column sums of C (the fc bias gradient, summed from the fp32 values
+ * before their bf16 rounding), written as partials that a fixed-order finish adds up.
  * A consumer thread (warp w of its warpgroup, lane = 4 g + t) holds, of each 64 x 64 chunk,
  * rows 16 w + g and 16 w + g + 8 at columns 8 j + 2 t + b (j < 8, b < 2); over its
  * warpgroup's WM rows it adds them into nv = 16 bn / 64 column sums, value i = 16 ch + 2 j + b

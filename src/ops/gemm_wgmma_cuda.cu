@@ -57,22 +57,7 @@
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi), as gelu_cuda.cu */
 
 /* ---- mbarriers and TMA ---------------------------------------------------------------- */
-/* One arrival that also expects `bytes` of TMA transfers on the barrier's phase. */
-static __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-static __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-/* Waits until the barrier's phase of parity `parity` has completed (a fresh barrier counts
- * its phase before the first, parity 1, as completed). */
-static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-    asm volatile("{\n.reg .pred p;\nWAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra WAIT;\n}\n" ::"r"(bar),
-                 "r"(parity)
-                 : "memory");
-}
+/* (mbar_expect_tx, mbar_arrive, mbar_wait: mbarrier.cuh, through wgmma_sync.cuh) */
 /* The 2-D box at (c0 innermost, c1) of the tensor map into shared memory at dst (1024-byte
  * aligned), its bytes counted on barrier bar. */
 static __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c1) {
@@ -185,8 +170,8 @@ template <int H, int STEP, int NV> static __device__ __forceinline__ void csum_h
  * the rows each computes (WM: MS = WM / 64 m64 products a k step) and its staging buffers
  * (NBUF) beside the ring (STAGES). MN: B is MN-major
  * (stored (K, N)). EPI: DT_CU_EPI_DEFAULT (bias may be NULL), DT_CU_EPI_GELU,
- * DT_CU_EPI_DGELU. CSUM (dGELU only): the column sums of C as stored into csum_part
- * (gemm_tma_plan.h: dt_gt_csum_*). M, N, K tile exactly (dt_cu_gemm_wgmma_fits). */
+ * DT_CU_EPI_DGELU. CSUM (dGELU only): the column sums of C (its fp32 values, before the
+ * bf16 rounding) into csum_part (gemm_tma_plan.h: dt_gt_csum_*). M, N, K tile exactly (dt_cu_gemm_wgmma_fits). */
 template <int SCH, int MN, int EPI, int CSUM>
 __global__ void __launch_bounds__(DT_GT_THREADS, 1)
     gemm_tma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
@@ -378,17 +363,15 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                     asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(p1) : "r"(buf + off1 + sw));
                     const float2 q0 = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&p0));
                     const float2 q1 = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&p1));
-                    __nv_bfloat162 o0 = __floats2bfloat162_rn(__fmul_rn(d[ms][4 * n], gelu_grad(q0.x)),
-                                                              __fmul_rn(d[ms][4 * n + 1], gelu_grad(q0.y)));
-                    __nv_bfloat162 o1 = __floats2bfloat162_rn(__fmul_rn(d[ms][4 * n + 2], gelu_grad(q1.x)),
-                                                              __fmul_rn(d[ms][4 * n + 3], gelu_grad(q1.y)));
+                    const float v00 = __fmul_rn(d[ms][4 * n], gelu_grad(q0.x)), v01 = __fmul_rn(d[ms][4 * n + 1], gelu_grad(q0.y));
+                    const float v10 = __fmul_rn(d[ms][4 * n + 2], gelu_grad(q1.x)), v11 = __fmul_rn(d[ms][4 * n + 3], gelu_grad(q1.y));
+                    __nv_bfloat162 o0 = __floats2bfloat162_rn(v00, v01), o1 = __floats2bfloat162_rn(v10, v11);
                     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off0 + sw), "r"(*reinterpret_cast<uint32_t *>(&o0)));
                     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off1 + sw), "r"(*reinterpret_cast<uint32_t *>(&o1)));
-                    if (CSUM) { /* the values as stored, row g then row g + 8 */
-                        const float2 f0 = __bfloat1622float2(o0), f1 = __bfloat1622float2(o1);
+                    if (CSUM) { /* the fp32 values before their rounding, row g then row g + 8 */
                         const int i = (16 * ch + 2 * j) % NV;
-                        cs[i] = __fadd_rn(__fadd_rn(cs[i], f0.x), f1.x);
-                        cs[i + 1] = __fadd_rn(__fadd_rn(cs[i + 1], f0.y), f1.y);
+                        cs[i] = __fadd_rn(__fadd_rn(cs[i], v00), v10);
+                        cs[i + 1] = __fadd_rn(__fadd_rn(cs[i + 1], v01), v11);
                     }
                 }
                 fence_proxy_async();

@@ -120,22 +120,7 @@ static __device__ __forceinline__ void wgmma_ss_n128_first(float d[64], uint64_t
 
 /* ---- mbarriers and register reallocation (the producer/consumer kernel A) ---- */
 
-/* (mbar_init, mbar_init_fence: wgmma_sync.cuh) */
-/* One arrival (release: this thread's earlier memory accesses happen before the phase
- * completes for a waiter). */
-static __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
-}
-/* Waits (acquire) until the phase of parity `parity` has completed. */
-static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-    uint32_t done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
+/* (mbar_init, mbar_init_fence, mbar_arrive, mbar_wait: mbarrier.cuh, through wgmma_sync.cuh) */
 /* The registers a thread of this warpgroup may use from here on (a multiple of 8, 24..256;
  * the kernel must be launched with a register count from __launch_bounds__): dec gives
  * registers back to the block's pool, inc waits until the pool has them. */

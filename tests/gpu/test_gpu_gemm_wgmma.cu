@@ -54,8 +54,12 @@ static double gelu_grad_d(double x) {
 /* csum: with dGELU, the fused column sums of C (dt_cu_gemm_args.csum) too */
 struct kind { const char *name; int tb, epi, bias, M, N, K, per_step, csum; };
 
-/* Column sums of C (its bf16 values, summed in fp64) against the kernel's: per column
- * |got - ref| <= tol * sum |c|, the bound of an fp32 sum whatever its order. */
+/* The kernel's column sums against those of c (summed in fp64): per column
+ * |got - ref| <= tol * sum |c|. The kernel sums C's fp32 values before their bf16 rounding:
+ * against the stored C the bound is the roundings' (2^-9 of each element) plus the fp32
+ * sum's; against the fp64 reference the fp32 sums' alone. */
+#define CSUM_TOL_STORED 4e-3
+#define CSUM_TOL_FP64 1e-4
 static void check_csum(const std::vector<float> &got, const vf &c, int M, int N, double tol, const char *what) {
     double worst = 0;
     for (int j = 0; j < N; j++) {
@@ -222,13 +226,13 @@ static void test_kind(const kind &k, int timed) {
     vf cw = down16(Cw, (size_t)M * N), cc = down16(Cc, (size_t)M * N);
     std::vector<unsigned char> rule_s = csum_bytes(csw);
     if (k.csum) {
-        check_csum(csum_vals(csw), cw, M, N, 1e-5, k.name);
+        check_csum(csum_vals(csw), cw, M, N, CSUM_TOL_STORED, k.name);
         /* the default branch's finish (atomics): the same sums within rounding */
         variant("bias_bwd=fast");
         csum0(csw);
         CHECK_OK(dt_cu_gemm_wgmma(&aw, 0));
         variant("bias_bwd=det");
-        check_csum(csum_vals(csw), cw, M, N, 1e-5, "  ... the fast finish");
+        check_csum(csum_vals(csw), cw, M, N, CSUM_TOL_STORED, "  ... the fast finish");
     }
     CHECK_RELF(cw, cc, 1e-2, "%s %dx%dx%d C vs cuBLASLt", k.name, M, N, K);
     if (gelu) {
@@ -252,7 +256,7 @@ static void test_kind(const kind &k, int timed) {
         gpu_ok(cudaGetLastError(), "dt_cu_gemm_wgmma launch (another schedule)");
         CHECK_RELF(down16(Cw, (size_t)M * N), cc, 1e-2, "%s %dx%dx%d C vs cuBLASLt, %s", k.name, M, N, K,
                    other_name[o]);
-        if (k.csum) check_csum(csum_vals(csw), down16(Cw, (size_t)M * N), M, N, 1e-5, other_name[o]);
+        if (k.csum) check_csum(csum_vals(csw), down16(Cw, (size_t)M * N), M, N, CSUM_TOL_STORED, other_name[o]);
         if (gelu)
             CHECK_RELF(down16(auxw, (size_t)M * N), down16(auxc, (size_t)M * N), 1e-2,
                        "%s %dx%dx%d aux vs cuBLASLt, %s", k.name, M, N, K, other_name[o]);
@@ -291,6 +295,7 @@ static void test_kind(const kind &k, int timed) {
                 ref[(size_t)i * N + j] = (float)s;
             }
         CHECK_RELF(cw, ref, 1e-2, "%s %dx%dx%d C vs fp64", k.name, M, N, K);
+        if (k.csum) check_csum(csum_vals(csw), ref, M, N, CSUM_TOL_FP64, "  ... column sums vs fp64");
         if (gelu) CHECK_RELF(down16(auxw, (size_t)M * N), refx, 1e-2, "%s %dx%dx%d aux vs fp64", k.name, M, N, K);
     }
 
@@ -527,6 +532,7 @@ int main(void) {
         return 1;
     }
     variant("gemm=det");
+    variant("bias_bwd=det"); /* the column sums' finish: the fixed order (byte checks) */
     if (dt_cu_blas_create(&g_blas) != DT_OK) {
         fprintf(stderr, "test_gpu_gemm_wgmma: %s\n", dt_errmsg());
         return 1;
