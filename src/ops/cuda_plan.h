@@ -42,12 +42,6 @@ int dt_cu_ln_parts(int rows);
 /* Bytes of dynamic shared memory of one backward block for C channels: (2 + colsum)
  * vectors of C floats per warp. */
 size_t dt_cu_ln_bwd_smem(int C, int colsum);
-/* The ring form of the backward kernel (layernorm_cuda.cu): each warp's DT_CU_LN_RING rows
- * in flight in shared-memory slots of 3 bf16 rows (inp, dout, dinp16), then (colsum) the
- * warps' column-sum rows of C floats; a warp's dweight/dbias rows (2 C floats) later overlay
- * its ring (6 DT_CU_LN_RING C bytes), so DT_CU_LN_RING >= 2. */
-#define DT_CU_LN_RING 2
-size_t dt_cu_ln_bwd_ring_smem(int C, int colsum);
 /* Whether the fused column sum runs inside the backward kernel: always in the register
  * kernel (C <= 2048, 16-byte aligned weights); in the wide kernel (wide != 0) while the
  * three vectors fit DT_CU_LN_SMEM_MAX (C <= 2133); otherwise the launcher sums dinp16 with

@@ -3,7 +3,6 @@
 #include "ops/ops_cuda.h"
 
 #include "ops/cuda_plan.h"
-#include "ops/mbarrier.cuh"
 
 #define LN_EPS 1e-5f
 
@@ -177,14 +176,13 @@ static __device__ __forceinline__ void ln_ld4(const bf16 *p, float f[4]) {
     f[0] = lo.x; f[1] = lo.y; f[2] = hi.x; f[3] = hi.y;
 }
 
-/* The end of the backward kernels, after the barrier: per channel c, the block's sums of
- * the warps' shared rows in warp order. The dweight/dbias rows (warp k's at k * shs floats,
- * its dbias row C floats after its dweight row) store
+/* The end of both backward kernels, after the barrier: per channel c, the block's sums of
+ * the warps' shared rows in warp order. The dweight/dbias rows ([LN_BWD_WARPS][2][C]) store
  * channel c = vec * u + k at k * C / vec + u; the sum rows ([LN_BWD_WARPS][C], sumv) store it
  * the same way when sum_interleaved, at c otherwise. det writes the block partials (dweight,
  * dbias, then the sum at partial rows blockIdx.x, nparts + blockIdx.x, 2 nparts +
  * blockIdx.x; LN_SUM_DET), fast adds them with atomics. */
-static __device__ __forceinline__ void ln_bwd_block_finish(const float *sh, size_t shs, const float *ssum, int vec,
+static __device__ __forceinline__ void ln_bwd_block_finish(const float *sh, const float *ssum, int vec,
                                                            int sum_interleaved, float *dweight, float *dbias,
                                                            float *sum, float *part, int C, int det, int sumv) {
     int nparts = gridDim.x, Cv = C / vec;
@@ -192,8 +190,8 @@ static __device__ __forceinline__ void ln_bwd_block_finish(const float *sh, size
         float tw = 0.0f, tb = 0.0f, ts = 0.0f;
         int at = (c % vec) * Cv + c / vec;
         for (int k = 0; k < LN_BWD_WARPS; k++) { /* warp order */
-            tw += sh[(size_t)k * shs + at];
-            tb += sh[(size_t)k * shs + C + at];
+            tw += sh[(size_t)k * 2 * C + at];
+            tb += sh[(size_t)k * 2 * C + C + at];
         }
         if (det) {
             part[(size_t)blockIdx.x * C + c] = tw;
@@ -374,106 +372,7 @@ layernorm_bwd_kernel(bf16 *dinp16, int acc, float *dweight, float *dbias, float 
             }
         }
     __syncthreads();
-    ln_bwd_block_finish(sh, (size_t)2 * C, ssum, 1, 0, dweight, dbias, sum, part, C, det, sumv);
-}
-
-/* The register kernel fed by the bulk asynchronous copy (TMA): each warp keeps LN_RING of its
- * rows in flight in a ring of shared-memory slots (a slot: the row of inp, of dout and,
- * when acc, of the incoming dinp16, C bf16 each, one cp.async.bulk each, completing on the
- * slot's mbarrier), instead of one row's loads in registers issued after the row before was
- * done. Per row: wait for its slot, copy it into the registers of ln_bwd_in, refill the slot
- * with the row LN_RING rows on (the proxy fence orders the warp's reads of the slot before
- * the copy's writes), then ln_bwd_row as in the register kernel (ACC 0): the same rows, in
- * the same order, through the same arithmetic, so the same bits. After its last row a warp's
- * dweight/dbias rows overlay its own ring (every copy it issued has been waited for); the
- * column sums (sumv) have their own rows after the rings.
- * Shared memory (dt_cu_ln_bwd_ring_smem): LN_BWD_WARPS rings of LN_RING * 3 * C bf16, then
- * (sumv) [LN_BWD_WARPS][C] floats; 16-byte aligned rows need C % 8 == 0 and 16-byte aligned
- * inp, dout and dinp16 (the launcher checks). */
-#define LN_RING DT_CU_LN_RING
-template <int NV4>
-__global__ void __launch_bounds__(32 * LN_BWD_WARPS, 2)
-layernorm_bwd_ring_kernel(bf16 *dinp16, int acc, float *dweight, float *dbias, float *sum, float *part,
-                          const bf16 *dout, const bf16 *inp, const float *w, const float *mean, const float *rstd,
-                          int N, int C, int det, int sumv) {
-    extern __shared__ float4 sh4[];
-    __shared__ __align__(8) uint64_t bars[LN_BWD_WARPS][LN_RING];
-    float *sh = reinterpret_cast<float *>(sh4);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, C4 = C / 4;
-    const size_t rowb = (size_t)C * 2, ring = (size_t)LN_RING * 3 * rowb; /* bytes */
-    unsigned char *wring = reinterpret_cast<unsigned char *>(sh4) + (size_t)warp * ring;
-    float *ssum = reinterpret_cast<float *>(reinterpret_cast<unsigned char *>(sh4) + LN_BWD_WARPS * ring);
-    float4 *ss = reinterpret_cast<float4 *>(ssum + (size_t)warp * C);
-    float dw[NV4][4], db[NV4][4];
-#pragma unroll
-    for (int i = 0; i < NV4; i++)
-#pragma unroll
-        for (int k = 0; k < 4; k++) dw[i][k] = db[i][k] = 0.0f;
-    if (sumv)
-        for (int u = lane; u < C4; u += 32) ss[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    const float4 *w4 = reinterpret_cast<const float4 *>(w);
-    const int row0 = blockIdx.x * LN_BWD_WARPS + warp, step = gridDim.x * LN_BWD_WARPS;
-    const uint32_t bar0 = smem_u32(&bars[warp][0]), ring0 = smem_u32(wring);
-    const uint32_t tx = (uint32_t)((acc ? 3 : 2) * rowb);
-    /* lane 0 fills slot q with row r */
-    auto fill = [&](int q, int r) {
-        const uint32_t dst = ring0 + (uint32_t)(q * 3 * rowb), bar = bar0 + 8u * (uint32_t)q;
-        const size_t off = (size_t)r * C;
-        mbar_expect_tx(bar, tx);
-        bulk_load(dst, inp + off, (uint32_t)rowb, bar);
-        bulk_load(dst + (uint32_t)rowb, dout + off, (uint32_t)rowb, bar);
-        if (acc) bulk_load(dst + (uint32_t)(2 * rowb), dinp16 + off, (uint32_t)rowb, bar);
-    };
-    if (lane == 0) {
-        for (int q = 0; q < LN_RING; q++) mbar_init(bar0 + 8u * (uint32_t)q, 1);
-        mbar_init_fence();
-        fence_proxy_async(); /* the barriers, as initialised, to the copies */
-        for (int q = 0; q < LN_RING; q++)
-            if (row0 + q * step < N) fill(q, row0 + q * step);
-    }
-    __syncwarp();
-    float mn = row0 < N ? mean[row0] : 0.0f, rn = row0 < N ? rstd[row0] : 0.0f;
-    int j = 0;
-    for (int row = row0; row < N; row += step, j++) {
-        const int q = j % LN_RING;
-        mbar_wait(bar0 + 8u * (uint32_t)q, (uint32_t)(j / LN_RING) & 1u);
-        ln_bwd_in<NV4> t;
-        const unsigned char *slot = wring + (size_t)q * 3 * rowb;
-#pragma unroll
-        for (int i = 0; i < NV4; i++) {
-            const int u = lane + 32 * i;
-            if (u < C4) {
-                t.x[i] = *reinterpret_cast<const uint2 *>(slot + (size_t)u * 8);
-                t.g[i] = *reinterpret_cast<const uint2 *>(slot + rowb + (size_t)u * 8);
-                t.d[i] = acc ? *reinterpret_cast<const uint2 *>(slot + 2 * rowb + (size_t)u * 8) : make_uint2(0u, 0u);
-            }
-        }
-        t.m = mn;
-        t.r = rn;
-        const int next = row + step;
-        if (next < N) { /* the next row's statistics load under this row's work */
-            mn = mean[next];
-            rn = rstd[next];
-        }
-        __syncwarp(); /* every lane has read the slot */
-        if (lane == 0 && row + LN_RING * step < N) {
-            fence_proxy_async();
-            fill(q, row + LN_RING * step);
-        }
-        ln_bwd_row<NV4, 0>(t, row, dw, db, NULL, NULL, ss, sumv, dinp16, w4, C, lane);
-    }
-    float4 *sw = reinterpret_cast<float4 *>(wring), *sb = sw + C4; /* this warp's rows, over its ring */
-    fence_proxy_async(); /* after the copies' writes there */
-#pragma unroll
-    for (int i = 0; i < NV4; i++) {
-        const int u = lane + 32 * i;
-        if (u < C4) {
-            sw[u] = make_float4(dw[i][0], dw[i][1], dw[i][2], dw[i][3]);
-            sb[u] = make_float4(db[i][0], db[i][1], db[i][2], db[i][3]);
-        }
-    }
-    __syncthreads();
-    ln_bwd_block_finish(sh, ring / 4, ssum, 1, 0, dweight, dbias, sum, part, C, det, sumv);
+    ln_bwd_block_finish(sh, ssum, 1, 0, dweight, dbias, sum, part, C, det, sumv);
 }
 
 /* The same backward for C > 8 * 32 * LN_MAX_NV or weights not 16-byte aligned: the warps
@@ -535,7 +434,7 @@ __global__ void layernorm_bwd_wide_kernel(bf16 *dinp16, int acc, float *dweight,
         }
     }
     __syncthreads();
-    ln_bwd_block_finish(sh, (size_t)2 * C, ssum, 8, 1, dweight, dbias, sum, part, C, det, sumv);
+    ln_bwd_block_finish(sh, ssum, 8, 1, dweight, dbias, sum, part, C, det, sumv);
 }
 
 /* Register vectors per lane for C channels: the smallest instantiated NV >= C / 256, or 0
@@ -605,26 +504,6 @@ static void ln_bwd_go(unsigned nparts, size_t shm, cudaStream_t s, bf16 *dinp16,
  * prefetching the next row 1-2% slower. */
 #define LN_BWD_REG_ACC 6
 
-static int g_ln_ring = 1; /* dt_cu_layernorm_bwd_ring */
-void dt_cu_layernorm_bwd_ring(int on) { g_ln_ring = on != 0; }
-
-/* One launch of the ring kernel (its shared-memory opt-in set once per instantiation). */
-template <int NV4>
-static void ln_bwd_ring_go(unsigned nparts, size_t shm, cudaStream_t s, bf16 *dinp16, int acc, float *dweight,
-                           float *dbias, float *sum, float *part, const bf16 *dout, const bf16 *inp, const float *w,
-                           const float *mean, const float *rstd, int N, int C, int det, int sumv) {
-    static int attr;
-    if (!attr) {
-        const void *k = (const void *)layernorm_bwd_ring_kernel<NV4>;
-        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)DT_CU_LN_SMEM_MAX);
-        cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-        attr = 1;
-    }
-    unsigned nt = 32 * LN_BWD_WARPS;
-    layernorm_bwd_ring_kernel<NV4><<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_ring_kernel"), nt, shm, s>>>(
-        dinp16, acc, dweight, dbias, sum, part, dout, inp, w, mean, rstd, N, C, det, sumv);
-}
-
 /* The backward launch of both entry points; sum NULL: no column sum. */
 static void ln_bwd(bf16 *dinp16, int acc, float *dweight, float *dbias, float *sum, float *part,
                    const bf16 *dout, const bf16 *inp, const float *weight, const float *mean,
@@ -643,19 +522,10 @@ static void ln_bwd(bf16 *dinp16, int acc, float *dweight, float *dbias, float *s
     int sumv = !fused ? LN_SUM_NONE : dt_op_variant(DT_OP_BIAS_BWD) == DT_VARIANT_DET ? LN_SUM_DET : LN_SUM_FAST;
     size_t shm = dt_cu_ln_bwd_smem(C, fused);
     float *sum_part = part + (size_t)2 * nparts * C;
-    /* the ring kernel where the register kernel keeps its accumulators in registers */
-    int ring = g_ln_ring && nv > 0 && 2 * nv <= LN_BWD_REG_ACC && aligned16(inp) && aligned16(dout) &&
-               aligned16(dinp16);
 #define LN_BWD(NV)                                                                                               \
     ln_bwd_go<2 * NV, (2 * NV > LN_BWD_REG_ACC), (2 * NV <= LN_BWD_REG_ACC ? 2 : 1)>(                                \
         nparts, shm, s, dinp16, acc, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, det, sumv)
-#define LN_RING_GO(NV)                                                                                           \
-    ln_bwd_ring_go<2 * NV>(nparts, dt_cu_ln_bwd_ring_smem(C, sumv != LN_SUM_NONE), s, dinp16, acc, dweight, dbias, \
-                           sum, part, dout, inp, weight, mean, rstd, N, C, det, sumv)
-    switch (ring ? -nv : nv) {
-    case -1: LN_RING_GO(1); break;
-    case -2: LN_RING_GO(2); break;
-    case -3: LN_RING_GO(3); break;
+    switch (nv) {
     case 1: LN_BWD(1); break;
     case 2: LN_BWD(2); break;
     case 3: LN_BWD(3); break;
@@ -667,7 +537,6 @@ static void ln_bwd(bf16 *dinp16, int acc, float *dweight, float *dbias, float *s
             dinp16, acc, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, det, sumv);
     }
 #undef LN_BWD
-#undef LN_RING_GO
     if (det || sumv == LN_SUM_DET) dt_cu_fork(s, fs);
     if (det) dt_cu_parts_finish(dweight, dbias, part, nparts, C, fs);
     if (sumv == LN_SUM_DET) dt_cu_parts_finish(sum, NULL, sum_part, nparts, C, fs);

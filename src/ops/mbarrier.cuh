@@ -1,8 +1,8 @@
-/* PTX wrappers for mbarriers and the bulk asynchronous copy (TMA) on sm_90: the proxy fence
- * between generic and async shared-memory accesses, an mbarrier's initialisation, arrivals
- * (with or without expected transfer bytes) and parity wait, and a 1-D bulk copy from global
- * to shared memory that completes on an mbarrier. Shared by the warpgroup-MMA kernels
- * (through wgmma_sync.cuh) and the LayerNorm backward's row ring (layernorm_cuda.cu). */
+/* PTX wrappers for mbarriers on sm_90: the proxy fence between generic and async
+ * shared-memory accesses, an mbarrier's initialisation, arrivals (with or without expected
+ * TMA transfer bytes) and parity wait. One copy for every kernel that uses them: the
+ * warpgroup-MMA kernels include it through wgmma_sync.cuh (the GEMM's TMA ring, the
+ * attention backward's kernel A). */
 #ifndef DT_OPS_MBARRIER_CUH
 #define DT_OPS_MBARRIER_CUH
 
@@ -32,20 +32,13 @@ static __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t byt
 static __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-/* Waits (acquire) until the barrier's phase of parity `parity` has completed (a fresh barrier counts
- * its phase before the first, parity 1, as completed). */
+/* Waits (acquire) until the barrier's phase of parity `parity` has completed (a fresh
+ * barrier counts its phase before the first, parity 1, as completed). */
 static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
     asm volatile("{\n.reg .pred p;\nWAIT:\n"
                  "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
                  "@!p bra WAIT;\n}\n" ::"r"(bar),
                  "r"(parity)
-                 : "memory");
-}
-/* bytes (a multiple of 16) from global src to shared dst (both 16-byte aligned), counted on
- * barrier bar's transfers. */
-static __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar)
                  : "memory");
 }
 

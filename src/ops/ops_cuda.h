@@ -215,10 +215,6 @@ void dt_cu_layernorm_bwd(bf16 *dinp16, int acc, float *dweight, float *dbias, fl
                          const bf16 *dout, const bf16 *inp, const float *weight,
                          const float *mean, const float *rstd, int N, int C, cudaStream_t s,
                          cudaStream_t fs);
-/* Benchmarks and tests: on != 0 (the default), the backward kernels take each warp's rows
- * through a ring of bulk copies (TMA) where the width allows (C <= 768, 16-byte aligned
- * rows); 0: the register kernel throughout. The same bits either way. */
-void dt_cu_layernorm_bwd_ring(int on);
 /* dt_cu_layernorm_bwd fused with the bias gradient of the linear whose backward reads
  * dinp16 as its dout: sum (fp32, C) += the column sums of dinp16 (the bf16 values as stored,
  * added as floats: what dt_cu_colsum of dinp16 computes, in another order), so dinp16 is not

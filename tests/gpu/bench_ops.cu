@@ -462,11 +462,6 @@ static void bench(void) {
 #ifdef DT_CU_HAVE_LAYERNORM_BWD_COLSUM
         /* 24 of the 25 (not LN1 of layer 0) replace a layernorm_bwd + colsum (768) pair */
         row("layernorm_bwd + colsum (fused)", b, op_ln_bwd_colsum, NULL, nc * 4 * e2 + NR * 8.0, 24, 0);
-        /* the same two without the ring form (the register kernel), not summed */
-        dt_cu_layernorm_bwd_ring(0);
-        row("  layernorm_bwd, no ring", b, op_ln_bwd, NULL, nc * 4 * e2 + NR * 8.0, 25, 0);
-        row("  ... + colsum, no ring", b, op_ln_bwd_colsum, NULL, nc * 4 * e2 + NR * 8.0, 24, 0);
-        dt_cu_layernorm_bwd_ring(1);
 #endif
         int shapes[4] = {3 * CH, CH, 4 * CH, CH};
         const char *sn[4] = {"colsum qkv (2304)", "colsum proj (768)", "colsum fc (3072)", "colsum fcproj (768)"};

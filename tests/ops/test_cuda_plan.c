@@ -32,15 +32,6 @@ static void test_ln_plan(void) {
     CHECK(dt_cu_ln_bwd_smem(768, 0) == 2 * 8 * 768 * sizeof(float));
     CHECK(dt_cu_ln_bwd_smem(768, 1) == 73728);       /* 2 blocks of 256 threads fit an SM */
     CHECK(dt_cu_ln_bwd_smem(2048, 1) == 196608 && dt_cu_ln_bwd_smem(2048, 1) <= DT_CU_LN_SMEM_MAX);
-    /* the ring kernel (C <= 768): its rings and column-sum rows, two blocks an SM (228 KB of
-     * shared memory, 1 KB of it reserved a block, and the ring barriers' 128 static bytes);
-     * a warp's dweight/dbias rows (2 C floats) fit over its ring */
-    CHECK(dt_cu_ln_bwd_ring_smem(768, 0) == 8 * DT_CU_LN_RING * 3 * 2 * 768);
-    CHECK(dt_cu_ln_bwd_ring_smem(768, 1) == 73728 + 24576 && DT_CU_LN_RING == 2);
-    CHECK(2 * (dt_cu_ln_bwd_ring_smem(768, 1) + 128 + 1024) <= 228 * 1024);
-    CHECK(dt_cu_ln_bwd_ring_smem(768, 1) <= DT_CU_LN_SMEM_MAX);
-    CHECK(2 * 768 * sizeof(float) <= (size_t)DT_CU_LN_RING * 3 * 2 * 768);
-    CHECK(dt_cu_ln_bwd_ring_smem(8, 1) == 8 * 2 * 3 * 2 * 8 + 8 * 8 * 4);
     CHECK(dt_cu_ln_bwd_smem(3200, 0) == DT_CU_LN_SMEM_MAX); /* the wide kernel's widest row */
     CHECK(dt_cu_ln_colsum_fused(2048, 0) && dt_cu_ln_colsum_fused(768, 1));
     CHECK(dt_cu_ln_colsum_fused(2128, 1) && !dt_cu_ln_colsum_fused(2136, 1));
