@@ -31,8 +31,16 @@
  *     and TFLOP/s; then "busy": the same for the rule (claims, static order) and cuBLASLt
  *     launched while half the SMs are held for 30 us by another stream's kernel, timed from
  *     the moment all of that kernel's blocks run to the end of the call.
+ * The dGELU kinds marked csum (the model's call and three small ones) also ask for the column
+ * sums of C (dt_cu_gemm_args.csum, the fc bias gradient; bias_bwd=det, so the finish is the
+ * fixed order): against the fp64 reference's column sums (1e-4 of each column's sum of
+ * magnitudes, small shapes), against the stored C's (4e-3: the kernel sums before the bf16
+ * rounding), in every schedule and with the fast finish too; their bytes in the static order
+ * and in every replay of 2. equal the first call's; cuBLASLt is timed with dt_cu_colsum after
+ * it, the pair the model would run instead.
  * Also checks that dt_cu_gemm_wgmma refuses a call that does not fit (DT_EINVAL, nothing
- * written). Exits non-zero on any failed check (a CUDA error ends it with status 2). */
+ * written), and a column sum without dGELU or without its partials. Exits non-zero on any
+ * failed check (a CUDA error ends it with status 2). */
 #include "ops/gemm_tma_plan.h"
 #include "ops/ops_cuda.h"
 
