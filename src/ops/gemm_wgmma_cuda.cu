@@ -171,7 +171,9 @@ template <int H, int STEP, int NV> static __device__ __forceinline__ void csum_h
  * (NBUF) beside the ring (STAGES). MN: B is MN-major
  * (stored (K, N)). EPI: DT_CU_EPI_DEFAULT (bias may be NULL), DT_CU_EPI_GELU,
  * DT_CU_EPI_DGELU. CSUM (dGELU only): the column sums of C (its fp32 values, before the
- * bf16 rounding) into csum_part (gemm_tma_plan.h: dt_gt_csum_*). M, N, K tile exactly (dt_cu_gemm_wgmma_fits). */
+ * bf16 rounding) into csum_part (gemm_tma_plan.h: dt_gt_csum_*; with 256-wide tiles the sums
+ * live in a 256-byte stack frame, without spills: ptxas does not keep them in registers).
+ * M, N, K tile exactly (dt_cu_gemm_wgmma_fits). */
 template <int SCH, int MN, int EPI, int CSUM>
 __global__ void __launch_bounds__(DT_GT_THREADS, 1)
     gemm_tma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
@@ -363,8 +365,10 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                     asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(p1) : "r"(buf + off1 + sw));
                     const float2 q0 = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&p0));
                     const float2 q1 = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&p1));
-                    const float v00 = __fmul_rn(d[ms][4 * n], gelu_grad(q0.x)), v01 = __fmul_rn(d[ms][4 * n + 1], gelu_grad(q0.y));
-                    const float v10 = __fmul_rn(d[ms][4 * n + 2], gelu_grad(q1.x)), v11 = __fmul_rn(d[ms][4 * n + 3], gelu_grad(q1.y));
+                    const float v00 = __fmul_rn(d[ms][4 * n], gelu_grad(q0.x));
+                    const float v01 = __fmul_rn(d[ms][4 * n + 1], gelu_grad(q0.y));
+                    const float v10 = __fmul_rn(d[ms][4 * n + 2], gelu_grad(q1.x));
+                    const float v11 = __fmul_rn(d[ms][4 * n + 3], gelu_grad(q1.y));
                     __nv_bfloat162 o0 = __floats2bfloat162_rn(v00, v01), o1 = __floats2bfloat162_rn(v10, v11);
                     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off0 + sw), "r"(*reinterpret_cast<uint32_t *>(&o0)));
                     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off1 + sw), "r"(*reinterpret_cast<uint32_t *>(&o1)));
