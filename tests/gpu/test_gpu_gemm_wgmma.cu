@@ -1,5 +1,7 @@
 /* Our own GEMM (gemm_wgmma_cuda.cu, dt_cu_gemm_wgmma: TMA loads, warpgroup MMA, persistent
- * blocks; sm_90a; its proxy fence and wgmma group sync from wgmma_sync.cuh) on the GPU machine (built by `make cuda` into build/gpu-tests/), in each of
+ * blocks; sm_90a; its wgmma group sync from wgmma_sync.cuh, the proxy fence and the TMA
+ * ring's mbarriers from mbarrier.cuh: a lost arrival hangs the test, a wait that passes
+ * early changes bytes) on the GPU machine (built by `make cuda` into build/gpu-tests/), in each of
  * its schedules: the rule (128 x 128 ping-pong; 128 x 256 cooperative for K >= 2048 where N
  * allows) and, forced, each of 128 x 256 and 128 x 128 cooperative, 64 x 256 and
  * 128 x 128 ping-pong. For each activation GEMM of the GPT-2 124M step (B 16
