@@ -705,17 +705,21 @@ static void launch_info(dt_trace_op *h) {
     if (dt_cu_launch_take(buf, sizeof buf) > 0) dt_trace_kernel_info(h, "%s", buf);
 }
 
-/* A GEMM on our own kernel when m->gemm_own is on (the caller picks which calls ask) and the
- * call fits its tiles, else cuBLASLt. *own says which ran. */
-static int own_fits(const dt_gpt_cuda *m, const dt_cu_gemm_args *a) {
-    return m->gemm_own && dt_cu_gemm_wgmma_fits(a->ta, a->tb, a->M, a->N, a->K, a->lda, a->ldb, a->ldc, a->c_f32,
-                                               a->alpha, a->beta, a->batch, a->epi, (const void *)a->A,
-                                               (const void *)a->B, a->C, (const void *)a->bias, a->aux);
+/* Whether a GEMM runs on our own kernel: the caller's DT_GEMM_OWN mode asks for it (want)
+ * and the call fits its tiles; else cuBLASLt. */
+static int own_fits(const dt_gpt_cuda *m, const dt_cu_gemm_args *a, int want) {
+    return want && m->gemm_own && dt_cu_gemm_wgmma_fits(a->ta, a->tb, a->M, a->N, a->K, a->lda, a->ldb, a->ldc,
+                                                        a->c_f32, a->alpha, a->beta, a->batch, a->epi,
+                                                        (const void *)a->A, (const void *)a->B, a->C,
+                                                        (const void *)a->bias, a->aux);
 }
-/* ... with a->csum (our kernel only), its finish on m->fin. */
-static dt_status own_gemm(dt_gpt_cuda *m, const dt_cu_gemm_args *a, int *own) {
-    *own = own_fits(m, a);
-    return *own ? dt_cu_gemm_wgmma_fin(a, m->s, m->fin) : dt_cu_gemm(m->blas, a, m->s);
+/* The GEMM on our kernel (own, from own_fits; a->csum finished on m->fin) or cuBLASLt. */
+static dt_status run_gemm(dt_gpt_cuda *m, const dt_cu_gemm_args *a, int own) {
+    return own ? dt_cu_gemm_wgmma_fin(a, m->s, m->fin) : dt_cu_gemm(m->blas, a, m->s);
+}
+/* DT_GEMM_OWN puts the fcproj input gradient (dGELU) on our kernel. */
+static int own_dgelu(const dt_gpt_cuda *m) {
+    return m->gemm_own == OWN_GELU || m->gemm_own == OWN_DGELU || m->gemm_own_bwd;
 }
 
 /* Kernel-level detail of the GEMM just queued (algorithm, tile, split-K). */
@@ -780,9 +784,9 @@ static dt_status linear_fwd(dt_gpt_cuda *m, bf16 *out, const bf16 *inp, const bf
     OP_BEGIN(DT_PHASE_FWD, "matmul_fwd", DT_OP_GEMM,
              (IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC), IN("b", b, BF, 1, b ? OC : 0)));
     dt_cu_gemm_args a = {0, 1, N, OC, IC, inp, IC, 0, w, IC, 0, out, OC, 0, 0, 1.0f, 0.0f, 1, b};
-    int own = 0; /* the head (no bias) stays on cuBLASLt (faster there: bench/RESULTS.md) */
-    if (b && m->gemm_own == OWN_ON) TRY(own_gemm(m, &a, &own));
-    else TRY(dt_cu_gemm(m->blas, &a, m->s));
+    /* the head (no bias) stays on cuBLASLt (faster there: bench/RESULTS.md) */
+    int own = own_fits(m, &a, b && m->gemm_own == OWN_ON);
+    TRY(run_gemm(m, &a, own));
     if (!own) gemm_info(m, h_, "y");
     TRY(inject(m, "matmul_fwd", out, (size_t)N * OC, 2));
     OP_END(OUT("y", out, BF, N, OC));
@@ -798,9 +802,8 @@ static dt_status linear_gelu_fwd(dt_gpt_cuda *m, bf16 *out, bf16 *pre, const bf1
              (IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC), IN("b", b, BF, 1, OC)));
     dt_cu_gemm_args a = {0, 1, N, OC, IC, inp, IC, 0, w, IC, 0, out, OC, 0, 0, 1.0f, 0.0f, 1, b,
                          DT_CU_EPI_GELU, pre, NULL, NULL};
-    int own = 0;
-    if (m->gemm_own == OWN_ON || m->gemm_own == OWN_GELU) TRY(own_gemm(m, &a, &own));
-    else TRY(dt_cu_gemm(m->blas, &a, m->s));
+    int own = own_fits(m, &a, m->gemm_own == OWN_ON || m->gemm_own == OWN_GELU);
+    TRY(run_gemm(m, &a, own));
     if (!own) gemm_info(m, h_, "pre, y = gelu(pre)"); /* ours: OP_END reports its launch */
     TRY(inject(m, "matmul_gelu_fwd", out, (size_t)N * OC, 2));
     OP_END((OUT("pre", pre, BF, N, OC), OUT("y", out, BF, N, OC)));
@@ -825,11 +828,10 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
     dt_cu_gemm_args a = {0, 0, N, IC, OC, dout, OC, 0, w, IC, 0, dinp, IC, 0, 0, 1.0f, 0.0f, 1, NULL,
                          gelu_pre ? DT_CU_EPI_DGELU : DT_CU_EPI_DEFAULT, (void *)gelu_pre, NULL, NULL, NULL, NULL};
     /* the input gradients on our kernel with DT_GEMM_OWN_BWD=on, dGELU's with =gelu, =dgelu */
-    int want_own = m->gemm_own_bwd || ((m->gemm_own == OWN_GELU || m->gemm_own == OWN_DGELU) && gelu_pre);
-    float *csum = gelu_pre && want_own && own_fits(m, &a) &&
-                          dt_cu_gemm_wgmma_csum_floats(N, IC, OC) <= (size_t)m->csum_sites * m->part_site
-                      ? dx_db
-                      : NULL;
+    const int own = own_fits(m, &a, m->gemm_own_bwd || (gelu_pre && own_dgelu(m)));
+    float *csum = NULL; /* dx_db from the dGELU epilogue, where its partials fit their sites */
+    if (gelu_pre && own && dt_cu_gemm_wgmma_csum_floats(N, IC, OC) <= (size_t)m->csum_sites * m->part_site)
+        csum = dx_db;
     OP_BEGIN(DT_PHASE_BWD, op, DT_OP_GEMM,
              (IN("dy", dout, BF, N, OC), IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC),
               IN("pre", gelu_pre, BF, N, gelu_pre ? IC : 0), IN("dw", dw, F32, OC, IC),
@@ -843,9 +845,7 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
         TRY(dt_cu_check(cudaStreamWaitEvent(m->wgs, m->ev_ready, 0), "cudaStreamWaitEvent"));
     }
     TRY(claim(m, dinp));
-    int own = 0;
-    if (want_own) TRY(own_gemm(m, &a, &own));
-    else TRY(dt_cu_gemm(m->blas, &a, m->s));
+    TRY(run_gemm(m, &a, own));
     if (!own) gemm_info(m, h_, gelu_pre ? "dx = (dy w) gelu'(pre)" : "dx");
     if (csum && h_)
         dt_trace_kernel_info(h_, "colsum_dx: fused column sums of dx (dGELU epilogue), bias_bwd %s",
@@ -1535,7 +1535,7 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
                  : "off",
              m->fuse_bgrad ? "the fc weight-gradient GEMM's epilogue"
              : !m->fuse_gelu ? "the GELU backward's column sums"
-             : m->csum_sites > 0 && (m->gemm_own == OWN_GELU || m->gemm_own == OWN_DGELU || m->gemm_own_bwd)
+             : m->csum_sites > 0 && own_dgelu(m)
                  ? "the fcproj dGELU GEMM's epilogue (gemm_wgmma_cuda.cu) where its shape fits, else a column sum "
                    "of dfch"
                  : "a column sum of dfch");

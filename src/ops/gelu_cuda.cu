@@ -79,7 +79,8 @@ __global__ void __launch_bounds__(256) gelu_bwd_colsum_kernel(bf16 *dinp, float 
 static __device__ __forceinline__ float as_float(float v) { return v; }
 static __device__ __forceinline__ float as_float(bf16 v) { return __bfloat162float(v); }
 
-/* out = bf16(x * dropout factor), x fp32 or bf16 */
+/* out = bf16(x * dropout factor): x bf16 (dt_cu_dropout_bf16), or fp32 without dropout
+ * (dt_cu_f32_to_bf16) */
 template <typename T>
 __global__ void to_bf16_dropout_kernel(bf16 *out, const T *x, size_t n, dt_dropout d, uint32_t purpose,
                                        uint32_t layer) {
@@ -108,10 +109,6 @@ void dt_cu_gelu_bwd_colsum(bf16 *dinp, float *acc, float *part, const bf16 *inp,
     dim3 g(dt_cu_div((size_t)cols / 8, 32), (unsigned)nparts), b(32, DT_CU_COLSUM_LANES);
     gelu_bwd_colsum_kernel<<<dt_cu_noted(g, b, 0, "gelu_bwd_colsum_kernel"), b, 0, s>>>(dinp, part, inp, dout, rows, cols);
     dt_cu_colsum_finish(acc, part, nparts, cols, s, fs);
-}
-void dt_cu_to_bf16_dropout(bf16 *out, const float *x, size_t n, const dt_dropout *drop,
-                           uint32_t purpose, uint32_t layer, cudaStream_t s) {
-    to_bf16_dropout_kernel<<<dt_cu_noted(dt_cu_div(n, 256), 256, 0, "to_bf16_dropout_kernel"), 256, 0, s>>>(out, x, n, dt_cu_drop_arg(drop), purpose, layer);
 }
 void dt_cu_dropout_bf16(bf16 *out, const bf16 *x, size_t n, const dt_dropout *drop, uint32_t purpose,
                         uint32_t layer, cudaStream_t s) {

@@ -384,10 +384,7 @@ void dt_cu_gelu_bwd(bf16 *dinp, const bf16 *inp, const bf16 *dout, size_t n, cud
 #define DT_CU_HAVE_GELU_BWD_COLSUM 1
 void dt_cu_gelu_bwd_colsum(bf16 *dinp, float *acc, float *part, const bf16 *inp, const bf16 *dout,
                            int rows, int cols, cudaStream_t s, cudaStream_t fs);
-/* out = bf16(x * dropout factor) (factor 1 when drop is off); x fp32, n elements. */
-void dt_cu_to_bf16_dropout(bf16 *out, const float *x, size_t n, const dt_dropout *drop,
-                           uint32_t purpose, uint32_t layer, cudaStream_t s);
-/* The same from bf16: out = bf16(float(x) * dropout factor), n elements. */
+/* out = bf16(float(x) * dropout factor) (factor 1 when drop is off), n elements. */
 void dt_cu_dropout_bf16(bf16 *out, const bf16 *x, size_t n, const dt_dropout *drop, uint32_t purpose,
                         uint32_t layer, cudaStream_t s);
 void dt_cu_f32_to_bf16(bf16 *out, const float *x, size_t n, cudaStream_t s);

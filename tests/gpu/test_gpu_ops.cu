@@ -900,8 +900,8 @@ static void test_elementwise(void) {
     /* dropout masks: the same kept/dropped pattern and factor as the CPU, element by element */
     dt_dropout d = {0.25f, 1234, 17};
     vf ones(n, 1.0f);
-    float *d1 = up32(ones);
-    dt_cu_to_bf16_dropout(dy, d1, n, &d, DT_RNG_DROPOUT_HIDDEN, 9, 0);
+    bf16 *d1 = up16(ones);
+    dt_cu_dropout_bf16(dy, d1, n, &d, DT_RNG_DROPOUT_HIDDEN, 9, 0);
     vf got = down16(dy, n);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {

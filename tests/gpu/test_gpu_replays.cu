@@ -368,13 +368,13 @@ static void gelu_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     dt_cu_gelu_bwd(H(s, "dx"), H(s, "x"), H(s, "dout"), (size_t)c->p[0], 0);
 }
 static void dropout_setup(dt_kset *s, gcase *c) {
-    dt_kv_fill(add(s, "x", DT_KH_F32, DT_KH_IN, {c->p[0]}), 36, -1, 1);
+    dt_kv_fill(add(s, "x", DT_KH_BF16, DT_KH_IN, {c->p[0]}), 36, -1, 1);
     add(s, "out", DT_KH_BF16, DT_KH_OUT, {c->p[0]});
 }
 static void dropout_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     CASE(ctx);
     dt_dropout d = drop_of(c->p[1]);
-    dt_cu_to_bf16_dropout(H(s, "out"), F(s, "x"), (size_t)c->p[0], &d, DT_RNG_DROPOUT_HIDDEN, 9, 0);
+    dt_cu_dropout_bf16(H(s, "out"), H(s, "x"), (size_t)c->p[0], &d, DT_RNG_DROPOUT_HIDDEN, 9, 0);
 }
 
 /* ---- the whole model: forward + backward + AdamW step, twice ---------------------------
