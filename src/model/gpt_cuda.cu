@@ -51,6 +51,11 @@ struct dt_gpt_cuda {
      * and with DT_GEMM_OWN_BWD=on every input gradient (slower in the step); dgelu: the
      * fcproj input gradient only; off: none (every GEMM on cuBLASLt). */
     int gemm_own, gemm_own_bwd;
+    /* DT_GEMM_DOT (default on, with our own GEMM and flash attention): the attproj input
+     * gradient on our kernel with the DOT epilogue, which writes the flash backward's LD (the
+     * D kernel's bits, so the mma.sync and wgmma flash kernels still give the same bits), so
+     * no D kernel runs; ld_ready: it did, for the next t_attention_bwd */
+    int gemm_dot, ld_ready;
 #define OWN_OFF 0
 #define OWN_ON 1
 #define OWN_GELU 2
@@ -284,6 +289,8 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     if (st != DT_OK) { free(m); return dt_fail_context(st, "--device cuda: no usable GPU"); }
     if ((st = dt_cu_blas_create(&m->blas)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
     if ((st = env_switch("DT_BWD_OVERLAP", "weight gradients on a second stream", &m->overlap)) != DT_OK ||
+        (st = env_switch("DT_GEMM_DOT", "the attention backward's D from the attproj input-gradient GEMM's epilogue",
+                         &m->gemm_dot)) != DT_OK ||
         (st = env_switch("DT_CUDA_GRAPH", "each step's launches replayed from CUDA graphs", &m->graphs)) != DT_OK) {
         dt_gpt_cuda_free(m);
         return st;
@@ -333,6 +340,7 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     m->flash_wgmma = m->flash && dt_cu_device_cc() == 90 && !(force && !strcmp(force, "flash-mma"));
     if (dt_cu_device_cc() != 90) m->gemm_own = OWN_OFF;
     m->gemm_own_bwd = m->gemm_own == OWN_ON && own_bwd && !strcmp(own_bwd, "on");
+    m->gemm_dot = m->gemm_dot && m->gemm_own != OWN_OFF && m->flash; /* gemm_own: sm_90 only */
     DMALLOC(m->param, n, "parameters");
     DMALLOC(m->grad, n, "gradients");
     DMALLOC(m->adam_m, n, "AdamW m");
@@ -820,22 +828,42 @@ static dt_status linear_gelu_fwd(dt_gpt_cuda *m, bf16 *out, bf16 *pre, const bf1
  * finished gradient. dx_db (with gelu_pre, or NULL): the bias gradient of the linear whose
  * backward reads dinp next (fc's); when the dGELU GEMM runs on our kernel, its epilogue adds
  * the column sums of dinp into it (DT_OP_BIAS_BWD, an output of this event, "colsum_dx")
- * and it becomes m->db_summed, so dinp is not read back for it. */
+ * and it becomes m->db_summed, so dinp is not read back for it. dot_l (attproj's, else -1):
+ * the layer whose attention output inp is; with m->gemm_dot, where the GEMM fits our
+ * kernel, its DOT epilogue also writes the flash backward's LD (lse log2(e) and D = rowsum(dinp
+ * O) per head and row) into the attention scratch, an output of this event ("ld"), and
+ * m->ld_ready tells t_attention_bwd to skip its D kernel. */
 static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, const bf16 *dout,
                             const bf16 *inp, const bf16 *w, int N, int IC, int OC, const bf16 *gelu_pre,
-                            float *dx_db) {
+                            float *dx_db, int dot_l) {
     const char *op = gelu_pre ? "matmul_dgelu_bwd" : "matmul_bwd";
     dt_cu_gemm_args a = {0, 0, N, IC, OC, dout, OC, 0, w, IC, 0, dinp, IC, 0, 0, 1.0f, 0.0f, 1, NULL,
                          gelu_pre ? DT_CU_EPI_DGELU : DT_CU_EPI_DEFAULT, (void *)gelu_pre, NULL, NULL, NULL, NULL};
-    /* the input gradients on our kernel with DT_GEMM_OWN_BWD=on, dGELU's with =gelu, =dgelu */
-    const int own = own_fits(m, &a, m->gemm_own_bwd || (gelu_pre && own_dgelu(m)));
+    const int B = m->B, T = m->T, NH = m->cfg.num_heads;
+    float *ld = NULL; /* the DOT epilogue's LD, where it runs */
+    if (dot_l >= 0 && m->gemm_dot) {
+        dt_cu_gemm_args d = a;
+        d.epi = DT_CU_EPI_DOT;
+        d.aux = (void *)inp;
+        d.dot_ld = dt_cu_flash_scratch_ld(m->att_scratch);
+        d.dot_lse = m->att_lse + (size_t)dot_l * B * NH * T;
+        d.dot_T = T;
+        if (own_fits(m, &d, 1)) {
+            a = d;
+            ld = d.dot_ld;
+        }
+    }
+    /* the input gradients on our kernel with DT_GEMM_OWN_BWD=on, dGELU's with =gelu, =dgelu,
+     * attproj's with its DOT epilogue */
+    const int own = ld || own_fits(m, &a, m->gemm_own_bwd || (gelu_pre && own_dgelu(m)));
     float *csum = NULL; /* dx_db from the dGELU epilogue, where its partials fit their sites */
     if (gelu_pre && own && dt_cu_gemm_wgmma_csum_floats(N, IC, OC) <= (size_t)m->csum_sites * m->part_site)
         csum = dx_db;
     OP_BEGIN(DT_PHASE_BWD, op, DT_OP_GEMM,
              (IN("dy", dout, BF, N, OC), IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC),
               IN("pre", gelu_pre, BF, N, gelu_pre ? IC : 0), IN("dw", dw, F32, OC, IC),
-              IN("db", db, F32, 1, db ? OC : 0), IN("colsum_dx", csum, F32, 1, csum ? IC : 0)));
+              IN("db", db, F32, 1, db ? OC : 0), IN("colsum_dx", csum, F32, 1, csum ? IC : 0),
+              IN("lse", a.dot_lse, F32, ld ? (int64_t)B * NH * T : 0, 1)));
     if (csum) {
         a.csum = csum;
         a.csum_part = next_parts(m, m->csum_sites);
@@ -850,6 +878,8 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
     if (csum && h_)
         dt_trace_kernel_info(h_, "colsum_dx: fused column sums of dx (dGELU epilogue), bias_bwd %s",
                              variant_name(DT_OP_BIAS_BWD));
+    if (ld && h_) dt_trace_kernel_info(h_, "ld: the flash backward's D = rowsum(dx o) per head (DOT epilogue)");
+    m->ld_ready = ld != NULL;
     int summed = db && db == m->db_summed;
     if (summed) m->db_summed = NULL;
     int bgrad = db && !summed && m->fuse_bgrad;
@@ -875,7 +905,7 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
     if (csum) m->db_summed = csum;
     TRY(inject(m, op, dinp, (size_t)N * IC, 2));
     OP_END((OUT("dx", dinp, BF, N, IC), OUT("dw", dw, F32, OC, IC), OUT("db", db, F32, 1, db ? OC : 0),
-            OUT("colsum_dx", csum, F32, 1, csum ? IC : 0)));
+            OUT("colsum_dx", csum, F32, 1, csum ? IC : 0), OUT("ld", ld, F32, ld ? (int64_t)B * NH * T : 0, 2)));
     return DT_OK;
 }
 
@@ -1176,9 +1206,18 @@ static dt_status t_attention_bwd(dt_gpt_cuda *m, int l, const dt_dropout *ad, fl
     if (h_) dt_trace_kernel_info(h_, "%s %s B=%d T=%d C=%d NH=%d%s", attention_name(m),
                                  variant_name(DT_OP_ATTENTION_BWD), B, T, C, NH,
                                  db ? "; db: column sums of dqkv fused, 64-row block partials added in order" : "");
-    if (m->flash_wgmma)
+    const int ld_ready = m->ld_ready; /* LD from the attproj input-gradient GEMM (linear_bwd) */
+    m->ld_ready = 0;
+    if (h_ && ld_ready) dt_trace_kernel_info(h_, "LD (lse, D) from matmul_bwd's DOT epilogue: no D kernel");
+    if (m->flash_wgmma && ld_ready)
+        dt_cu_flash_bwd_wgmma_ld(m->dqkv, db, db ? next_part(m) : NULL, m->att_scratch, m->dc1, qkv, B, T, C, NH,
+                                 m->s, m->fin);
+    else if (m->flash_wgmma)
         dt_cu_flash_bwd_wgmma(m->dqkv, db, db ? next_part(m) : NULL, m->att_scratch, m->dc1, qkv, atty, lse, B, T, C,
                               NH, m->s, m->fin);
+    else if (m->flash && ld_ready)
+        dt_cu_flash_bwd_ld(m->dqkv, db, db ? next_part(m) : NULL, m->att_scratch, m->dc1, qkv, B, T, C, NH, m->s,
+                           m->fin);
     else if (m->flash)
         dt_cu_flash_bwd(m->dqkv, db, db ? next_part(m) : NULL, m->att_scratch, m->dc1, qkv, atty, lse, B, T, C, NH,
                         m->s, m->fin);
@@ -1217,7 +1256,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
 #define NEXT_DB(i, l) (m->ln_colsum ? G(i) + (size_t)(l) * C : NULL) /* bias i of layer l */
     dt_trace_scope_push("head");
     rbegin(m, DT_R_HEAD_BWD); /* logits = lnf wte^T; the logits hold dlogits */
-    TRY(linear_bwd(m, m->dc1, G(DT_P_WTE), NULL, m->logits, m->lnf, P16(DT_P_WTE), BT, C, Vp, NULL, NULL));
+    TRY(linear_bwd(m, m->dc1, G(DT_P_WTE), NULL, m->logits, m->lnf, P16(DT_P_WTE), BT, C, Vp, NULL, NULL, -1));
     rend(m, DT_R_HEAD_BWD);
     rbegin(m, DT_R_LN_BWD);
     TRY(t_layernorm_bwd(m, 0, G(DT_P_LNFW), G(DT_P_LNFB), m->res3 + (size_t)(L - 1) * sc, P(DT_P_LNFW),
@@ -1237,13 +1276,13 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
                              * (our kernel) or with the fc weights' */
             float *fcb = m->fuse_bgrad ? NULL : G(DT_P_FCB) + lC * 4;
             TRY(linear_bwd(m, m->dfch, G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC, dproj,
-                           m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, fch, fcb));
+                           m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, fch, fcb, -1));
             TRY(linear_bwd(m, m->dc1, G(DT_P_FCW) + lC * 4 * C, G(DT_P_FCB) + lC * 4, m->dfch,
-                           m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL));
+                           m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1));
             rend(m, DT_R_MATMUL_BWD);
         } else {
             TRY(linear_bwd(m, m->dfchg, G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC, dproj,
-                           m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, NULL, NULL));
+                           m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, NULL, NULL, -1));
             rend(m, DT_R_MATMUL_BWD);
             rbegin(m, DT_R_GELU_BWD);
             /* the fc bias gradient: from the fc weight-gradient GEMM, or fused into the GELU backward */
@@ -1252,7 +1291,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
             rend(m, DT_R_GELU_BWD);
             rbegin(m, DT_R_MATMUL_BWD);
             TRY(linear_bwd(m, m->dc1, G(DT_P_FCW) + lC * 4 * C, m->fuse_bgrad ? fcb : NULL, m->dfch,
-                           m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL));
+                           m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1));
             rend(m, DT_R_MATMUL_BWD);
         }
         rbegin(m, DT_R_LN_BWD);
@@ -1262,7 +1301,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
         TRY(through_dropout(m, &hd, 2u * (uint32_t)l, &dproj));
         rbegin(m, DT_R_MATMUL_BWD);
         TRY(linear_bwd(m, m->dc1, G(DT_P_ATTPROJW) + lC * C, G(DT_P_ATTPROJB) + lC, dproj,
-                       m->atty + l * sc, P16(DT_P_ATTPROJW) + lC * C, BT, C, C, NULL, NULL));
+                       m->atty + l * sc, P16(DT_P_ATTPROJW) + lC * C, BT, C, C, NULL, NULL, l));
         rend(m, DT_R_MATMUL_BWD);
         /* the qkv bias gradient: fused into the flash backward (it sums the dqkv it stores;
          * no colsum or GEMM epilogue re-reads dqkv), else the qkv linear's */
@@ -1272,7 +1311,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
         rend(m, DT_R_ATTN_BWD);
         rbegin(m, DT_R_MATMUL_BWD);
         TRY(linear_bwd(m, m->dc1, G(DT_P_QKVW) + lC * 3 * C, m->flash ? NULL : qkvb, m->dqkv,
-                       m->ln1 + l * sc, P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C, NULL, NULL));
+                       m->ln1 + l * sc, P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C, NULL, NULL, -1));
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_LN_BWD);
         TRY(t_layernorm_bwd(m, 1, G(DT_P_LN1W) + lC, G(DT_P_LN1B) + lC, res, P(DT_P_LN1W) + lC,
@@ -1513,7 +1552,7 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
              "\"sm\":\"%d.%d\",\"sms\":%d,\"driver\":%d,"
              "\"runtime\":%d,\"cublaslt\":%zu,\"nvcc_flags\":\"%s\",\"gemm_workspace\":%u,"
              "\"gemm_table\":%s,\"gemm_algos\":%s,\"bwd_overlap\":\"%s\",\"gemm_algos_weight_stream\":%s,"
-             "\"cuda_graphs\":\"%s\",\"gemm_own\":\"%s\",\"fc_bias_grad\":\"%s\"}",
+             "\"cuda_graphs\":\"%s\",\"gemm_own\":\"%s\",\"fc_bias_grad\":\"%s\",\"attention_d\":\"%s\"}",
              attention_name(m), m->fuse_gelu ? "true" : "false", m->fuse_bgrad ? "true" : "false",
              m->fusion_note, m->ksplit_off ? "off (DT_GEMM_SPLITK=off)" : "dt_cu_gemm_splits",
              m->fuse_bgrad ? "off (bias gradients from the GEMM epilogue)"
@@ -1538,6 +1577,10 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
              : m->csum_sites > 0 && own_dgelu(m)
                  ? "the fcproj dGELU GEMM's epilogue (gemm_wgmma_cuda.cu) where its shape fits, else a column sum "
                    "of dfch"
-                 : "a column sum of dfch");
+                 : "a column sum of dfch",
+             m->gemm_dot ? "the attproj input-gradient GEMM's DOT epilogue (gemm_wgmma_cuda.cu) where its shape fits, "
+                           "else the D kernel (DT_GEMM_DOT=on)"
+             : m->flash ? "the D kernel"
+                        : "none (GEMM attention)");
     return m->desc;
 }

@@ -415,7 +415,7 @@ __global__ void flash_dot_kernel(float *LD, const bf16 *dout, const bf16 *out, c
         s += __shfl_xor_sync(0xffffffffu, s, 4);
         if (part == 0) {
             int row = rows[k], t = row % T;
-            float *p = LD + ((size_t)row - (t & 1)) * 2 + (t & 1);
+            float *p = LD + dt_flash_ld_at(row / T, t, T);
             p[0] = lse[row] * LOG2E;
             p[2] = s;
         }
@@ -694,15 +694,15 @@ void dt_cu_flash_bwd_dq(bf16 *dqkv, float *part, const bf16 *dS, const bf16 *qkv
  * (bench_attention), and it has no atomics. The bias sums take the fixed-order finish in
  * both branches of DT_OP_BIAS_BWD too: the kernels have one path, so the whole op is
  * deterministic in either mode (the finish runs on fs, off the critical path). */
-void dt_cu_flash_bwd(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
-                     const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
-                     cudaStream_t fs) {
+static void bwd(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
+                const bf16 *out, const float *lse, int ld_given, int B, int T, int C, int NH, cudaStream_t s,
+                cudaStream_t fs) {
     set_attrs();
     float scale = 1.0f / sqrtf((float)FD);
     float *LD = dt_cu_flash_scratch_ld(scratch);
     bf16 *dS = dt_cu_flash_scratch_ds(scratch, B, T, NH);
     int BH = B * NH;
-    dt_cu_flash_bwd_prep(LD, dout, out, lse, B, T, NH, 0, s);
+    if (!ld_given) dt_cu_flash_bwd_prep(LD, dout, out, lse, B, T, NH, 0, s);
     dim3 g((unsigned)(BH * (T / FB)));
     float *bp = dbias ? part : NULL;
     flash_bwd_kv_kernel<<<dt_cu_noted(g, NT, BWDA_SMEM, "flash_bwd_kv_kernel"), NT, BWDA_SMEM, s>>>(
@@ -712,4 +712,15 @@ void dt_cu_flash_bwd(bf16 *dqkv, float *dbias, float *part, void *scratch, const
         dt_cu_fork(s, fs);
         dt_cu_parts_finish(dbias, NULL, part, dt_cu_flash_bias_parts(B, T), 3 * C, fs);
     }
+}
+
+void dt_cu_flash_bwd(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
+                     const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
+                     cudaStream_t fs) {
+    bwd(dqkv, dbias, part, scratch, dout, qkv, out, lse, 0, B, T, C, NH, s, fs);
+}
+
+void dt_cu_flash_bwd_ld(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
+                        int B, int T, int C, int NH, cudaStream_t s, cudaStream_t fs) {
+    bwd(dqkv, dbias, part, scratch, dout, qkv, NULL, NULL, 1, B, T, C, NH, s, fs);
 }

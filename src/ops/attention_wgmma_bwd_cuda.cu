@@ -282,9 +282,10 @@ void dt_cu_flash_bwd_wgmma_force(int kernel_a, int dq) {
  * wgmma dQ pass with the head groups last first, kernel A and the dQ pass launched with
  * programmatic dependent launch (DT_CU_WGBWD_DQ_WGMMA_PDL_REV: 0.2698 ms a layer against
  * 0.2756 for the plain launches at B 16 NH 12 T 1024 on the H200, 400 interleaved calls). */
-void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
-                           const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
-                           cudaStream_t fs) {
+/* Both entry points; ld_given: LD is in the scratch already (out, lse unused). */
+static void bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
+                      const bf16 *out, const float *lse, int ld_given, int B, int T, int C, int NH, cudaStream_t s,
+                      cudaStream_t fs) {
     if (!wgbwd_attrs_set) {
         cudaFuncSetAttribute(flash_bwd_kv_wgmma_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)dt_wgbwd_smem(2, WGBWD_STAGES));
@@ -305,7 +306,7 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
     const int pdl = pdl_d || dq == DT_CU_WGBWD_DQ_WGMMA_PDL || dq == DT_CU_WGBWD_DQ_WGMMA_PDL_REV;
     const int rev = dq == DT_CU_WGBWD_DQ_WGMMA_PDL_REV;
     float *bp = dbias ? part : NULL;
-    dt_cu_flash_bwd_prep(LD, dout, out, lse, B, T, NH, pdl_d, s);
+    if (!ld_given) dt_cu_flash_bwd_prep(LD, dout, out, lse, B, T, NH, pdl_d, s);
     const int M = wgbwd_force_a == DT_CU_WGBWD_A_128 && nqb % 2 == 0 ? 2 : 1;
     const unsigned n = (unsigned)(BH * (nqb / M));
     const size_t sm = dt_wgbwd_smem(M, WGBWD_STAGES);
@@ -338,4 +339,15 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
         dt_cu_fork(s, fs);
         dt_cu_parts_finish(dbias, NULL, part, dt_cu_flash_bias_parts(B, T), 3 * C, fs);
     }
+}
+
+void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
+                           const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
+                           cudaStream_t fs) {
+    bwd_wgmma(dqkv, dbias, part, scratch, dout, qkv, out, lse, 0, B, T, C, NH, s, fs);
+}
+
+void dt_cu_flash_bwd_wgmma_ld(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout,
+                              const bf16 *qkv, int B, int T, int C, int NH, cudaStream_t s, cudaStream_t fs) {
+    bwd_wgmma(dqkv, dbias, part, scratch, dout, qkv, NULL, NULL, 1, B, T, C, NH, s, fs);
 }

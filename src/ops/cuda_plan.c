@@ -194,13 +194,13 @@ int dt_cu_gemm_wgmma_fits(int ta, int tb, int M, int N, int K, int lda, int ldb,
                           float beta, int batch, int epi, const void *A, const void *B, const void *C,
                           const void *bias, const void *aux) {
     if (ta || c_f32 || alpha != 1.0f || beta != 0.0f || batch != 1) return 0;
-    if (epi != DT_CU_EPI_DEFAULT && epi != DT_CU_EPI_GELU && epi != DT_CU_EPI_DGELU) return 0;
+    if (epi != DT_CU_EPI_DEFAULT && epi != DT_CU_EPI_GELU && epi != DT_CU_EPI_DGELU && epi != DT_CU_EPI_DOT) return 0;
     if (M <= 0 || N <= 0 || K <= 0 || M % 128 || N % 128 || K % 64) return 0;
     /* the operands' extents along their rows */
     if (lda % 8 || ldb % 8 || ldc % 8 || lda < K || ldb < (tb ? K : N) || ldc < N) return 0;
     if ((uintptr_t)A % 16 || (uintptr_t)B % 16 || (uintptr_t)C % 16 || !A || !B || !C) return 0;
     if (bias && (uintptr_t)bias % 16) return 0;
     if (epi != DT_CU_EPI_DEFAULT && (!aux || (uintptr_t)aux % 16)) return 0;
-    if (epi == DT_CU_EPI_DGELU && bias) return 0;
+    if ((epi == DT_CU_EPI_DGELU || epi == DT_CU_EPI_DOT) && bias) return 0;
     return 1;
 }

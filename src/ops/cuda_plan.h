@@ -139,14 +139,17 @@ enum {
     DT_CU_EPI_DGELU,         /* C = acc * GELU'(aux), aux the forward's pre-activation */
     DT_CU_EPI_BGRAD,         /* C as DEFAULT, and dbias[i] += sum over k of op(A)[i][k]: the
                               * bias gradient of a weight-gradient GEMM (A = dout^T) */
+    DT_CU_EPI_DOT,           /* C as DEFAULT (no bias), and per 64-column head of each row the
+                              * flash backward's D = rowsum(C * aux) (dt_cu_gemm_wgmma only:
+                              * ops_cuda.h, dt_cu_gemm_args.dot_ld) */
     DT_CU_EPI_COUNT
 };
 
 /* ---- the warpgroup-MMA GEMM (gemm_wgmma_cuda.cu) -----------------------------------
  * Whether a dt_cu_gemm call fits dt_cu_gemm_wgmma's tiles (128 rows x 128 or 256 columns,
  * K in steps of 64; gemm_tma_plan.h): A not transposed
- * (ta 0), bf16 C, alpha 1, beta 0, one batch, epilogue DEFAULT (bias or not), GELU or
- * DGELU, M and N multiples of 128, K a positive multiple of 64, leading dimensions
+ * (ta 0), bf16 C, alpha 1, beta 0, one batch, epilogue DEFAULT (bias or not), GELU,
+ * DGELU or DOT (no bias), M and N multiples of 128, K a positive multiple of 64, leading dimensions
  * multiples of 8 (16-byte rows) and every pointer 16-byte aligned. 1 or 0. */
 int dt_cu_gemm_wgmma_fits(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int c_f32, float alpha,
                           float beta, int batch, int epi, const void *A, const void *B, const void *C,

@@ -164,7 +164,7 @@ static __device__ __forceinline__ void cp_async16_hint(void *dst, const void *sr
 /* ---- the host side shared with attention_wgmma_bwd_cuda.cu (attention_flash_cuda.cu) ---- */
 /* The scratch of dt_cu_flash_bwd: LD (B NH T 2 floats, 256-byte aligned end), then the dS
  * tiles (bf16, B NH dt_flash_ds_tiles(T / 64) tiles of 64 x 64). */
-float *dt_cu_flash_scratch_ld(void *scratch);
+/* (dt_cu_flash_scratch_ld, LD's place: ops_cuda.h) */
 bf16 *dt_cu_flash_scratch_ds(void *scratch, int B, int T, int NH);
 /* The D kernel: LD <- {lse log2(e), D = rowsum(dO * O)} per pair of rows (see the file).
  * pdl: launched with dt_cu_launch_pdl. */

@@ -17,6 +17,15 @@
 #define DT_FLASH_FN static inline
 #endif
 
+/* LD (the backward's per-row statistics, B NH T / 2 float4): the float where row t of head
+ * bh = b NH + h keeps lse log2(e); its D is 2 floats on. A pair of rows 2j, 2j + 1 shares a
+ * float4 {lse of both, D of both}. Used by the D kernel and the GEMM's DOT epilogue
+ * (gemm_wgmma_cuda.cu), which must fill the same places. */
+DT_FLASH_FN size_t dt_flash_ld_at(int bh, int t, int T) {
+    const size_t row = (size_t)bh * (size_t)T + (size_t)t;
+    return (row - (size_t)(t & 1)) * 2 + (size_t)(t & 1);
+}
+
 /* Heads per group of the backward grids: 16, or the largest power of two below it that
  * divides BH (1 when BH is odd). */
 DT_FLASH_FN int dt_flash_bwd_group(int BH) {

@@ -29,7 +29,7 @@ extern "C" {
 #define POLICY_CANDS 8 /* heuristic results the policy looks at */
 #define FORCE_CANDS 16 /* ... and a forced candidate index may reach (benchmarks) */
 
-static const char *epi_names[DT_CU_EPI_COUNT] = {"", "gelu_aux", "dgelu", "bgrad"};
+static const char *epi_names[DT_CU_EPI_COUNT] = {"", "gelu_aux", "dgelu", "bgrad", "dot"};
 
 typedef struct plan {
     int ta, tb, M, N, K, lda, ldb, ldc, c_f32, batch, has_bias, det, epi;
@@ -487,6 +487,9 @@ static dt_status make_plan(dt_cu_blas *h, plan *p, const dt_cu_gemm_args *a, int
     if (p->epi < 0 || p->epi >= DT_CU_EPI_COUNT)
         return dt_fail(DT_EINVAL, "dt_cu_gemm: unknown epilogue %d", p->epi);
     const char *epi = epi_name(p);
+    if (p->epi == DT_CU_EPI_DOT)
+        return dt_fail(DT_EUNSUPPORTED, "dt_cu_gemm: the attention row-dot epilogue (dot) runs on our own kernel "
+                       "only: call dt_cu_gemm_wgmma, or dt_cu_gemm without it and the D kernel after");
     if (p->epi != DT_CU_EPI_DEFAULT && p->epi != DT_CU_EPI_GELU && a->bias)
         return dt_fail(DT_EINVAL, "dt_cu_gemm: epilogue %s takes no bias", epi);
     if ((p->epi == DT_CU_EPI_GELU || p->epi == DT_CU_EPI_DGELU) && !a->aux)

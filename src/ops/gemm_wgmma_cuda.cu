@@ -48,6 +48,7 @@
 #include "ops/ops_cuda.h"
 #include "ops/cuda_plan.h"
 #include "ops/gemm_tma_plan.h"
+#include "ops/flash_layout.h"
 #include "ops/wgmma_desc.h"
 #include "ops/wgmma_sync.cuh"
 
@@ -55,6 +56,7 @@
 #include <stdint.h>
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi), as gelu_cuda.cu */
+#define DOT_LOG2E 1.4426950408889634f /* the D kernel's LOG2E (attention_flash_cuda.cu) */
 
 /* ---- mbarriers and TMA ---------------------------------------------------------------- */
 /* (mbar_expect_tx, mbar_arrive, mbar_wait: mbarrier.cuh, through wgmma_sync.cuh) */
@@ -163,6 +165,33 @@ template <int H, int STEP, int NV> static __device__ __forceinline__ void csum_h
     }
 }
 
+/* DOT: one 8-channel piece of a row's dO . O, channels 8 p + 2 t, + 1 in lane t of a quad
+ * (a = dO as stored, c = O): the D kernel's fused multiply-add chain over the 8 channels in
+ * order (flash_dot_kernel: from 0, channel 0 first), carried from lane t - 1 to lane t by
+ * three shuffles. The chain's value is in lane t = 3. */
+static __device__ __forceinline__ float dot_chain(float2 a, float2 c, int t) {
+    float v = __fmaf_rn(a.y, c.y, __fmaf_rn(a.x, c.x, 0.0f));
+#pragma unroll
+    for (int s = 1; s < 4; s++) {
+        const float in = __shfl_up_sync(0xffffffffu, v, 1);
+        const float w = __fmaf_rn(a.y, c.y, __fmaf_rn(a.x, c.x, in));
+        v = t == s ? w : v;
+    }
+    return v;
+}
+/* DOT: row gm (b T + t) of head h from its eight chains, added in the D kernel's tree (its
+ * butterfly over 8 lanes: ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7))), into LD's pair layout
+ * beside lse log2(e) (dt_cu_flash_bwd's LD: row R = (b NH + h) T + t). */
+static __device__ __forceinline__ void dot_store(float *ld, const float *lse, const float (&p)[8], int gm, int h,
+                                                 int NH, int T) {
+    const float D = __fadd_rn(__fadd_rn(__fadd_rn(p[0], p[1]), __fadd_rn(p[2], p[3])),
+                              __fadd_rn(__fadd_rn(p[4], p[5]), __fadd_rn(p[6], p[7])));
+    const int b = gm / T, t = gm - b * T, bh = b * NH + h;
+    float *q = ld + dt_flash_ld_at(bh, t, T);
+    q[0] = lse[(size_t)bh * T + t] * DOT_LOG2E;
+    q[2] = D;
+}
+
 /* ---- the kernel ------------------------------------------------------------------------- */
 /* Grid dt_gt_grid(tiles, SMs), DT_GT_THREADS threads, dt_gt_smem_bytes(SCH) of dynamic
  * shared memory. SCH: a schedule of gemm_tma_plan.h (not the rule), which sets the tile
@@ -170,7 +199,7 @@ template <int H, int STEP, int NV> static __device__ __forceinline__ void csum_h
  * the rows each computes (WM: MS = WM / 64 m64 products a k step) and its staging buffers
  * (NBUF) beside the ring (STAGES). MN: B is MN-major
  * (stored (K, N)). EPI: DT_CU_EPI_DEFAULT (bias may be NULL), DT_CU_EPI_GELU,
- * DT_CU_EPI_DGELU. CSUM (dGELU only): the column sums of C (its fp32 values, before the
+ * DT_CU_EPI_DGELU, DT_CU_EPI_DOT (aux = O; dot_ld, dot_lse, dot_T: dt_cu_gemm_args). CSUM (dGELU only): the column sums of C (its fp32 values, before the
  * bf16 rounding) into csum_part (gemm_tma_plan.h: dt_gt_csum_*; with 256-wide tiles the sums
  * live in a 256-byte stack frame, without spills: ptxas does not keep them in registers).
  * M, N, K tile exactly (dt_cu_gemm_wgmma_fits). */
@@ -178,16 +207,17 @@ template <int SCH, int MN, int EPI, int CSUM>
 __global__ void __launch_bounds__(DT_GT_THREADS, 1)
     gemm_tma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                     const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_x, int ldc,
-                    const bf16 *bias, bf16 *aux, int M, int N, int K, int *ctr, float *csum_part) {
+                    const bf16 *bias, bf16 *aux, int M, int N, int K, int *ctr, float *csum_part, float *dot_ld,
+                    const float *dot_lse, int dot_T) {
     constexpr int BM = DT_GT_BM(SCH), BN = DT_GT_BN(SCH), PP = DT_GT_PP(SCH), MS = DT_GT_WM(SCH) / 64;
     constexpr int A_BYTES = BM * 128, STAGES = DT_GT_STAGES(SCH), STAGE = DT_GT_STAGE_BYTES(BM, BN);
     constexpr int NBUF = DT_GT_NBUF(SCH);
     /* a consumer warpgroup's part of a tile leaves in 64 x 64 boxes ("chunks"): chunk c is
      * its rows 64 (c / NCH) .. + 63, columns 64 (c % NCH) .. + 63 */
     constexpr int NCH = BN / 64, CHUNKS = MS * NCH;
-    /* dGELU: the aux chunks that do not fit the buffers at a tile's start load during its
-     * epilogue, so the producer prefetches the tile's aux into L2 */
-    constexpr int AUX_RELOAD = CHUNKS > NBUF;
+    /* dGELU, DOT: the aux chunks that do not fit the buffers at a tile's start load during
+     * its epilogue, so the producer prefetches the tile's aux into L2 */
+    constexpr int AUX_IN = EPI == DT_CU_EPI_DGELU || EPI == DT_CU_EPI_DOT, AUX_RELOAD = CHUNKS > NBUF;
     extern __shared__ __align__(1024) unsigned char gsm_raw[];
     const uint32_t base = (smem_u32(gsm_raw) + 1023u) & ~1023u;
     const uint32_t stg0 = base + (uint32_t)(STAGES * STAGE); /* epilogue staging, 1024-aligned */
@@ -235,7 +265,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
             if (tile < 0) break;
             int m0, n0;
             dt_gt_tile(tile, N, BM, BN, &m0, &n0);
-            if (EPI == DT_CU_EPI_DGELU && AUX_RELOAD) /* the epilogue's aux reads, a tile ahead (not unrolled: */
+            if (AUX_IN && AUX_RELOAD) /* the epilogue's aux reads, a tile ahead (not unrolled: */
 #pragma unroll 1                        /* the producer has 40 registers) */
                 for (int r = 0; r < BM; r++) prefetch_l2(aux + (size_t)(m0 + r) * ldc + n0, BN * 2);
             for (int kt = 0; kt < nk; kt++) {
@@ -289,7 +319,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
         int m0, n0;
         dt_gt_tile(tile, N, BM, BN, &m0, &n0);
         const int mrow = PP ? m0 : m0 + cw * 64; /* this warpgroup's first row */
-        if (EPI == DT_CU_EPI_DGELU && lead) { /* the first aux chunks load during the products */
+        if (AUX_IN && lead) { /* the first aux chunks load during the products */
             bulk_wait_read<0>();             /* the last tile's stores have read the buffers */
 #pragma unroll
             for (int b = 0; b < (NBUF < CHUNKS ? NBUF : CHUNKS); b++) {
@@ -351,8 +381,9 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
 #pragma unroll
         for (int c = 0; c < CHUNKS; c++) {
             const int ms = c / NCH, ch = c % NCH, row = mrow + 64 * ms, col = n0 + 64 * ch;
-            if (EPI == DT_CU_EPI_DGELU) {
+            if (AUX_IN) {
                 const int b = c % NBUF;
+                float dg[8], dh[8]; /* DOT: the chains of rows g and g + 8 (lane t = 3) */
                 const uint32_t buf = stg + 8192u * b;
                 mbar_wait(ebar + 8u * b, (eph >> b) & 1u);
                 eph ^= 1u << b;
@@ -365,11 +396,16 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                     asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(p1) : "r"(buf + off1 + sw));
                     const float2 q0 = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&p0));
                     const float2 q1 = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&p1));
-                    const float v00 = __fmul_rn(d[ms][4 * n], gelu_grad(q0.x));
-                    const float v01 = __fmul_rn(d[ms][4 * n + 1], gelu_grad(q0.y));
-                    const float v10 = __fmul_rn(d[ms][4 * n + 2], gelu_grad(q1.x));
-                    const float v11 = __fmul_rn(d[ms][4 * n + 3], gelu_grad(q1.y));
+                    const int dg_ = EPI == DT_CU_EPI_DGELU;
+                    const float v00 = dg_ ? __fmul_rn(d[ms][4 * n], gelu_grad(q0.x)) : d[ms][4 * n];
+                    const float v01 = dg_ ? __fmul_rn(d[ms][4 * n + 1], gelu_grad(q0.y)) : d[ms][4 * n + 1];
+                    const float v10 = dg_ ? __fmul_rn(d[ms][4 * n + 2], gelu_grad(q1.x)) : d[ms][4 * n + 2];
+                    const float v11 = dg_ ? __fmul_rn(d[ms][4 * n + 3], gelu_grad(q1.y)) : d[ms][4 * n + 3];
                     __nv_bfloat162 o0 = __floats2bfloat162_rn(v00, v01), o1 = __floats2bfloat162_rn(v10, v11);
+                    if (EPI == DT_CU_EPI_DOT) { /* dO as stored times O */
+                        dg[j] = dot_chain(__bfloat1622float2(o0), q0, t);
+                        dh[j] = dot_chain(__bfloat1622float2(o1), q1, t);
+                    }
                     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off0 + sw), "r"(*reinterpret_cast<uint32_t *>(&o0)));
                     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off1 + sw), "r"(*reinterpret_cast<uint32_t *>(&o1)));
                     if (CSUM) { /* the fp32 values before their rounding, row g then row g + 8 */
@@ -388,6 +424,10 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                         mbar_expect_tx(ebar + 8u * b, 8192);
                         tma_load(buf, &map_x, ebar + 8u * b, n0 + 64 * ((c + NBUF) % NCH), mrow + 64 * ((c + NBUF) / NCH));
                     }
+                }
+                if (EPI == DT_CU_EPI_DOT && t == 3) { /* the chunk's 64 columns are one head */
+                    dot_store(dot_ld, dot_lse, dg, row + r0, col / 64, N / 64, dot_T);
+                    dot_store(dot_ld, dot_lse, dh, row + r0 + 8, col / 64, N / 64, dot_T);
                 }
             } else {
                 /* GELU: aux (the pre-activation), then C; DEFAULT: C. Before a buffer is
@@ -531,7 +571,8 @@ static dt_status launch(const dt_cu_gemm_args *a, cudaStream_t s, cudaStream_t f
     dim3 grid((unsigned)dt_gt_grid(dt_gt_tiles(a->M, a->N, BM, BN), sms));
     gemm_tma_kernel<SCH, MN, EPI, CSUM><<<dt_cu_noted(grid, DT_GT_THREADS, (size_t)smem, names[SCH]), DT_GT_THREADS,
                                          (size_t)smem, s>>>(ma, mb, mc, mx, a->ldc, a->bias, (bf16 *)a->aux, a->M,
-                                                            a->N, a->K, ctr, a->csum_part);
+                                                            a->N, a->K, ctr, a->csum_part, a->dot_ld, a->dot_lse,
+                                                            a->dot_T);
     if (CSUM) dt_cu_colsum_finish(a->csum, a->csum_part, dt_gt_csum_parts(SCH, a->M), a->N, s, fs);
     return DT_OK;
 }
@@ -541,11 +582,13 @@ template <int SCH> static dt_status dispatch(const dt_cu_gemm_args *a, cudaStrea
         if (a->epi == DT_CU_EPI_GELU) return launch<SCH, 0, DT_CU_EPI_GELU, 0>(a, s, fs);
         if (a->epi == DT_CU_EPI_DGELU)
             return a->csum ? launch<SCH, 0, DT_CU_EPI_DGELU, 1>(a, s, fs) : launch<SCH, 0, DT_CU_EPI_DGELU, 0>(a, s, fs);
+        if (a->epi == DT_CU_EPI_DOT) return launch<SCH, 0, DT_CU_EPI_DOT, 0>(a, s, fs);
         return launch<SCH, 0, DT_CU_EPI_DEFAULT, 0>(a, s, fs);
     }
     if (a->epi == DT_CU_EPI_GELU) return launch<SCH, 1, DT_CU_EPI_GELU, 0>(a, s, fs);
     if (a->epi == DT_CU_EPI_DGELU)
         return a->csum ? launch<SCH, 1, DT_CU_EPI_DGELU, 1>(a, s, fs) : launch<SCH, 1, DT_CU_EPI_DGELU, 0>(a, s, fs);
+    if (a->epi == DT_CU_EPI_DOT) return launch<SCH, 1, DT_CU_EPI_DOT, 0>(a, s, fs);
     return launch<SCH, 1, DT_CU_EPI_DEFAULT, 0>(a, s, fs);
 }
 
@@ -565,6 +608,11 @@ dt_status dt_cu_gemm_wgmma_fin(const dt_cu_gemm_args *a, cudaStream_t s, cudaStr
         return dt_fail(DT_EINVAL, "dt_cu_gemm_wgmma: the column sum needs the dGELU epilogue, csum and a 16-byte "
                        "aligned csum_part of dt_cu_gemm_wgmma_csum_floats floats (csum %s, csum_part %s, epilogue %d)",
                        a->csum ? "set" : "NULL", a->csum_part ? "set" : "NULL", a->epi);
+    if ((a->epi == DT_CU_EPI_DOT) != (a->dot_ld != NULL) ||
+        (a->epi == DT_CU_EPI_DOT && (!a->dot_lse || a->dot_T <= 0 || a->dot_T % 2 || a->M % a->dot_T)))
+        return dt_fail(DT_EINVAL, "dt_cu_gemm_wgmma: the DOT epilogue needs dot_ld, dot_lse and an even dot_T that "
+                       "divides M (dot_ld %s, dot_lse %s, dot_T %d, M %d, epilogue %d); other epilogues take no dot_ld",
+                       a->dot_ld ? "set" : "NULL", a->dot_lse ? "set" : "NULL", a->dot_T, a->M, a->epi);
     switch (dt_gt_schedule(a->N, a->K, g_force)) {
     case DT_GT_COOP256: return dispatch<DT_GT_COOP256>(a, s, fs);
     case DT_GT_COOP128: return dispatch<DT_GT_COOP128>(a, s, fs);

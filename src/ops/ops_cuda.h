@@ -111,6 +111,16 @@ typedef struct dt_cu_gemm_args {
      * dt_cu_colsum_finish adds into csum on the finish stream (DT_OP_BIAS_BWD's branch) and
      * which must stay untouched until that stream is joined. */
     float *csum, *csum_part;
+    /* dt_cu_gemm_wgmma only, with the DOT epilogue (NULL, 0 otherwise): the flash backward's
+     * D from the input gradient of the attention's output projection. C = dO (B T, NH 64),
+     * aux = O (the attention output, C's shape and ldc); for every row r = b T + t and head
+     * h (columns 64 h .. 64 h + 63), dot_ld receives dt_cu_flash_bwd's LD of row (b NH + h) T
+     * + t: lse log2(e) (dot_lse, B NH T floats, the forward's) and D = rowsum(dO O) over the
+     * head's channels, dO as stored (bf16), in the D kernel's order (8-channel fused
+     * multiply-add chains, then a fixed tree: the same bits). dot_T: T (even; M = B T). */
+    float *dot_ld;
+    const float *dot_lse;
+    int dot_T;
 } dt_cu_gemm_args;
 dt_status dt_cu_gemm(dt_cu_blas *h, const dt_cu_gemm_args *a, cudaStream_t s);
 /* dt_cu_gemm whose bias-gradient finish (DT_CU_EPI_BGRAD) runs on fs, forked from s
@@ -143,7 +153,8 @@ void dt_cu_gemm_cfg_read(const cublasLtMatmulAlgo_t *algo, dt_cu_gemm_cfg *c);
  * MMA, persistent blocks; 128 x 128 tiles in ping-pong, 128 x 256 cooperative for K >= 2048
  * where N allows: gemm_tma_plan.h's dt_gt_schedule): for
  * calls that dt_cu_gemm_wgmma_fits (cuda_plan.h; else DT_EINVAL, nothing launched),
- * epilogues DEFAULT (bias), GELU and DGELU with dt_cu_gemm's meaning; the GELU math is
+ * epilogues DEFAULT (bias), GELU and DGELU with dt_cu_gemm's meaning, and DOT (its own:
+ * dt_cu_gemm_args.dot_ld); the GELU math is
  * gelu_cuda.cu's formula with the hardware tanh, so the bits differ from cuBLASLt's
  * epilogues within bf16 roundings. One block owns each output tile (blocks claim tiles from
  * a counter of a pool in device memory, which each launch leaves at zero: at most 256 calls
@@ -302,6 +313,11 @@ int dt_cu_flash_bias_parts(int B, int T);
 void dt_cu_flash_bwd(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
                      const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
                      cudaStream_t fs);
+/* dt_cu_flash_bwd with LD already in the scratch (dt_cu_flash_scratch_ld), from the output
+ * projection's input-gradient GEMM with the DOT epilogue (the D kernel's bits): no D kernel;
+ * out and lse are not read. */
+void dt_cu_flash_bwd_ld(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
+                        int B, int T, int C, int NH, cudaStream_t s, cudaStream_t fs);
 /* The flash forward on warpgroup MMA (attention_wgmma_cuda.cu, built for sm_90a only; the
  * model's forward on sm_90 GPUs): same contract as dt_cu_flash_fwd (dt_cu_flash_supported
  * shapes; out (B,T,C) bf16, lse (B,NH,T) fp32 natural log, causal; one owner per output
@@ -339,6 +355,15 @@ void dt_cu_flash_fwd_wgmma_force(int kernel);
 void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
                            const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
                            cudaStream_t fs);
+/* dt_cu_flash_bwd_wgmma with LD already in the scratch (at dt_cu_flash_scratch_ld): written
+ * by the output projection's input-gradient GEMM with the DOT epilogue (dt_cu_gemm_args.dot_ld,
+ * the D kernel's bits), so no D kernel runs and out, lse are not read. Kernel A waits for
+ * the kernel before it (the GEMM) before its first read. */
+void dt_cu_flash_bwd_wgmma_ld(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout,
+                              const bf16 *qkv, int B, int T, int C, int NH, cudaStream_t s, cudaStream_t fs);
+/* Where LD (B NH T / 2 float4: per pair of rows {lse log2(e) of both, D of both}) lies in a
+ * flash backward scratch (its first bytes). */
+float *dt_cu_flash_scratch_ld(void *scratch);
 /* Benchmarks only (tests/gpu/test_gpu_wgmma_bwd.cu): later calls of dt_cu_flash_bwd_wgmma
  * run kernel A in configuration kernel_a and the dQ pass dq (0 for either: the rule). The
  * bits do not depend on either (tested). */

@@ -8,8 +8,11 @@
 #  - DT_ATTENTION=flash-mma with DT_BWD_OVERLAP=off gives the default run's bits, and so
 #    does DT_CUDA_GRAPH=off (every op launched one by one instead of replayed graphs); the
 #    default run records DT_GEMM_OWN=gelu (the GELU GEMMs on our own kernel), and two runs
-#    with DT_GEMM_OWN=off (every GEMM on cuBLASLt) are bitwise identical;
-#    bad values of any of them (and of DT_GEMM_OWN, DT_GEMM_OWN_BWD) are refused;
+#    with DT_GEMM_OWN=off (every GEMM on cuBLASLt) are bitwise identical; the default run
+#    records the attention backward's D from the attproj GEMM's DOT epilogue (so run f's
+#    equal bits also say the mma.sync flash backward took that LD), DT_GEMM_OWN=off and
+#    DT_GEMM_DOT=off the D kernel, and DT_GEMM_DOT=off runs are bitwise reproducible too;
+#    bad values of any of them (and of DT_GEMM_OWN, DT_GEMM_OWN_BWD, DT_GEMM_DOT) are refused;
 #  - checkpoints: a 30-step run saving at 15 and 30 vs 15 steps saved then resumed to 30:
 #    metrics bitwise identical (`detrain compare`) and both checkpoints of each step
 #    identical tensor by tensor (`detrain compare` on checkpoints); a GPU checkpoint
@@ -58,8 +61,15 @@ grep -q '"gemm_own":"off"' "$W/h/env.json" || fail "run h did not record DT_GEMM
 # the fc bias gradient: from the dGELU GEMM's epilogue on our kernel, a column sum without it
 grep -q '"fc_bias_grad":"the fcproj dGELU GEMM' "$W/d/env.json" || fail "run d did not record the fused fc bias gradient"
 grep -q '"fc_bias_grad":"a column sum of dfch"' "$W/h/env.json" || fail "run h did not record the fc bias column sum"
+# the attention backward's D: from the attproj input-gradient GEMM (DOT epilogue), or the D kernel
+grep -q '"attention_d":"the attproj input-gradient GEMM' "$W/d/env.json" || fail "run d did not record D from the GEMM"
+grep -q '"attention_d":"the D kernel"' "$W/h/env.json" || fail "run h (DT_GEMM_OWN=off) did not record the D kernel"
+DT_GEMM_DOT=off "$D" train $nodrop --deterministic-mode --log-dir "$W/j" >/dev/null || fail "run j (DT_GEMM_DOT=off)"
+DT_GEMM_DOT=off "$D" train $nodrop --deterministic-mode --log-dir "$W/k" >/dev/null || fail "run k (DT_GEMM_DOT=off)"
+grep -q '"attention_d":"the D kernel"' "$W/j/env.json" || fail "run j (DT_GEMM_DOT=off) did not record the D kernel"
+"$D" compare "$W/j" "$W/k" || fail "two deterministic GPU runs with DT_GEMM_DOT=off differ"
 "$D" compare "$W/h" "$W/i" || fail "two deterministic GPU runs with DT_GEMM_OWN=off differ"
-for bad in DT_ATTENTION DT_BWD_OVERLAP DT_CUDA_GRAPH DT_GEMM_OWN DT_GEMM_OWN_BWD; do
+for bad in DT_ATTENTION DT_BWD_OVERLAP DT_CUDA_GRAPH DT_GEMM_OWN DT_GEMM_OWN_BWD DT_GEMM_DOT; do
   env "$bad=bogus" "$D" train $nodrop --train-iters 1 --log-dir "$W/bad_$bad" >/dev/null 2>"$W/bad_$bad.err" \
     && fail "$bad=bogus was accepted"
   grep -q "$bad='bogus': accepted" "$W/bad_$bad.err" || fail "$bad=bogus: unexpected error: $(cat "$W/bad_$bad.err")"

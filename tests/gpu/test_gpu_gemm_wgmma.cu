@@ -40,11 +40,20 @@
  * rounding), in every schedule and with the fast finish too; their bytes in the static order
  * and in every replay of 2. equal the first call's; cuBLASLt is timed with dt_cu_colsum after
  * it, the pair the model would run instead.
+ * The DOT epilogue (the attention's D from the attproj input gradient, test_dot): the model's
+ * shape (B 16 T 1024 NH 12, K 768) and small ones (odd tile counts, T 128): in every
+ * schedule C's bytes equal the DEFAULT epilogue's, and LD's (poisoned first) equal the D
+ * kernel's (dt_cu_flash_bwd_prep) run on that C; D against fp64 on the CPU (1e-5 of the
+ * row's sum of |dO O|), lse log2(e) exactly; the same bytes in the static order, with SMs
+ * held and across graph replays; a changed O element changes LD (negative control); and
+ * the timing of DEFAULT, DOT and cuBLASLt + the D kernel (the pair it replaces).
  * Also checks that dt_cu_gemm_wgmma refuses a call that does not fit (DT_EINVAL, nothing
- * written), and a column sum without dGELU or without its partials. Exits non-zero on any
+ * written), a column sum without dGELU or without its partials, and DOT without its LD
+ * arguments (and dt_cu_gemm, cuBLASLt, DOT at all). Exits non-zero on any
  * failed check (a CUDA error ends it with status 2). */
 #include "ops/gemm_tma_plan.h"
 #include "ops/ops_cuda.h"
+#include "ops/flash_cuda.cuh" /* dt_cu_flash_bwd_prep: the D kernel the DOT epilogue replaces */
 
 #include "gpu_check.cuh"
 
@@ -492,6 +501,175 @@ static void test_small(void) { /* each layout and epilogue against fp64 */
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) test_kind(s[i], 0);
 }
 
+/* DOT: B sequences of T rows, NH heads (N = 64 NH), K; timed when timed. */
+static void dot_case(int Bn, int T, int NH, int K, int timed) {
+    const int M = Bn * T, N = 64 * NH;
+    const size_t cb = (size_t)M * N * sizeof(bf16), nld = (size_t)2 * M * NH, lb = nld * sizeof(float);
+    uint32_t draw = 0;
+    vf ha = rnd_bf16(0x444f54u, (uint32_t)(M + N + K), &draw, (size_t)M * K, 1.0f);
+    vf hb = rnd_bf16(0x444f54u, (uint32_t)(M + N + K), &draw, (size_t)K * N, 1.0f);
+    vf ho = rnd_bf16(0x444f54u, (uint32_t)(M + N + K), &draw, (size_t)M * N, 1.0f);
+    vf hl = rnd_bf16(0x444f54u, (uint32_t)(M + N + K), &draw, (size_t)Bn * NH * T, 4.0f); /* lse values */
+    bf16 *A = up16(ha), *Bm = up16(hb), *O = up16(ho), *Cd = dev<bf16>((size_t)M * N), *Cr = dev<bf16>((size_t)M * N);
+    float *lse = up32(hl), *ld = dev<float>(nld), *ldr = dev<float>(nld);
+    dt_cu_gemm_args def = {0, 0, M, N, K, A, K, 0, Bm, N, 0, Cr, N, 0, 0, 1.0f, 0.0f, 1, NULL, DT_CU_EPI_DEFAULT,
+                           NULL, NULL, NULL};
+    dt_cu_gemm_args dot = def;
+    dot.C = Cd;
+    dot.epi = DT_CU_EPI_DOT;
+    dot.aux = O;
+    dot.dot_ld = ld;
+    dot.dot_lse = lse;
+    dot.dot_T = T;
+    char nm[64];
+    snprintf(nm, sizeof nm, "DOT B%d T%d NH%d K%d", Bn, T, NH, K);
+    /* the reference pair: DEFAULT's C, then the D kernel on it */
+    auto ref = [&] {
+        gpu_ok(cudaMemset(Cr, 0xff, cb), "poison");
+        gpu_ok(cudaMemset(ldr, 0xff, lb), "poison");
+        CHECK_OK(dt_cu_gemm_wgmma(&def, 0));
+        dt_cu_flash_bwd_prep(ldr, Cr, O, lse, Bn, T, NH, 0, 0);
+        gpu_ok(cudaGetLastError(), "reference launches");
+    };
+    auto run = [&](cudaStream_t st) {
+        gpu_ok(cudaMemset(Cd, 0xff, cb), "poison");
+        gpu_ok(cudaMemset(ld, 0xff, lb), "poison");
+        gpu_ok(cudaDeviceSynchronize(), "poison");
+        CHECK_OK(dt_cu_gemm_wgmma(&dot, st));
+        gpu_ok(cudaGetLastError(), "DOT launch");
+        gpu_ok(cudaDeviceSynchronize(), "DOT");
+    };
+    static const int sch[5] = {DT_CU_GEMM_OWN_RULE, DT_CU_GEMM_OWN_COOP256, DT_CU_GEMM_OWN_COOP128,
+                               DT_CU_GEMM_OWN_PINGPONG256, DT_CU_GEMM_OWN_PINGPONG128};
+    std::vector<unsigned char> c0, l0;
+    for (int o = 0; o < 5; o++) {
+        if ((sch[o] == DT_CU_GEMM_OWN_COOP256 || sch[o] == DT_CU_GEMM_OWN_PINGPONG256) && N % 256) continue;
+        dt_cu_gemm_wgmma_force(sch[o]);
+        ref();
+        run(0);
+        std::vector<unsigned char> c = bytes_of(Cd, cb), l = bytes_of(ld, lb);
+        CHECKF(c == bytes_of(Cr, cb), "%s schedule %d: C differs from the DEFAULT epilogue's", nm, sch[o]);
+        CHECKF(l == bytes_of(ldr, lb), "%s schedule %d: LD differs from the D kernel's", nm, sch[o]);
+        if (o == 0) {
+            c0 = c;
+            l0 = l;
+        }
+    }
+    dt_cu_gemm_wgmma_force(DT_CU_GEMM_OWN_RULE);
+    /* D against fp64 (dO as stored), lse log2(e) exactly */
+    {
+        ref();
+        run(0);
+        vf c = down16(Cd, (size_t)M * N), got = down32(ld, nld);
+        double worst = 0;
+        int lse_bad = 0;
+        for (int b = 0; b < Bn; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < T; t++) {
+                    const size_t r = (size_t)b * T + t, at = dt_flash_ld_at(b * NH + h, t, T);
+                    double sd = 0, sa = 0;
+                    for (int j = 0; j < 64; j++) {
+                        const double p = (double)c[r * N + 64 * h + j] * ho[r * N + 64 * h + j];
+                        sd += p;
+                        sa += fabs(p);
+                    }
+                    const double e = fabs(got[at + 2] - sd) / (sa > 0 ? sa : 1.0);
+                    worst = e > worst || e != e ? e : worst;
+                    const float l2 = hl[((size_t)b * NH + h) * T + t] * 1.4426950408889634f;
+                    lse_bad += memcmp(&l2, &got[at], sizeof l2) != 0;
+                }
+        CHECKF(worst <= 1e-5, "%s: D off by %.3g of sum |dO O| (tol 1e-5)", nm, worst);
+        CHECKF(lse_bad == 0, "%s: %d lse log2(e) values differ from the float product", nm, lse_bad);
+        fprintf(stderr, "  %-30s D vs fp64 %.3g of sum |dO O|\n", nm, worst);
+    }
+    /* the static order, SMs held, graph replays: the first call's bytes */
+    dt_cu_gemm_wgmma_static(1);
+    run(0);
+    dt_cu_gemm_wgmma_static(0);
+    CHECKF(bytes_of(Cd, cb) == c0 && bytes_of(ld, lb) == l0, "%s: the static order changes C or LD", nm);
+    cudaStream_t s1, s2;
+    gpu_ok(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), "stream");
+    gpu_ok(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), "stream");
+    int *started = dev<int>(1), expected = 0;
+    gpu_ok(cudaFuncSetAttribute(occupy, cudaFuncAttributeMaxDynamicSharedMemorySize, OCCUPY_SMEM), "occupy smem");
+    for (int r = 0; r < 2; r++) {
+        gpu_ok(cudaMemset(Cd, 0x5a, cb), "poison");
+        gpu_ok(cudaMemset(ld, 0xa5, lb), "poison");
+        gpu_ok(cudaDeviceSynchronize(), "poison");
+        hold_sms(started, &expected, r ? g_sms - 8 : g_sms / 2, 30, s2, s1);
+        CHECK_OK(dt_cu_gemm_wgmma(&dot, s1));
+        gpu_ok(cudaDeviceSynchronize(), "DOT with SMs held");
+        CHECKF(bytes_of(Cd, cb) == c0 && bytes_of(ld, lb) == l0, "%s: SMs held (round %d) change C or LD", nm, r + 1);
+    }
+    cudaFree(started);
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    gpu_ok(cudaStreamBeginCapture(s1, cudaStreamCaptureModeRelaxed), "capture");
+    dt_status gst = dt_cu_gemm_wgmma(&dot, s1);
+    gpu_ok(cudaStreamEndCapture(s1, &graph), "end capture");
+    CHECK_OK(gst);
+    gpu_ok(cudaGraphInstantiate(&exec, graph, 0), "graph instantiate");
+    for (int r = 0; r < 2; r++) {
+        gpu_ok(cudaMemset(ld, r ? 0x00 : 0x3c, lb), "poison");
+        gpu_ok(cudaDeviceSynchronize(), "poison");
+        gpu_ok(cudaGraphLaunch(exec, s1), "graph launch");
+        gpu_ok(cudaDeviceSynchronize(), "graph");
+        CHECKF(bytes_of(Cd, cb) == c0 && bytes_of(ld, lb) == l0, "%s: graph replay %d changes C or LD", nm, r + 1);
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    gpu_ok(cudaStreamDestroy(s1), "stream");
+    gpu_ok(cudaStreamDestroy(s2), "stream");
+    /* negative control: one O element changed (its row's D of its head changes) */
+    {
+        vf o2 = ho;
+        const size_t at = (size_t)(M / 2 + 3) * N + 64 * (NH - 1) + 5;
+        o2[at] = o2[at] == 0.5f ? -0.5f : 0.5f;
+        bf16 *O2 = up16(o2);
+        dt_cu_gemm_args d2 = dot;
+        d2.aux = O2;
+        gpu_ok(cudaMemset(ld, 0xff, lb), "poison");
+        CHECK_OK(dt_cu_gemm_wgmma(&d2, 0));
+        gpu_ok(cudaDeviceSynchronize(), "DOT (changed O)");
+        CHECKF(bytes_of(ld, lb) != l0, "%s: a changed O element left LD's bytes unchanged", nm);
+        cudaFree(O2);
+    }
+    if (timed) {
+        double ms[3];
+        std::vector<std::function<void()>> f(3);
+        f[0] = [&] { dt_cu_gemm_wgmma(&def, 0); };
+        f[1] = [&] { dt_cu_gemm_wgmma(&dot, 0); };
+        dt_cu_gemm_args cub = def;
+        f[2] = [&, cub] {
+            dt_cu_gemm(g_blas, &cub, 0);
+            dt_cu_flash_bwd_prep(ldr, Cr, O, lse, Bn, T, NH, 0, 0);
+        };
+        median_alt(f, ms);
+        gpu_ok(cudaGetLastError(), "timed launches");
+        printf("%s: ms a call (median of 20): ours DEFAULT %.4f, ours DOT %.4f, cuBLASLt + D kernel %.4f; D kernel "
+               "alone ",
+               nm, ms[0], ms[1], ms[2]);
+        std::vector<std::function<void()>> g(1);
+        g[0] = [&] { dt_cu_flash_bwd_prep(ldr, Cr, O, lse, Bn, T, NH, 0, 0); };
+        median_alt(g, ms);
+        printf("%.4f\n", ms[0]);
+    }
+    cudaFree(A);
+    cudaFree(Bm);
+    cudaFree(O);
+    cudaFree(Cd);
+    cudaFree(Cr);
+    cudaFree(lse);
+    cudaFree(ld);
+    cudaFree(ldr);
+}
+
+static void test_dot(void) {
+    dot_case(2, 128, 2, 192, 0);  /* 2 tiles of 128 x 128: one a consumer warpgroup */
+    dot_case(3, 128, 4, 64, 0);   /* 3 x 2 tiles, N 256 (the 256-wide schedules too) */
+    dot_case(16, 1024, 12, 768, 1); /* the model's attproj input gradient */
+}
+
 static void test_model_shapes(void) {
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) test_kind(kinds[i], 1);
 }
@@ -516,6 +694,19 @@ static void test_refuses(void) { /* a shape off the tiles: refused, nothing laun
     b.aux = C;
     b.csum_part = NULL;
     CHECK(dt_cu_gemm_wgmma(&b, 0) == DT_EINVAL && strstr(dt_errmsg(), "csum_part NULL") != NULL);
+    /* DOT without its LD arguments, or with an odd T: refused; on cuBLASLt: unsupported */
+    dt_cu_gemm_args d = {0, 0, 128, 128, 64, A, 64, 0, B, 128, 0, C, 128, 0, 0, 1.0f, 0.0f, 1, NULL, DT_CU_EPI_DOT,
+                         C, NULL, NULL};
+    CHECK(dt_cu_gemm_wgmma(&d, 0) == DT_EINVAL && strstr(dt_errmsg(), "dot_ld NULL") != NULL);
+    d.dot_ld = cs;
+    d.dot_lse = cs;
+    d.dot_T = 63;
+    CHECK(dt_cu_gemm_wgmma(&d, 0) == DT_EINVAL && strstr(dt_errmsg(), "dot_T 63") != NULL);
+    d.dot_T = 64;
+    CHECK(dt_cu_gemm(g_blas, &d, 0) == DT_EUNSUPPORTED);
+    d.epi = DT_CU_EPI_DEFAULT;
+    d.aux = NULL;
+    CHECK(dt_cu_gemm_wgmma(&d, 0) == DT_EINVAL && strstr(dt_errmsg(), "take no dot_ld") != NULL);
     c = bytes_of(C, 200 * 128 * sizeof(bf16));
     untouched = 1;
     for (size_t i = 0; i < c.size(); i++) untouched &= c[i] == 0x11;
@@ -549,6 +740,7 @@ int main(void) {
     }
     RUN(test_refuses);
     RUN(test_small);
+    RUN(test_dot);
     RUN(test_model_shapes);
     cudaError_t e = cudaDeviceSynchronize();
     CHECKF(e == cudaSuccess, "CUDA error at the end: %s", cudaGetErrorString(e));

@@ -306,6 +306,29 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
                cfg_name[v]);
     }
 
+    /* the entry points that take LD as given (the GEMM's DOT epilogue writes it in the model):
+     * with the D kernel's LD left in the scratch by the call before, the same bytes; a
+     * poisoned LD (negative control) changes them */
+    for (int mma = 0; mma < 2; mma++) {
+        bwd_bufs &u = mma ? f : w;
+        std::vector<unsigned char> ld = bytes_of(u.scr, (size_t)2 * B * NH * T * sizeof(float));
+        bufs_poison(u, 0xff, b0, 0);
+        gpu_ok(cudaMemcpy(u.scr, ld.data(), ld.size(), cudaMemcpyHostToDevice), "LD back");
+        if (mma) dt_cu_flash_bwd_ld(u.dqkv, u.dbias, u.part, u.scr, dout, qkv, B, T, C, NH, 0, 0);
+        else dt_cu_flash_bwd_wgmma_ld(u.dqkv, u.dbias, u.part, u.scr, dout, qkv, B, T, C, NH, 0, 0);
+        gpu_ok(cudaDeviceSynchronize(), "the _ld entry points");
+        CHECKF(bytes_of(u.dqkv, nqkv * sizeof(bf16)) == q0 && bytes_of(u.dbias, C3 * sizeof(float)) == b0w,
+               "B%d NH%d T%d: %s with LD given: the bytes differ", B, NH, T,
+               mma ? "dt_cu_flash_bwd_ld" : "dt_cu_flash_bwd_wgmma_ld");
+        bufs_poison(u, 0xff, b0, 0);
+        gpu_ok(cudaMemset(u.scr, 0, ld.size() / 2), "LD zeroed");
+        if (mma) dt_cu_flash_bwd_ld(u.dqkv, u.dbias, u.part, u.scr, dout, qkv, B, T, C, NH, 0, 0);
+        else dt_cu_flash_bwd_wgmma_ld(u.dqkv, u.dbias, u.part, u.scr, dout, qkv, B, T, C, NH, 0, 0);
+        gpu_ok(cudaDeviceSynchronize(), "the _ld entry points (zeroed LD)");
+        CHECKF(bytes_of(u.dqkv, nqkv * sizeof(bf16)) != q0, "B%d NH%d T%d: %s ignored a zeroed LD", B, NH, T,
+               mma ? "dt_cu_flash_bwd_ld" : "dt_cu_flash_bwd_wgmma_ld");
+    }
+
     /* 2. against fp64 */
     if (cpu_ref) {
         std::vector<double> ref;

@@ -251,6 +251,15 @@ static void test_gemm_wgmma_fits(void) {
     CHECK(!dt_cu_gemm_wgmma_fits(0, 0, 16384, 3072, 768, 768, 3072, 3072, 0, 1.0f, 0.0f, 1, DT_CU_EPI_DGELU, p, p, p,
                                  p, p)); /* dGELU takes no bias */
     CHECK(!dt_cu_gemm_wgmma_fits(0, 0, 16384, 768, 768, 768, 768, 768, 0, 1.0f, 0.0f, 1, 0, NULL, p, p, NULL, NULL));
+    /* DOT (the attention's D from the attproj input gradient): needs O as aux, takes no bias */
+    CHECK(dt_cu_gemm_wgmma_fits(0, 0, 16384, 768, 768, 768, 768, 768, 0, 1.0f, 0.0f, 1, DT_CU_EPI_DOT, p, p, p, NULL,
+                                p));
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 0, 16384, 768, 768, 768, 768, 768, 0, 1.0f, 0.0f, 1, DT_CU_EPI_DOT, p, p, p, NULL,
+                                 NULL));
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 0, 16384, 768, 768, 768, 768, 768, 0, 1.0f, 0.0f, 1, DT_CU_EPI_DOT, p, p, p, p,
+                                 p));
+    CHECK(!dt_cu_gemm_wgmma_fits(0, 0, 16384, 768, 768, 768, 768, 768, 0, 1.0f, 0.0f, 1, DT_CU_EPI_DOT, p, p, p, NULL,
+                                 odd));
 }
 
 int main(void) {

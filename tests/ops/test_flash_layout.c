@@ -16,6 +16,8 @@
  *    aligned; its setmaxnreg split fits the registers a block is launched with. */
 #include "ops/flash_layout.h"
 
+#include <stdlib.h>
+
 #include "dt_test.h"
 
 #include <stdlib.h>
@@ -204,6 +206,36 @@ static void test_wgq_smem(void) {
     }
 }
 
+/* LD's places (dt_flash_ld_at): the D kernel and the DOT epilogue of gemm_wgmma_cuda.cu
+ * write them, kernel A reads a float4 a pair of rows {lse 2j, lse 2j + 1, D 2j, D 2j + 1}:
+ * every row of every head gets its own lse and D floats, which tile the buffer exactly, in
+ * that pattern. */
+static void test_ld_at(void) {
+    const int Ts[3] = {64, 960, 1024};
+    for (int k = 0; k < 3; k++) {
+        const int T = Ts[k], BH = 6;
+        const size_t n = (size_t)2 * BH * T;
+        unsigned char *used = (unsigned char *)calloc(n, 1);
+        int bad = 0;
+        for (int bh = 0; bh < BH; bh++)
+            for (int t = 0; t < T; t++) {
+                const size_t at = dt_flash_ld_at(bh, t, T), pair = ((size_t)bh * T + (size_t)(t & ~1)) * 2;
+                if (at != pair + (size_t)(t & 1) || at + 2 >= n) {
+                    bad++;
+                    continue;
+                }
+                used[at]++;
+                used[at + 2]++;
+            }
+        for (size_t i = 0; i < n; i++) bad += used[i] != 1;
+        CHECKF(bad == 0, "LD places at T %d: %d wrong", T, bad);
+        free(used);
+    }
+    /* a negative control: the layout of one float2 a row (lse, D) would put D where kernel
+     * A reads the odd row's lse */
+    CHECK(dt_flash_ld_at(0, 0, 64) + 1 == dt_flash_ld_at(0, 1, 64));
+}
+
 /* The wgmma dQ pass: tiles 1024-byte aligned, disjoint, 2 (M = 2) or 3 (M = 1) blocks an SM. */
 static void test_wgdq_smem(void) {
     for (int M = 1; M <= 2; M++) {
@@ -224,6 +256,7 @@ static void test_wgdq_smem(void) {
 
 int main(void) {
     RUN(test_group);
+    RUN(test_ld_at);
     RUN(test_order);
     RUN(test_ds_tiles);
     RUN(test_wgbwd_smem);
