@@ -52,9 +52,9 @@ struct dt_gpt_cuda {
      * fcproj input gradient only; off: none (every GEMM on cuBLASLt). */
     int gemm_own, gemm_own_bwd;
     /* DT_GEMM_DOT (default on, with our own GEMM and flash attention): the attproj input
-     * gradient on our kernel with the DOT epilogue, which writes the flash backward's LD (the
-     * D kernel's bits, so the mma.sync and wgmma flash kernels still give the same bits), so
-     * no D kernel runs; ld_ready: it did, for the next t_attention_bwd */
+     * gradient on our kernel with the DOT epilogue, which writes the flash backward's LD (both
+     * flash backwards take it, so DT_ATTENTION=flash-mma still gives the same bits), so no D
+     * kernel runs; ld_ready: it did, for the next t_attention_bwd */
     int gemm_dot, ld_ready;
 #define OWN_OFF 0
 #define OWN_ON 1

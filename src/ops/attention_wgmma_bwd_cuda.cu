@@ -282,7 +282,11 @@ void dt_cu_flash_bwd_wgmma_force(int kernel_a, int dq) {
  * wgmma dQ pass with the head groups last first, kernel A and the dQ pass launched with
  * programmatic dependent launch (DT_CU_WGBWD_DQ_WGMMA_PDL_REV: 0.2698 ms a layer against
  * 0.2756 for the plain launches at B 16 NH 12 T 1024 on the H200, 400 interleaved calls). */
-/* Both entry points; ld_given: LD is in the scratch already (out, lse unused). */
+/* Both entry points; ld_given: LD is in the scratch already (out, lse unused), and kernel A
+ * is launched the ordinary way: in the model the GEMM that wrote LD may be followed by a
+ * wait on another stream's work (a cuBLASLt memset there), and a captured programmatic
+ * edge from such a set of nodes fails the capture (cudaErrorLossyQuery, seen on the H200);
+ * the D kernel, launched the ordinary way, used to stand between them. */
 static void bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
                       const bf16 *out, const float *lse, int ld_given, int B, int T, int C, int NH, cudaStream_t s,
                       cudaStream_t fs) {
@@ -313,7 +317,7 @@ static void bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch, cons
     if (wgbwd_force_a == DT_CU_WGBWD_A_RULE || wgbwd_force_a == DT_CU_WGBWD_A_Q128 ||
         wgbwd_force_a == DT_CU_WGBWD_A_Q128_K64)
         dt_cu_flash_bwd_kv_wgmma_q128(dqkv, dS, bp, qkv, dout, LD, B, T, NH,
-                                      wgbwd_force_a == DT_CU_WGBWD_A_Q128_K64 ? 1 : 2, pdl, s);
+                                      wgbwd_force_a == DT_CU_WGBWD_A_Q128_K64 ? 1 : 2, pdl && !ld_given, s);
     else if (M == 2)
         flash_bwd_kv_wgmma_kernel<2><<<dt_cu_noted(n, 256, sm, "flash_bwd_kv_wgmma_kernel<2>"), 256, sm, s>>>(
             dqkv, dS, bp, qkv, dout, LD, T, NH, scale, grp);

@@ -42,6 +42,9 @@ int dt_cu_ln_parts(int rows);
 /* Bytes of dynamic shared memory of one backward block for C channels: (2 + colsum)
  * vectors of C floats per warp. */
 size_t dt_cu_ln_bwd_smem(int C, int colsum);
+/* The same for the full-row kernel (layernorm_cuda.cu: C = 256, 512, 768): the C weights
+ * after the warps' vectors. */
+size_t dt_cu_ln_bwd_full_smem(int C, int colsum);
 /* Whether the fused column sum runs inside the backward kernel: always in the register
  * kernel (C <= 2048, 16-byte aligned weights); in the wide kernel (wide != 0) while the
  * three vectors fit DT_CU_LN_SMEM_MAX (C <= 2133); otherwise the launcher sums dinp16 with

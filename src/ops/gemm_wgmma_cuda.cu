@@ -2,7 +2,8 @@
  * sm_90a) fed by the tensor memory accelerator (TMA): dt_cu_gemm_wgmma (ops_cuda.h), for the
  * model's activation GEMMs whose shapes tile exactly (dt_cu_gemm_wgmma_fits, cuda_plan.c):
  * the linears' forward (B = W stored (N, K): K-major) and input gradient (B = W stored
- * (K, N): MN-major), with the bias, GELU (aux out) and dGELU (aux in) epilogues of
+ * (K, N): MN-major), with the bias, GELU (aux out), dGELU (aux in) and DOT (aux in: the
+ * attention output; the flash backward's D of each row and head out) epilogues of
  * dt_cu_gemm_args. Built for sm_90a only (Makefile: WGMMA_OBJ).
  *
  * The plan (tiles, ring, tile order, tensor maps) is gemm_tma_plan.h. A block of 384
@@ -43,7 +44,8 @@
  * Determinism: one block owns each output tile (one consumer warpgroup each of its rows) and
  * each output element is one dot product over K, reduced in K order inside the tensor core
  * (the same instruction sequence on every launch, whichever block or warpgroup takes the
- * tile and whatever the SM count); the epilogue is elementwise. No split of K; the one
+ * tile and whatever the SM count); the epilogue is elementwise, its sums (CSUM, DOT) in fixed
+ * orders within a warp. No split of K; the one
  * atomic is the tile counter, which decides only who computes a tile, never its numbers. */
 #include "ops/ops_cuda.h"
 #include "ops/cuda_plan.h"
@@ -56,7 +58,7 @@
 #include <stdint.h>
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi), as gelu_cuda.cu */
-#define DOT_LOG2E 1.4426950408889634f /* the D kernel's LOG2E (attention_flash_cuda.cu) */
+#define DOT_LOG2E 1.4426950408889634f /* the D kernel's LOG2E (attention_flash_cuda.cu): the same lse bits */
 
 /* ---- mbarriers and TMA ---------------------------------------------------------------- */
 /* (mbar_expect_tx, mbar_arrive, mbar_wait: mbarrier.cuh, through wgmma_sync.cuh) */
@@ -165,31 +167,20 @@ template <int H, int STEP, int NV> static __device__ __forceinline__ void csum_h
     }
 }
 
-/* DOT: one 8-channel piece of a row's dO . O, channels 8 p + 2 t, + 1 in lane t of a quad
- * (a = dO as stored, c = O): the D kernel's fused multiply-add chain over the 8 channels in
- * order (flash_dot_kernel: from 0, channel 0 first), carried from lane t - 1 to lane t by
- * three shuffles. The chain's value is in lane t = 3. */
-static __device__ __forceinline__ float dot_chain(float2 a, float2 c, int t) {
-    float v = __fmaf_rn(a.y, c.y, __fmaf_rn(a.x, c.x, 0.0f));
-#pragma unroll
-    for (int s = 1; s < 4; s++) {
-        const float in = __shfl_up_sync(0xffffffffu, v, 1);
-        const float w = __fmaf_rn(a.y, c.y, __fmaf_rn(a.x, c.x, in));
-        v = t == s ? w : v;
-    }
-    return v;
-}
-/* DOT: row gm (b T + t) of head h from its eight chains, added in the D kernel's tree (its
- * butterfly over 8 lanes: ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7))), into LD's pair layout
- * beside lse log2(e) (dt_cu_flash_bwd's LD: row R = (b NH + h) T + t). */
-static __device__ __forceinline__ void dot_store(float *ld, const float *lse, const float (&p)[8], int gm, int h,
-                                                 int NH, int T) {
-    const float D = __fadd_rn(__fadd_rn(__fadd_rn(p[0], p[1]), __fadd_rn(p[2], p[3])),
-                              __fadd_rn(__fadd_rn(p[4], p[5]), __fadd_rn(p[6], p[7])));
+/* DOT: a row's D of one head from this lane's chain (the fused multiply-adds of its 16
+ * channels 8 j + 2 t, + 1 in j order, from 0), added across the quad's lanes t in a fixed
+ * tree, (S0 + S1) + (S2 + S3) (two xor shuffles: every lane gets the same bits), into LD's
+ * pair layout beside lse log2(e) by lane t = 0 (dt_cu_flash_bwd's LD: row (b NH + h) T + t
+ * of the head, for row gm = b T + t of C). */
+static __device__ __forceinline__ void dot_store(float *ld, const float *lse, float v, int gm, int h, int NH, int T,
+                                                 int lane) {
+    v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+    if (lane & 3) return;
     const int b = gm / T, t = gm - b * T, bh = b * NH + h;
     float *q = ld + dt_flash_ld_at(bh, t, T);
     q[0] = lse[(size_t)bh * T + t] * DOT_LOG2E;
-    q[2] = D;
+    q[2] = v;
 }
 
 /* ---- the kernel ------------------------------------------------------------------------- */
@@ -383,7 +374,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
             const int ms = c / NCH, ch = c % NCH, row = mrow + 64 * ms, col = n0 + 64 * ch;
             if (AUX_IN) {
                 const int b = c % NBUF;
-                float dg[8], dh[8]; /* DOT: the chains of rows g and g + 8 (lane t = 3) */
+                float dg = 0.0f, dh = 0.0f; /* DOT: this lane's chains of rows g and g + 8 */
                 const uint32_t buf = stg + 8192u * b;
                 mbar_wait(ebar + 8u * b, (eph >> b) & 1u);
                 eph ^= 1u << b;
@@ -403,8 +394,9 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                     const float v11 = dg_ ? __fmul_rn(d[ms][4 * n + 3], gelu_grad(q1.y)) : d[ms][4 * n + 3];
                     __nv_bfloat162 o0 = __floats2bfloat162_rn(v00, v01), o1 = __floats2bfloat162_rn(v10, v11);
                     if (EPI == DT_CU_EPI_DOT) { /* dO as stored times O */
-                        dg[j] = dot_chain(__bfloat1622float2(o0), q0, t);
-                        dh[j] = dot_chain(__bfloat1622float2(o1), q1, t);
+                        const float2 e0 = __bfloat1622float2(o0), e1 = __bfloat1622float2(o1);
+                        dg = __fmaf_rn(e0.y, q0.y, __fmaf_rn(e0.x, q0.x, dg));
+                        dh = __fmaf_rn(e1.y, q1.y, __fmaf_rn(e1.x, q1.x, dh));
                     }
                     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off0 + sw), "r"(*reinterpret_cast<uint32_t *>(&o0)));
                     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off1 + sw), "r"(*reinterpret_cast<uint32_t *>(&o1)));
@@ -425,9 +417,9 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                         tma_load(buf, &map_x, ebar + 8u * b, n0 + 64 * ((c + NBUF) % NCH), mrow + 64 * ((c + NBUF) / NCH));
                     }
                 }
-                if (EPI == DT_CU_EPI_DOT && t == 3) { /* the chunk's 64 columns are one head */
-                    dot_store(dot_ld, dot_lse, dg, row + r0, col / 64, N / 64, dot_T);
-                    dot_store(dot_ld, dot_lse, dh, row + r0 + 8, col / 64, N / 64, dot_T);
+                if (EPI == DT_CU_EPI_DOT) { /* the chunk's 64 columns are one head */
+                    dot_store(dot_ld, dot_lse, dg, row + r0, col / 64, N / 64, dot_T, lane);
+                    dot_store(dot_ld, dot_lse, dh, row + r0 + 8, col / 64, N / 64, dot_T, lane);
                 }
             } else {
                 /* GELU: aux (the pre-activation), then C; DEFAULT: C. Before a buffer is

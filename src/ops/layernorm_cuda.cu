@@ -504,6 +504,198 @@ static void ln_bwd_go(unsigned nparts, size_t shm, cudaStream_t s, bf16 *dinp16,
  * prefetching the next row 1-2% slower. */
 #define LN_BWD_REG_ACC 6
 
+/* ---- The backward for full rows (C = 256 nv, nv <= 3: the 124M shape's 768) ----------
+ * The register kernel's rows, partition, per-warp row order and warp order, so the same
+ * bits (dinp16 and the dweight/dbias and column-sum partials: bench_ops compares the bytes
+ * with the register kernel's, DT_CU_LN_BWD_GENERAL), 31% faster at the 124M shape on the
+ * H200 (0.0324 against 0.0471 ms; with the column sum 0.0377 against 0.0523: bench/RESULTS.md,
+ * session 10). The register kernel was not limited by its rows' loads in flight (two attempts
+ * at more of them were no faster) but by its weights: each w4[u] load sat behind its own
+ * u < C4 branch, twelve dependent trips a row, and with the largest shared-memory carveout
+ * (28 KB of L1) the row stream evicted them, so each was an L2 trip. Here the weights are
+ * copied into shared memory once a block, rows are whole (no bound per vector), the
+ * carveout is what two blocks need, and the rows stream past L1 (inp and dout loaded with
+ * L1::no_allocate and L2 evict-first, the incoming dinp16 with L1::no_allocate: the
+ * forward's hints).
+ * Measured a step at a time: the carveout alone 0.0402 ms, the weights in shared memory
+ * 0.0362, the hints 0.0324; the next row's loads in flight on top (1 block an SM) 0.0374;
+ * blocks of 4 warps (another partition) 0.0332. The float operations per element are those
+ * the register kernel compiles to (its SASS, nvcc 13.0 sm_90), spelled with _rn intrinsics
+ * so ptxas cannot contract them otherwise:
+ *   pass 1   dn = w g, n = (x - m) r, sdn += dn, sdnn = fma(dn, n, sdnn) (lane order, then
+ *            dt_warp_sum, then / C correctly rounded);
+ *   pass 2   t = fma(w, g, -sdn), t = fma(-n, sdnn, t), di = fma(t, r, di); db += g,
+ *            dw = fma(n, g, dw); dinp16 = bf16(di); sum += float(dinp16). */
+static int g_ln_bwd_general; /* dt_cu_layernorm_bwd_force(DT_CU_LN_BWD_GENERAL) */
+void dt_cu_layernorm_bwd_force(int kernel) { g_ln_bwd_general = kernel == DT_CU_LN_BWD_GENERAL; }
+
+/* The carveout (percent of the SM's shared memory) for `blocks` blocks of `shm` bytes each. */
+static int ln_carve_percent(int blocks, size_t shm) {
+    static int smem_sm, reserved;
+    if (!smem_sm) {
+        cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
+        cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, 0);
+        if (smem_sm <= 0) smem_sm = 228 * 1024;
+    }
+    size_t need = (size_t)blocks * (shm + (size_t)reserved);
+    int pct = (int)((need * 100 + (size_t)smem_sm - 1) / (size_t)smem_sm);
+    return pct < 100 ? pct : 100;
+}
+
+/* Eight bytes at p, past L1: with the L2 policy pol (evict_first), else plainly. */
+static __device__ __forceinline__ uint2 lnf_ld(const bf16 *p, uint64_t pol, int evict_first) {
+    uint2 r;
+    if (evict_first)
+        asm("ld.global.L1::no_allocate.L2::cache_hint.v2.u32 {%0,%1}, [%2], %3;"
+            : "=r"(r.x), "=r"(r.y)
+            : "l"(p), "l"(pol));
+    else
+        asm("ld.global.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+    return r;
+}
+/* ln_bwd_load for a full row (C = 128 NV4). */
+template <int NV4>
+static __device__ __forceinline__ void lnf_load(ln_bwd_in<NV4> &t, const bf16 *inp, const bf16 *dout,
+                                                const bf16 *dinp16, int acc, const float *mean, const float *rstd,
+                                                int row, int lane, uint64_t pol) {
+    const size_t base = (size_t)row * (128 * NV4);
+#pragma unroll
+    for (int i = 0; i < NV4; i++) {
+        int u = lane + 32 * i;
+        t.x[i] = lnf_ld(inp + base + u * 4, pol, 1);
+        t.g[i] = lnf_ld(dout + base + u * 4, pol, 1);
+        t.d[i] = acc ? lnf_ld(dinp16 + base + u * 4, pol, 0) : make_uint2(0u, 0u);
+    }
+    t.m = mean[row];
+    t.r = rstd[row];
+}
+/* ln_bwd_row for a full row (the operations of the section comment); ws: the weights in
+ * shared memory; ss: this warp's shared column-sum row (SUMV). */
+template <int NV4, int SUMV>
+static __device__ __forceinline__ void lnf_row(const ln_bwd_in<NV4> &t, int row, float (&dw)[NV4][4],
+                                               float (&db)[NV4][4], const float4 *ws, float4 *ss, bf16 *dinp16,
+                                               int lane) {
+    const int C = 128 * NV4;
+    const size_t base = (size_t)row * C;
+    float m = t.m, r = t.r, sdn = 0.0f, sdnn = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV4; i++) {
+        int u = lane + 32 * i;
+        float x[4], g[4];
+        ln_ld4(reinterpret_cast<const bf16 *>(&t.x[i]), x);
+        ln_ld4(reinterpret_cast<const bf16 *>(&t.g[i]), g);
+        float4 wv = ws[u];
+        float wk[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            float dn = __fmul_rn(wk[k], g[k]), n = __fmul_rn(__fsub_rn(x[k], m), r);
+            sdn = __fadd_rn(sdn, dn);
+            sdnn = __fmaf_rn(dn, n, sdnn);
+        }
+    }
+    sdn = __fdiv_rn(dt_warp_sum(sdn), (float)C);
+    sdnn = __fdiv_rn(dt_warp_sum(sdnn), (float)C);
+#pragma unroll
+    for (int i = 0; i < NV4; i++) {
+        int u = lane + 32 * i;
+        float x[4], g[4], di[4];
+        ln_ld4(reinterpret_cast<const bf16 *>(&t.x[i]), x);
+        ln_ld4(reinterpret_cast<const bf16 *>(&t.g[i]), g);
+        ln_ld4(reinterpret_cast<const bf16 *>(&t.d[i]), di);
+        float4 wv = ws[u];
+        float wk[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            float n = __fmul_rn(__fsub_rn(x[k], m), r);
+            float e = __fmaf_rn(wk[k], g[k], -sdn);
+            e = __fmaf_rn(-n, sdnn, e);
+            di[k] = __fmaf_rn(e, r, di[k]);
+            db[i][k] = __fadd_rn(db[i][k], g[k]);
+            dw[i][k] = __fmaf_rn(n, g[k], dw[i][k]);
+        }
+        __nv_bfloat162 lo = __floats2bfloat162_rn(di[0], di[1]), hi = __floats2bfloat162_rn(di[2], di[3]);
+        uint2 o;
+        o.x = *reinterpret_cast<uint32_t *>(&lo);
+        o.y = *reinterpret_cast<uint32_t *>(&hi);
+        *reinterpret_cast<uint2 *>(dinp16 + base + u * 4) = o;
+        if (SUMV) { /* the values as stored */
+            float2 fl = __bfloat1622float2(lo), fh = __bfloat1622float2(hi);
+            float4 s = ss[u];
+            s.x = __fadd_rn(s.x, fl.x);
+            s.y = __fadd_rn(s.y, fl.y);
+            s.z = __fadd_rn(s.z, fh.x);
+            s.w = __fadd_rn(s.w, fh.y);
+            ss[u] = s;
+        }
+    }
+}
+/* Full rows: LN_BWD_WARPS warps a block, 2 blocks an SM, the register kernel's partition
+ * (block b of nparts = gridDim.x takes the groups of LN_BWD_WARPS rows b, b + nparts, ...,
+ * warp w row w of each) and finish. Shared memory: [LN_BWD_WARPS][2][C] dweight/dbias rows
+ * (written after the loop), then (SUMV) [LN_BWD_WARPS][C] column-sum rows, then the C
+ * weights (dt_cu_ln_bwd_full_smem). */
+template <int NV4, int SUMV>
+__global__ void __launch_bounds__(32 * LN_BWD_WARPS, 2)
+layernorm_bwd_full_kernel(bf16 *dinp16, int acc, float *dweight, float *dbias, float *sum, float *part,
+                          const bf16 *dout, const bf16 *inp, const float *w, const float *mean, const float *rstd,
+                          int N, int det, int sumdet) {
+    const int C = 128 * NV4, C4 = 32 * NV4;
+    extern __shared__ float4 sh4[];
+    float *sh = reinterpret_cast<float *>(sh4);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float *ssum = sh + (size_t)LN_BWD_WARPS * 2 * C;
+    float4 *ss = reinterpret_cast<float4 *>(ssum + (size_t)warp * C);
+    float4 *ws = reinterpret_cast<float4 *>(ssum + (SUMV ? (size_t)LN_BWD_WARPS * C : 0));
+    const float4 *w4 = reinterpret_cast<const float4 *>(w);
+    for (int u = threadIdx.x; u < C4; u += 32 * LN_BWD_WARPS) ws[u] = w4[u];
+    if (SUMV)
+#pragma unroll
+        for (int i = 0; i < NV4; i++) ss[lane + 32 * i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float dw[NV4][4], db[NV4][4];
+#pragma unroll
+    for (int i = 0; i < NV4; i++)
+#pragma unroll
+        for (int k = 0; k < 4; k++) dw[i][k] = db[i][k] = 0.0f;
+    const uint64_t pol = ln_evict_first();
+    int row = blockIdx.x * LN_BWD_WARPS + warp, step = gridDim.x * LN_BWD_WARPS;
+    ln_bwd_in<NV4> cur;
+    if (row < N) lnf_load<NV4>(cur, inp, dout, dinp16, acc, mean, rstd, row, lane, pol);
+    __syncthreads(); /* the weights */
+    for (; row < N; row += step) {
+        int next = row + step;
+        lnf_row<NV4, SUMV>(cur, row, dw, db, ws, ss, dinp16, lane);
+        if (next >= N) break;
+        lnf_load<NV4>(cur, inp, dout, dinp16, acc, mean, rstd, next, lane, pol);
+    }
+    float4 *sw = sh4 + (size_t)warp * 2 * C4, *sb = sw + C4;
+#pragma unroll
+    for (int i = 0; i < NV4; i++) {
+        int u = lane + 32 * i;
+        sw[u] = make_float4(dw[i][0], dw[i][1], dw[i][2], dw[i][3]);
+        sb[u] = make_float4(db[i][0], db[i][1], db[i][2], db[i][3]);
+    }
+    __syncthreads();
+    ln_bwd_block_finish(sh, ssum, 1, 0, dweight, dbias, sum, part, C, det,
+                        SUMV ? (sumdet ? LN_SUM_DET : LN_SUM_FAST) : LN_SUM_NONE);
+}
+
+template <int NV4, int SUMV>
+static void ln_bwd_full_go(unsigned nparts, cudaStream_t s, bf16 *dinp16, int acc, float *dweight, float *dbias,
+                           float *sum, float *part, const bf16 *dout, const bf16 *inp, const float *w,
+                           const float *mean, const float *rstd, int N, int det, int sumdet) {
+    const size_t shm = dt_cu_ln_bwd_full_smem(128 * NV4, SUMV);
+    static int attr;
+    if (!attr) {
+        const void *k = (const void *)layernorm_bwd_full_kernel<NV4, SUMV>;
+        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm);
+        cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, ln_carve_percent(2, shm));
+        attr = 1;
+    }
+    unsigned nt = 32 * LN_BWD_WARPS;
+    layernorm_bwd_full_kernel<NV4, SUMV><<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_full_kernel"), nt, shm, s>>>(
+        dinp16, acc, dweight, dbias, sum, part, dout, inp, w, mean, rstd, N, det, sumdet);
+}
+
 /* The backward launch of both entry points; sum NULL: no column sum. */
 static void ln_bwd(bf16 *dinp16, int acc, float *dweight, float *dbias, float *sum, float *part,
                    const bf16 *dout, const bf16 *inp, const float *weight, const float *mean,
@@ -522,10 +714,21 @@ static void ln_bwd(bf16 *dinp16, int acc, float *dweight, float *dbias, float *s
     int sumv = !fused ? LN_SUM_NONE : dt_op_variant(DT_OP_BIAS_BWD) == DT_VARIANT_DET ? LN_SUM_DET : LN_SUM_FAST;
     size_t shm = dt_cu_ln_bwd_smem(C, fused);
     float *sum_part = part + (size_t)2 * nparts * C;
+    /* full rows up to the register accumulators' width (C 256, 512, 768): the full-row kernel,
+     * the same bits (unless the benchmark switch asks for the register kernel) */
+    const int full = nv && C == 256 * nv && 2 * nv <= LN_BWD_REG_ACC && !g_ln_bwd_general;
+#define LN_FULL(NV)                                                                                              \
+    (fused ? ln_bwd_full_go<2 * NV, 1>(nparts, s, dinp16, acc, dweight, dbias, sum, part, dout, inp, weight, mean, \
+                                       rstd, N, det, sumv == LN_SUM_DET)                                          \
+           : ln_bwd_full_go<2 * NV, 0>(nparts, s, dinp16, acc, dweight, dbias, sum, part, dout, inp, weight, mean, \
+                                       rstd, N, det, 0))
 #define LN_BWD(NV)                                                                                               \
     ln_bwd_go<2 * NV, (2 * NV > LN_BWD_REG_ACC), (2 * NV <= LN_BWD_REG_ACC ? 2 : 1)>(                                \
         nparts, shm, s, dinp16, acc, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, det, sumv)
-    switch (nv) {
+    if (full && nv == 1) LN_FULL(1);
+    else if (full && nv == 2) LN_FULL(2);
+    else if (full && nv == 3) LN_FULL(3);
+    else switch (nv) {
     case 1: LN_BWD(1); break;
     case 2: LN_BWD(2); break;
     case 3: LN_BWD(3); break;
@@ -537,6 +740,7 @@ static void ln_bwd(bf16 *dinp16, int acc, float *dweight, float *dbias, float *s
             dinp16, acc, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, det, sumv);
     }
 #undef LN_BWD
+#undef LN_FULL
     if (det || sumv == LN_SUM_DET) dt_cu_fork(s, fs);
     if (det) dt_cu_parts_finish(dweight, dbias, part, nparts, C, fs);
     if (sumv == LN_SUM_DET) dt_cu_parts_finish(sum, NULL, sum_part, nparts, C, fs);

@@ -116,8 +116,9 @@ typedef struct dt_cu_gemm_args {
      * aux = O (the attention output, C's shape and ldc); for every row r = b T + t and head
      * h (columns 64 h .. 64 h + 63), dot_ld receives dt_cu_flash_bwd's LD of row (b NH + h) T
      * + t: lse log2(e) (dot_lse, B NH T floats, the forward's) and D = rowsum(dO O) over the
-     * head's channels, dO as stored (bf16), in the D kernel's order (8-channel fused
-     * multiply-add chains, then a fixed tree: the same bits). dot_T: T (even; M = B T). */
+     * head's channels, dO as stored (bf16), in a fixed order of its own (4 fused
+     * multiply-add chains over channels 8 j + 2 t, + 1, j in order, then (S0 + S1) + (S2 +
+     * S3); not the D kernel's order, so not its bits). dot_T: T (even; M = B T). */
     float *dot_ld;
     const float *dot_lse;
     int dot_T;
@@ -226,6 +227,13 @@ void dt_cu_layernorm_bwd(bf16 *dinp16, int acc, float *dweight, float *dbias, fl
                          const bf16 *dout, const bf16 *inp, const float *weight,
                          const float *mean, const float *rstd, int N, int C, cudaStream_t s,
                          cudaStream_t fs);
+/* Benchmarks only (tests/gpu/bench_ops.cu): later backward calls run DT_CU_LN_BWD_RULE (the
+ * full-row kernel where C is 256, 512 or 768 with 16-byte aligned weights, else the register
+ * or wide kernel) or DT_CU_LN_BWD_GENERAL (the register kernel wherever it applies): the
+ * same bits either way (the same partition, orders and float operations). */
+#define DT_CU_HAVE_LN_BWD_FORCE 1
+enum { DT_CU_LN_BWD_RULE = 0, DT_CU_LN_BWD_GENERAL };
+void dt_cu_layernorm_bwd_force(int kernel);
 /* dt_cu_layernorm_bwd fused with the bias gradient of the linear whose backward reads
  * dinp16 as its dout: sum (fp32, C) += the column sums of dinp16 (the bf16 values as stored,
  * added as floats: what dt_cu_colsum of dinp16 computes, in another order), so dinp16 is not
@@ -314,8 +322,8 @@ void dt_cu_flash_bwd(bf16 *dqkv, float *dbias, float *part, void *scratch, const
                      const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
                      cudaStream_t fs);
 /* dt_cu_flash_bwd with LD already in the scratch (dt_cu_flash_scratch_ld), from the output
- * projection's input-gradient GEMM with the DOT epilogue (the D kernel's bits): no D kernel;
- * out and lse are not read. */
+ * projection's input-gradient GEMM with the DOT epilogue: no D kernel; out and lse are not
+ * read. */
 void dt_cu_flash_bwd_ld(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
                         int B, int T, int C, int NH, cudaStream_t s, cudaStream_t fs);
 /* The flash forward on warpgroup MMA (attention_wgmma_cuda.cu, built for sm_90a only; the
@@ -356,9 +364,9 @@ void dt_cu_flash_bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch,
                            const bf16 *out, const float *lse, int B, int T, int C, int NH, cudaStream_t s,
                            cudaStream_t fs);
 /* dt_cu_flash_bwd_wgmma with LD already in the scratch (at dt_cu_flash_scratch_ld): written
- * by the output projection's input-gradient GEMM with the DOT epilogue (dt_cu_gemm_args.dot_ld,
- * the D kernel's bits), so no D kernel runs and out, lse are not read. Kernel A waits for
- * the kernel before it (the GEMM) before its first read. */
+ * by the output projection's input-gradient GEMM with the DOT epilogue (dt_cu_gemm_args.dot_ld),
+ * so no D kernel runs and out, lse are not read. Kernel A is launched the ordinary way (the
+ * dQ pass after it still with programmatic dependent launch). */
 void dt_cu_flash_bwd_wgmma_ld(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout,
                               const bf16 *qkv, int B, int T, int C, int NH, cudaStream_t s, cudaStream_t fs);
 /* Where LD (B NH T / 2 float4: per pair of rows {lse log2(e) of both, D of both}) lies in a

@@ -15,7 +15,11 @@
  *     (25 LayerNorms each way, 4 bias gradients and 2 GELUs per layer, ...; the fused
  *     layernorm_bwd + colsum row is printed beside, not summed: it replaces 24 layernorm_bwd
  *     + colsum (768) pairs when hidden dropout is off). The det
- *     partial finishes run on the timed stream (the model overlaps them on a second one).
+ *     partial finishes run on the timed stream (the model overlaps them on a second one);
+ *  4. the C = 768 LayerNorm backward's two kernels (dt_cu_layernorm_bwd_force: the full-row
+ *     kernel, the rule, and the register kernel), det, with and without the fused column
+ *     sum: the same bytes of dinp16, dweight, dbias, the sum and the partials, then timed
+ *     side by side (interleaved, median).
  * Exits non-zero on any failed check. BENCH_OPS_SKIP_CHECKS=1 times only (and checks
  * nothing: for before/after figures, never as a test). The same source
  * builds against an older kernel library (for before/after figures): features that library
@@ -485,6 +489,109 @@ static void bench(void) {
            g_step[1]);
 }
 
+/* ---- 4. The LayerNorm backward's two kernels --------------------------------------- */
+#ifdef DT_CU_HAVE_LN_BWD_FORCE
+/* The C = 768, N = 16384 LayerNorm backward, det branch, without and with the fused column
+ * sum, on the full-row kernel (the rule) and the register kernel (DT_CU_LN_BWD_GENERAL).
+ * Bits: each runs once from the same start (dinp16 a fixed random gradient, dweight, dbias,
+ * the sum and the partials zeroed): the bytes of dinp16, dweight, dbias, the sum and the
+ * partials must be equal (a FAIL line and a failed check if not). Time: both interleaved,
+ * the order swapped each round, 5 warm-up rounds, then the median of LNK_REPS calls each
+ * (CUDA events around the call: the kernel and its det finishes). */
+#define LNK_REPS 41
+static const char *const lnk_name[2] = {"full rows (rule)", "register kernel"};
+static int g_lnk_fused;
+static float *g_lnk_part;
+static void op_lnk(void) {
+    if (g_lnk_fused)
+        dt_cu_layernorm_bwd_colsum(g.dinp16, 1, g.gw, g.gb, g.acc, g_lnk_part, g.dout16, g.res, g.w, g.mean, g.rstd,
+                                   NR, CH, 0, 0);
+    else
+        dt_cu_layernorm_bwd(g.dinp16, 1, g.gw, g.gb, g_lnk_part, g.dout16, g.res, g.w, g.mean, g.rstd, NR, CH, 0, 0);
+}
+/* One run of kernel k from the start d0: the bytes of dinp16, then of the sums and partials. */
+static void lnk_run(int k, const bf16 *d0, std::vector<unsigned char> *d16, std::vector<unsigned char> *sums,
+                    size_t part_floats) {
+    gpu_ok(cudaMemcpy(g.dinp16, d0, sizeof(bf16) * NR * CH, cudaMemcpyDeviceToDevice), "copy");
+    gpu_ok(cudaMemset(g.gw, 0, sizeof(float) * CH), "zero");
+    gpu_ok(cudaMemset(g.gb, 0, sizeof(float) * CH), "zero");
+    gpu_ok(cudaMemset(g.acc, 0, sizeof(float) * CH), "zero");
+    gpu_ok(cudaMemset(g_lnk_part, 0, sizeof(float) * part_floats), "zero");
+    dt_cu_layernorm_bwd_force(k ? DT_CU_LN_BWD_GENERAL : DT_CU_LN_BWD_RULE);
+    op_lnk();
+    dt_cu_layernorm_bwd_force(DT_CU_LN_BWD_RULE);
+    gpu_ok(cudaGetLastError(), "layernorm_bwd launch");
+    d16->clear();
+    sums->clear();
+    grab(d16, g.dinp16, (size_t)NR * CH);
+    grab(sums, g.gw, CH);
+    grab(sums, g.gb, CH);
+    if (g_lnk_fused) grab(sums, g.acc, CH);
+    grab(sums, g_lnk_part, part_floats);
+}
+static size_t bytes_differ(const std::vector<unsigned char> &a, const std::vector<unsigned char> &b) {
+    if (a.size() != b.size()) return a.size() > b.size() ? a.size() : b.size();
+    size_t n = 0;
+    for (size_t i = 0; i < a.size(); i++) n += a[i] != b[i];
+    return n;
+}
+static void bench_ln_kernels(void) {
+    const size_t part_floats = dt_cu_ln_part_floats(NR, CH, 1);
+    g_lnk_part = dev<float>(part_floats);
+    bf16 *d0 = up16(rnd((size_t)NR * CH));
+    variant("layernorm_bwd=det");
+    variant("bias_bwd=det");
+    const double nc = (double)NR * CH;
+    printf("\nlayernorm_bwd C %d N %d, its two kernels, det (interleaved, median of %d calls)\n", CH, NR, LNK_REPS);
+    printf("kernel             colsum       time   bandwidth  vs rule  bits\n");
+    cudaEvent_t e0, e1;
+    gpu_ok(cudaEventCreate(&e0), "cudaEventCreate");
+    gpu_ok(cudaEventCreate(&e1), "cudaEventCreate");
+    for (int fused = 0; fused < 2; fused++) {
+        g_lnk_fused = fused;
+        const char *fn = fused ? "fused" : "no";
+        std::vector<unsigned char> a16, asum, b16, bsum;
+        lnk_run(0, d0, &a16, &asum, part_floats);
+        lnk_run(1, d0, &b16, &bsum, part_floats);
+        const size_t bad16 = bytes_differ(a16, b16), badsum = bytes_differ(asum, bsum);
+        if (bad16) printf("FAIL layernorm_bwd (colsum %s): dinp16 differs between the kernels in %zu bytes\n", fn, bad16);
+        if (badsum)
+            printf("FAIL layernorm_bwd (colsum %s): dweight/dbias/sum/partials differ between the kernels in %zu "
+                   "bytes\n", fn, badsum);
+        CHECKF(!bad16 && !badsum, "layernorm_bwd (colsum %s): the full-row and register kernels' bytes differ", fn);
+        std::vector<std::vector<float> > ms(2);
+        for (int rep = 0; rep < 5 + LNK_REPS; rep++)
+            for (int j = 0; j < 2; j++) {
+                const int k = (rep + j) % 2;
+                dt_cu_layernorm_bwd_force(k ? DT_CU_LN_BWD_GENERAL : DT_CU_LN_BWD_RULE);
+                cudaEventRecord(e0, 0);
+                op_lnk();
+                cudaEventRecord(e1, 0);
+                gpu_ok(cudaEventSynchronize(e1), "timed call");
+                float t = 0;
+                cudaEventElapsedTime(&t, e0, e1);
+                if (rep >= 5) ms[k].push_back(t);
+            }
+        dt_cu_layernorm_bwd_force(DT_CU_LN_BWD_RULE);
+        double t0 = 0;
+        for (int k = 0; k < 2; k++) {
+            std::sort(ms[k].begin(), ms[k].end());
+            const double t = ms[k][ms[k].size() / 2];
+            if (!k) t0 = t;
+            printf("%-18s %-6s %9.4f ms %6.0f GB/s  %6.3f  %s\n", lnk_name[k], fn, t,
+                   (nc * 4 * 2.0 + NR * 8.0) / (t * 1e-3) / 1e9, t / t0,
+                   k ? (bad16 || badsum ? "DIFFER" : "the rule's bytes") : "reference");
+        }
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    dt_op_clear_overrides();
+    cudaFree(g_lnk_part);
+    cudaFree(d0);
+    g_lnk_part = NULL;
+}
+#endif
+
 static void setup(void) {
     size_t nc = (size_t)NR * CH;
     g.a = up16(rnd(nc, 2.0f)); g.b = up16(rnd(nc)); g.res = dev<bf16>(nc); g.out16 = dev<bf16>(nc);
@@ -566,6 +673,9 @@ int main(void) {
     setup();
     if (checks) RUN(test_replays);
     bench();
+#ifdef DT_CU_HAVE_LN_BWD_FORCE
+    bench_ln_kernels();
+#endif
     fflush(stdout);
     if (!checks) {
         fprintf(stderr, "checks skipped (BENCH_OPS_SKIP_CHECKS=1): timing only\n");

@@ -42,11 +42,13 @@
  * it, the pair the model would run instead.
  * The DOT epilogue (the attention's D from the attproj input gradient, test_dot): the model's
  * shape (B 16 T 1024 NH 12, K 768) and small ones (odd tile counts, T 128): in every
- * schedule C's bytes equal the DEFAULT epilogue's, and LD's (poisoned first) equal the D
- * kernel's (dt_cu_flash_bwd_prep) run on that C; D against fp64 on the CPU (1e-5 of the
- * row's sum of |dO O|), lse log2(e) exactly; the same bytes in the static order, with SMs
- * held and across graph replays; a changed O element changes LD (negative control); and
- * the timing of DEFAULT, DOT and cuBLASLt + the D kernel (the pair it replaces).
+ * schedule C's bytes equal the DEFAULT epilogue's, and LD's (poisoned first) equal a CPU
+ * emulation of the epilogue's order on the stored C (fmaf chains of lane t's channels
+ * 8 j + 2 t, + 1, then (S0 + S1) + (S2 + S3); lse log2(e) as a float product); D against
+ * fp64 (1e-5 of the row's sum of |dO O|) and against the D kernel (dt_cu_flash_bwd_prep, its
+ * own order: within 1e-5 too); the same bytes in the static order, with SMs held and
+ * across graph replays; a changed O element changes LD (negative control); and the timing
+ * of DEFAULT, DOT and cuBLASLt + the D kernel (the pair it replaces).
  * Also checks that dt_cu_gemm_wgmma refuses a call that does not fit (DT_EINVAL, nothing
  * written), a column sum without dGELU or without its partials, and DOT without its LD
  * arguments (and dt_cu_gemm, cuBLASLt, DOT at all). Exits non-zero on any
@@ -523,7 +525,7 @@ static void dot_case(int Bn, int T, int NH, int K, int timed) {
     dot.dot_T = T;
     char nm[64];
     snprintf(nm, sizeof nm, "DOT B%d T%d NH%d K%d", Bn, T, NH, K);
-    /* the reference pair: DEFAULT's C, then the D kernel on it */
+    /* the reference pair: DEFAULT's C, then the D kernel on it (its own order) */
     auto ref = [&] {
         gpu_ok(cudaMemset(Cr, 0xff, cb), "poison");
         gpu_ok(cudaMemset(ldr, 0xff, lb), "poison");
@@ -541,6 +543,27 @@ static void dot_case(int Bn, int T, int NH, int K, int timed) {
     };
     static const int sch[5] = {DT_CU_GEMM_OWN_RULE, DT_CU_GEMM_OWN_COOP256, DT_CU_GEMM_OWN_COOP128,
                                DT_CU_GEMM_OWN_PINGPONG256, DT_CU_GEMM_OWN_PINGPONG128};
+    /* LD as the epilogue makes it, emulated on the CPU from the stored C (fmaf: one rounding) */
+    auto emulate = [&](const vf &c) {
+        vf e(nld);
+        for (int b = 0; b < Bn; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < T; t++) {
+                    const size_t r = (size_t)b * T + t, at = dt_flash_ld_at(b * NH + h, t, T);
+                    float S[4];
+                    for (int q = 0; q < 4; q++) {
+                        S[q] = 0.0f;
+                        for (int j = 0; j < 8; j++)
+                            for (int k = 0; k < 2; k++) {
+                                const size_t x = r * N + 64 * h + 8 * j + 2 * q + k;
+                                S[q] = fmaf(c[x], ho[x], S[q]);
+                            }
+                    }
+                    e[at + 2] = (S[0] + S[1]) + (S[2] + S[3]);
+                    e[at] = hl[((size_t)b * NH + h) * T + t] * 1.4426950408889634f;
+                }
+        return e;
+    };
     std::vector<unsigned char> c0, l0;
     for (int o = 0; o < 5; o++) {
         if ((sch[o] == DT_CU_GEMM_OWN_COOP256 || sch[o] == DT_CU_GEMM_OWN_PINGPONG256) && N % 256) continue;
@@ -549,14 +572,17 @@ static void dot_case(int Bn, int T, int NH, int K, int timed) {
         run(0);
         std::vector<unsigned char> c = bytes_of(Cd, cb), l = bytes_of(ld, lb);
         CHECKF(c == bytes_of(Cr, cb), "%s schedule %d: C differs from the DEFAULT epilogue's", nm, sch[o]);
-        CHECKF(l == bytes_of(ldr, lb), "%s schedule %d: LD differs from the D kernel's", nm, sch[o]);
+        const vf e = emulate(down16(Cd, (size_t)M * N));
+        CHECKF(!memcmp(l.data(), e.data(), lb), "%s schedule %d: LD differs from the CPU emulation of its order", nm,
+               sch[o]);
+        CHECK_RELF(down32(ld, nld), down32(ldr, nld), 1e-5, "%s schedule %d: LD vs the D kernel's", nm, sch[o]);
         if (o == 0) {
             c0 = c;
             l0 = l;
         }
     }
     dt_cu_gemm_wgmma_force(DT_CU_GEMM_OWN_RULE);
-    /* D against fp64 (dO as stored), lse log2(e) exactly */
+    /* D against fp64 (dO as stored), lse log2(e) exactly (the emulation's float product) */
     {
         ref();
         run(0);

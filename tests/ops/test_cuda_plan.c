@@ -33,6 +33,13 @@ static void test_ln_plan(void) {
     CHECK(dt_cu_ln_bwd_smem(768, 1) == 73728);       /* 2 blocks of 256 threads fit an SM */
     CHECK(dt_cu_ln_bwd_smem(2048, 1) == 196608 && dt_cu_ln_bwd_smem(2048, 1) <= DT_CU_LN_SMEM_MAX);
     CHECK(dt_cu_ln_bwd_smem(3200, 0) == DT_CU_LN_SMEM_MAX); /* the wide kernel's widest row */
+    /* the full-row kernel of layernorm_cuda.cu (C 256, 512, 768): its warps' vectors, then
+     * the weights; two blocks (each with the 1 KB the driver reserves) fit an SM's 228 KB */
+    CHECK(dt_cu_ln_bwd_full_smem(768, 1) == 73728 + 768 * sizeof(float));
+    CHECK(dt_cu_ln_bwd_full_smem(768, 0) == dt_cu_ln_bwd_smem(768, 0) + 768 * sizeof(float));
+    for (int C = 256; C <= 768; C += 256)
+        CHECK(2 * (dt_cu_ln_bwd_full_smem(C, 1) + 1024) <= 228 * 1024 &&
+              dt_cu_ln_bwd_full_smem(C, 1) <= DT_CU_LN_SMEM_MAX);
     CHECK(dt_cu_ln_colsum_fused(2048, 0) && dt_cu_ln_colsum_fused(768, 1));
     CHECK(dt_cu_ln_colsum_fused(2128, 1) && !dt_cu_ln_colsum_fused(2136, 1));
     CHECK(!dt_cu_ln_colsum_fused(3072, 1));
