@@ -172,15 +172,30 @@ template <int H, int STEP, int NV> static __device__ __forceinline__ void csum_h
  * tree, (S0 + S1) + (S2 + S3) (two xor shuffles: every lane gets the same bits), into LD's
  * pair layout beside lse log2(e) by lane t = 0 (dt_cu_flash_bwd's LD: row (b NH + h) T + t
  * of the head, for row gm = b T + t of C). */
-static __device__ __forceinline__ void dot_store(float *ld, const float *lse, float v, int gm, int h, int NH, int T,
+static __device__ __forceinline__ int dot_row(int gm, int h, int NH, int T, int *t) {
+    const int b = gm / T;
+    *t = gm - b * T;
+    return b * NH + h;
+}
+/* lse_v: the row's lse, loaded before the tile's products (dot_lse_load): a load here would
+ * stall the warp's epilogue on its round trip, once a chunk */
+static __device__ __forceinline__ void dot_store(float *ld, float lse_v, float v, int gm, int h, int NH, int T,
                                                  int lane) {
     v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
     v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
     if (lane & 3) return;
-    const int b = gm / T, t = gm - b * T, bh = b * NH + h;
+    int t;
+    const int bh = dot_row(gm, h, NH, T, &t);
     float *q = ld + dt_flash_ld_at(bh, t, T);
-    q[0] = lse[(size_t)bh * T + t] * DOT_LOG2E;
+    q[0] = lse_v * DOT_LOG2E;
     q[2] = v;
+}
+/* The lse of row gm of head h (lane t = 0 of a quad only; else 0). */
+static __device__ __forceinline__ float dot_lse_load(const float *lse, int gm, int h, int NH, int T, int lane) {
+    if (lane & 3) return 0.0f;
+    int t;
+    const int bh = dot_row(gm, h, NH, T, &t);
+    return __ldg(lse + (size_t)bh * T + t);
 }
 
 /* ---- the kernel ------------------------------------------------------------------------- */
@@ -310,6 +325,15 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
         int m0, n0;
         dt_gt_tile(tile, N, BM, BN, &m0, &n0);
         const int mrow = PP ? m0 : m0 + cw * 64; /* this warpgroup's first row */
+        /* DOT: the lse of this thread's rows of each chunk, in flight during the products */
+        float lse_r[EPI == DT_CU_EPI_DOT ? CHUNKS : 1][2];
+        if (EPI == DT_CU_EPI_DOT)
+#pragma unroll
+            for (int c = 0; c < CHUNKS; c++)
+#pragma unroll
+                for (int h8 = 0; h8 < 2; h8++)
+                    lse_r[c][h8] = dot_lse_load(dot_lse, mrow + 64 * (c / NCH) + warp * 16 + g + 8 * h8,
+                                                (n0 + 64 * (c % NCH)) / 64, N / 64, dot_T, lane);
         if (AUX_IN && lead) { /* the first aux chunks load during the products */
             bulk_wait_read<0>();             /* the last tile's stores have read the buffers */
 #pragma unroll
@@ -418,8 +442,8 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                     }
                 }
                 if (EPI == DT_CU_EPI_DOT) { /* the chunk's 64 columns are one head */
-                    dot_store(dot_ld, dot_lse, dg, row + r0, col / 64, N / 64, dot_T, lane);
-                    dot_store(dot_ld, dot_lse, dh, row + r0 + 8, col / 64, N / 64, dot_T, lane);
+                    dot_store(dot_ld, lse_r[c][0], dg, row + r0, col / 64, N / 64, dot_T, lane);
+                    dot_store(dot_ld, lse_r[c][1], dh, row + r0 + 8, col / 64, N / 64, dot_T, lane);
                 }
             } else {
                 /* GELU: aux (the pre-activation), then C; DEFAULT: C. Before a buffer is
