@@ -283,10 +283,10 @@ void dt_cu_flash_bwd_wgmma_force(int kernel_a, int dq) {
  * programmatic dependent launch (DT_CU_WGBWD_DQ_WGMMA_PDL_REV: 0.2698 ms a layer against
  * 0.2756 for the plain launches at B 16 NH 12 T 1024 on the H200, 400 interleaved calls). */
 /* Both entry points; ld_given: LD is in the scratch already (out, lse unused), and kernel A
- * is launched the ordinary way: in the model the GEMM that wrote LD may be followed by a
- * wait on another stream's work (a cuBLASLt memset there), and a captured programmatic
- * edge from such a set of nodes fails the capture (cudaErrorLossyQuery, seen on the H200);
- * the D kernel, launched the ordinary way, used to stand between them. */
+ * is launched the ordinary way. In the model the GEMM that wrote LD is followed by a wait on
+ * the weight-gradient stream (dqkv's pending read); kernel A launched with programmatic
+ * dependent launch right after it failed the graph capture (cudaErrorLossyQuery, H200,
+ * session 10), where the D kernel, launched the ordinary way, had stood between them. */
 static void bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
                       const bf16 *out, const float *lse, int ld_given, int B, int T, int C, int NH, cudaStream_t s,
                       cudaStream_t fs) {
