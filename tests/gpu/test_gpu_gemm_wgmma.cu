@@ -200,6 +200,20 @@ static void median_busy(const std::vector<std::function<void(cudaStream_t)>> &f,
     gpu_ok(cudaStreamDestroy(s2), "stream");
 }
 
+/* One call of a, captured into a CUDA graph on s and instantiated (its tile counter captured
+ * with it: each replay must leave it at zero); NULL after a failed check. */
+static cudaGraphExec_t capture_call(const dt_cu_gemm_args *a, cudaStream_t s) {
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    gpu_ok(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), "capture");
+    dt_status st = dt_cu_gemm_wgmma(a, s);
+    gpu_ok(cudaStreamEndCapture(s, &graph), "end capture");
+    CHECK_OK(st);
+    gpu_ok(cudaGraphInstantiate(&exec, graph, 0), "graph instantiate");
+    cudaGraphDestroy(graph);
+    return exec;
+}
+
 static void test_kind(const kind &k, int timed) {
     const int M = k.M, N = k.N, K = k.K;
     uint32_t draw = 0;
@@ -367,13 +381,7 @@ static void test_kind(const kind &k, int timed) {
     }
     cudaFree(started);
     /* ... replayed from a CUDA graph (the launch's counter is captured with it) */
-    cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    gpu_ok(cudaStreamBeginCapture(s1, cudaStreamCaptureModeRelaxed), "capture");
-    dt_status gst = dt_cu_gemm_wgmma(&aw, s1);
-    gpu_ok(cudaStreamEndCapture(s1, &graph), "end capture");
-    CHECK_OK(gst);
-    gpu_ok(cudaGraphInstantiate(&exec, graph, 0), "graph instantiate");
+    cudaGraphExec_t exec = capture_call(&aw, s1);
     for (int r = 0; r < 3; r++) {
         gpu_ok(cudaMemset(Cw, poison[r], cb), "poison");
         if (gelu) gpu_ok(cudaMemset(auxw, poison[r], cb), "poison");
@@ -385,7 +393,6 @@ static void test_kind(const kind &k, int timed) {
         if (gelu) CHECKF(bytes_of(auxw, cb) == x0, "%s graph replay %d: aux differs", k.name, r + 1);
     }
     cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
     /* ... two calls at once on two streams, into two outputs (aux: its own for GELU, the
      * shared input for dGELU) */
     gpu_ok(cudaMemset(Cw, 0x5a, cb), "poison");
@@ -628,13 +635,7 @@ static void dot_case(int Bn, int T, int NH, int K, int timed) {
         CHECKF(bytes_of(Cd, cb) == c0 && bytes_of(ld, lb) == l0, "%s: SMs held (round %d) change C or LD", nm, r + 1);
     }
     cudaFree(started);
-    cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    gpu_ok(cudaStreamBeginCapture(s1, cudaStreamCaptureModeRelaxed), "capture");
-    dt_status gst = dt_cu_gemm_wgmma(&dot, s1);
-    gpu_ok(cudaStreamEndCapture(s1, &graph), "end capture");
-    CHECK_OK(gst);
-    gpu_ok(cudaGraphInstantiate(&exec, graph, 0), "graph instantiate");
+    cudaGraphExec_t exec = capture_call(&dot, s1);
     for (int r = 0; r < 2; r++) {
         gpu_ok(cudaMemset(ld, r ? 0x00 : 0x3c, lb), "poison");
         gpu_ok(cudaDeviceSynchronize(), "poison");
@@ -643,7 +644,6 @@ static void dot_case(int Bn, int T, int NH, int K, int timed) {
         CHECKF(bytes_of(Cd, cb) == c0 && bytes_of(ld, lb) == l0, "%s: graph replay %d changes C or LD", nm, r + 1);
     }
     cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
     gpu_ok(cudaStreamDestroy(s1), "stream");
     gpu_ok(cudaStreamDestroy(s2), "stream");
     /* negative control: one O element changed (its row's D of its head changes) */
