@@ -449,6 +449,112 @@ static int ln_nv(int C) {
 }
 static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
+/* ---- The forward for full rows (C = 256 nv, nv <= 3: the 124M shape's 768; no dropout) -
+ * The register kernel's (layernorm_fwd_kernel<NV, 0>) rows, sums in the same order and the
+ * float operations it compiles to (its SASS, nvcc 13.0 sm_90), spelled with _rn intrinsics,
+ * so the same bits of out, mean, rstd and res (bench_ops compares the bytes with the register
+ * kernel's, DT_CU_LN_FWD_GENERAL):
+ *   res = bf16(a + b); s = 0 + x ... (lane: i then k), m = warp_sum(s) / C;
+ *   q = fma(x - m, x - m, q) from 0, r = rsqrt(warp_sum(q) / C + eps);
+ *   out = bf16(fma((x - m) r, w, bias)).
+ * What differs: the lane's weights and bias (48 floats at C = 768) load right after its
+ * row's loads, so they arrive during the reductions instead of after them; whole rows (no
+ * per-vector bound checks); the row kept as packed bf16 words (unpacked exactly by shifts:
+ * the compiler otherwise split every bf16 into its own register and spilled). 0.0290-0.0294
+ * against 0.0316-0.0318 ms at the 124M shape on the H200 (bench/RESULTS.md, session 10;
+ * helper lnfwd), beside a plain stream of the same bytes at 0.0302. Tried and slower: 4
+ * rows a block 0.0301; persistent blocks with the next row's loads in flight 0.0302, with
+ * the weights in shared memory 0.0308; persistent without the prefetch 0.0323. */
+static int g_ln_fwd_general; /* dt_cu_layernorm_fwd_force(DT_CU_LN_FWD_GENERAL) */
+void dt_cu_layernorm_fwd_force(int kernel) { g_ln_fwd_general = kernel == DT_CU_LN_FWD_GENERAL; }
+
+/* bf16 pairs packed in a word as floats (exact), and two floats rounded (nearest) into one */
+static __device__ __forceinline__ float lnf_lo(uint32_t u) { return __uint_as_float(u << 16); }
+static __device__ __forceinline__ float lnf_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+static __device__ __forceinline__ float lnf_f(const uint4 &x, int k) {
+    const uint32_t u = k < 2 ? x.x : k < 4 ? x.y : k < 6 ? x.z : x.w;
+    return k & 1 ? lnf_hi(u) : lnf_lo(u);
+}
+static __device__ __forceinline__ uint32_t lnf_pack(float lo, float hi) {
+    __nv_bfloat162 t = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&t);
+}
+/* One warp a row, LN_FWD_THREADS / 32 rows a block (the register kernel's grid). */
+template <int NV>
+__global__ void __launch_bounds__(LN_FWD_THREADS, 8)
+layernorm_fwd_full_kernel(bf16 *out, float *mean, float *rstd, bf16 *res, const bf16 *a, const bf16 *b,
+                          const float *w, const float *bias, int N) {
+    const int C = 256 * NV, lane = threadIdx.x & 31;
+    const int row = blockIdx.x * (LN_FWD_THREADS / 32) + (threadIdx.x >> 5);
+    if (row >= N) return;
+    const uint64_t pol = ln_evict_first();
+    const size_t base = (size_t)row * C;
+    uint4 xa[NV], xb[NV];
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        const int v = lane + 32 * i;
+        dt_bf16x8 t = ln_ld_once8(a + base + v * 8, pol);
+        xa[i] = *reinterpret_cast<uint4 *>(&t);
+        if (b) {
+            t = ln_ld_once8(b + base + v * 8, pol);
+            xb[i] = *reinterpret_cast<uint4 *>(&t);
+        }
+    }
+    float wk[NV][8], bk[NV][8];
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        const int v = lane + 32 * i;
+        const float4 *w4 = reinterpret_cast<const float4 *>(w + v * 8);
+        const float4 *b4 = reinterpret_cast<const float4 *>(bias + v * 8);
+        const float4 w0 = w4[0], w1 = w4[1], b0 = b4[0], b1 = b4[1];
+        wk[i][0] = w0.x; wk[i][1] = w0.y; wk[i][2] = w0.z; wk[i][3] = w0.w;
+        wk[i][4] = w1.x; wk[i][5] = w1.y; wk[i][6] = w1.z; wk[i][7] = w1.w;
+        bk[i][0] = b0.x; bk[i][1] = b0.y; bk[i][2] = b0.z; bk[i][3] = b0.w;
+        bk[i][4] = b1.x; bk[i][5] = b1.y; bk[i][6] = b1.z; bk[i][7] = b1.w;
+    }
+    uint4 x[NV];
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        const int v = lane + 32 * i;
+        if (b) { /* the residual add, rounded to bf16 as stored; the norm reads the stored value */
+            const uint4 p = xa[i], q = xb[i];
+            x[i].x = lnf_pack(__fadd_rn(lnf_lo(p.x), lnf_lo(q.x)), __fadd_rn(lnf_hi(p.x), lnf_hi(q.x)));
+            x[i].y = lnf_pack(__fadd_rn(lnf_lo(p.y), lnf_lo(q.y)), __fadd_rn(lnf_hi(p.y), lnf_hi(q.y)));
+            x[i].z = lnf_pack(__fadd_rn(lnf_lo(p.z), lnf_lo(q.z)), __fadd_rn(lnf_hi(p.z), lnf_hi(q.z)));
+            x[i].w = lnf_pack(__fadd_rn(lnf_lo(p.w), lnf_lo(q.w)), __fadd_rn(lnf_hi(p.w), lnf_hi(q.w)));
+            __stcs(reinterpret_cast<uint4 *>(res + base + v * 8), x[i]);
+        } else {
+            x[i] = xa[i];
+        }
+#pragma unroll
+        for (int k = 0; k < 8; k++) s = __fadd_rn(s, lnf_f(x[i], k));
+    }
+    const float m = __fdiv_rn(dt_warp_sum(s), (float)C);
+    float q = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV; i++)
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const float dx = __fsub_rn(lnf_f(x[i], k), m);
+            q = __fmaf_rn(dx, dx, q);
+        }
+    const float r = rsqrtf(__fadd_rn(__fdiv_rn(dt_warp_sum(q), (float)C), LN_EPS));
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        const int v = lane + 32 * i;
+        float y[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) y[k] = __fmaf_rn(__fmul_rn(__fsub_rn(lnf_f(x[i], k), m), r), wk[i][k], bk[i][k]);
+        *reinterpret_cast<uint4 *>(out + base + v * 8) =
+            make_uint4(lnf_pack(y[0], y[1]), lnf_pack(y[2], y[3]), lnf_pack(y[4], y[5]), lnf_pack(y[6], y[7]));
+    }
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+}
+
 void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const bf16 *a,
                          const bf16 *b, const float *weight, const float *bias, int N, int C,
                          const dt_dropout *drop, uint32_t purpose, uint32_t layer,
@@ -456,6 +562,16 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
     dt_dropout d = dt_cu_drop_arg(drop);
     unsigned g = dt_cu_div((size_t)N, LN_FWD_THREADS / 32);
     int nv = aligned16(weight) && aligned16(bias) ? ln_nv(C) : 0;
+    if (nv && nv <= 3 && C == 256 * nv && !(d.p > 0.0f) && !g_ln_fwd_general) { /* full rows, no dropout */
+#define LN_FWD_FULL(NV)                                                                                          \
+    layernorm_fwd_full_kernel<NV><<<dt_cu_noted(g, LN_FWD_THREADS, 0, "layernorm_fwd_full_kernel"), LN_FWD_THREADS, \
+                                    0, s>>>(out, mean, rstd, res, a, b, weight, bias, N)
+        if (nv == 1) LN_FWD_FULL(1);
+        else if (nv == 2) LN_FWD_FULL(2);
+        else LN_FWD_FULL(3);
+#undef LN_FWD_FULL
+        return;
+    }
 #define LN_FWD_GO(NV, DROP)                                                                                      \
     layernorm_fwd_kernel<NV, DROP><<<dt_cu_noted(g, LN_FWD_THREADS, 0, "layernorm_fwd_kernel"), LN_FWD_THREADS, 0, s>>>( \
         out, mean, rstd, res, a, b, weight, bias, N, C, d, purpose, layer)

@@ -234,6 +234,13 @@ void dt_cu_layernorm_bwd(bf16 *dinp16, int acc, float *dweight, float *dbias, fl
 #define DT_CU_HAVE_LN_BWD_FORCE 1
 enum { DT_CU_LN_BWD_RULE = 0, DT_CU_LN_BWD_GENERAL };
 void dt_cu_layernorm_bwd_force(int kernel);
+/* Benchmarks only: later forward calls run DT_CU_LN_FWD_RULE (the full-row kernel where C is
+ * 256, 512 or 768 with 16-byte aligned weights and bias and no dropout, else the register or
+ * wide kernel) or DT_CU_LN_FWD_GENERAL (the register kernel wherever it applies): the same
+ * bits either way. */
+#define DT_CU_HAVE_LN_FWD_FORCE 1
+enum { DT_CU_LN_FWD_RULE = 0, DT_CU_LN_FWD_GENERAL };
+void dt_cu_layernorm_fwd_force(int kernel);
 /* dt_cu_layernorm_bwd fused with the bias gradient of the linear whose backward reads
  * dinp16 as its dout: sum (fp32, C) += the column sums of dinp16 (the bf16 values as stored,
  * added as floats: what dt_cu_colsum of dinp16 computes, in another order), so dinp16 is not

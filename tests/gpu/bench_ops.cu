@@ -19,7 +19,11 @@
  *  4. the C = 768 LayerNorm backward's two kernels (dt_cu_layernorm_bwd_force: the full-row
  *     kernel, the rule, and the register kernel), det, with and without the fused column
  *     sum: the same bytes of dinp16, dweight, dbias, the sum and the partials, then timed
- *     side by side (interleaved, median).
+ *     side by side (interleaved, median);
+ *  5. the C = 768 LayerNorm forward (+residual)'s two kernels (dt_cu_layernorm_fwd_force:
+ *     the full-row kernel, the rule, and the register kernel): the same bytes of out, mean,
+ *     rstd and res, then timed side by side (interleaved, median) with a plain stream of the
+ *     same bytes.
  * Exits non-zero on any failed check. BENCH_OPS_SKIP_CHECKS=1 times only (and checks
  * nothing: for before/after figures, never as a test). The same source
  * builds against an older kernel library (for before/after figures): features that library
@@ -592,6 +596,99 @@ static void bench_ln_kernels(void) {
 }
 #endif
 
+/* ---- 5. The LayerNorm forward's two kernels ---------------------------------------- */
+#ifdef DT_CU_HAVE_LN_FWD_FORCE
+/* The C = 768, N = 16384 LayerNorm forward with the residual add (a, b given, no dropout)
+ * on the full-row kernel (the rule) and the register kernel (dt_cu_layernorm_fwd_force).
+ * Bits: each runs once onto outputs filled with 0xff: the bytes of out, mean, rstd and res
+ * must be equal (a FAIL line and a failed check if not). Time: both interleaved,
+ * the order rotated each round, 5 warm-up rounds, then the median of LNK_REPS calls each;
+ * beside them a plain grid-stride stream of the same bytes (a, b read, res, out written). */
+#define LNF_NV 2
+static const char *const lnf_name[LNF_NV] = {"full rows (rule)", "register kernel"};
+static void lnf_force(int k) { dt_cu_layernorm_fwd_force(k ? DT_CU_LN_FWD_GENERAL : DT_CU_LN_FWD_RULE); }
+__global__ static void lnf_stream_kernel(const uint4 *a, const uint4 *b, uint4 *res, uint4 *out, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint4 x = a[i], y = b[i];
+        x.x ^= y.x; x.y ^= y.y; x.z ^= y.z; x.w ^= y.w;
+        res[i] = x;
+        x.x ^= 0x80008000u;
+        out[i] = x;
+    }
+}
+static void op_lnf_stream(void) {
+    int sms = 1;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    lnf_stream_kernel<<<sms * 8, 256>>>(reinterpret_cast<const uint4 *>(g.a), reinterpret_cast<const uint4 *>(g.b),
+                                        reinterpret_cast<uint4 *>(g.res), reinterpret_cast<uint4 *>(g.out16),
+                                        (size_t)NR * CH / 8);
+}
+static void lnf_run(int k, std::vector<unsigned char> *o) {
+    gpu_ok(cudaMemset(g.out16, 0xff, sizeof(bf16) * NR * CH), "fill");
+    gpu_ok(cudaMemset(g.res, 0xff, sizeof(bf16) * NR * CH), "fill");
+    gpu_ok(cudaMemset(g.mean, 0xff, sizeof(float) * NR), "fill");
+    gpu_ok(cudaMemset(g.rstd, 0xff, sizeof(float) * NR), "fill");
+    lnf_force(k);
+    op_ln_fwd();
+    lnf_force(0);
+    gpu_ok(cudaGetLastError(), "layernorm_fwd launch");
+    o->clear();
+    grab(o, g.out16, (size_t)NR * CH);
+    grab(o, g.mean, NR);
+    grab(o, g.rstd, NR);
+    grab(o, g.res, (size_t)NR * CH);
+}
+static void bench_ln_fwd_kernels(void) {
+    const double nc = (double)NR * CH, bytes = nc * 2.0 * 4 + NR * 8.0;
+    printf("\nlayernorm_fwd (+residual) C %d N %d, its two kernels (interleaved, median of %d calls)\n", CH, NR,
+           LNK_REPS);
+    printf("kernel                time   bandwidth  vs rule  bits\n");
+    std::vector<unsigned char> ref, cur;
+    int bad[LNF_NV] = {0};
+    lnf_run(0, &ref);
+    for (int k = 1; k < LNF_NV; k++) {
+        lnf_run(k, &cur);
+        const size_t n = bytes_differ(ref, cur);
+        bad[k] = n != 0;
+        if (n) printf("FAIL layernorm_fwd %s: out/mean/rstd/res differ from the rule's in %zu bytes\n",
+                      lnf_name[k], n);
+        CHECKF(!n, "layernorm_fwd: the %s's bytes differ from the rule's", lnf_name[k]);
+    }
+    cudaEvent_t e0, e1;
+    gpu_ok(cudaEventCreate(&e0), "cudaEventCreate");
+    gpu_ok(cudaEventCreate(&e1), "cudaEventCreate");
+    const int nk = LNF_NV + 1; /* the last: the stream */
+    std::vector<std::vector<float> > ms(nk);
+    for (int rep = 0; rep < 5 + LNK_REPS; rep++)
+        for (int j = 0; j < nk; j++) {
+            const int k = (rep + j) % nk;
+            if (k < LNF_NV) lnf_force(k);
+            cudaEventRecord(e0, 0);
+            if (k < LNF_NV) op_ln_fwd();
+            else op_lnf_stream();
+            cudaEventRecord(e1, 0);
+            gpu_ok(cudaEventSynchronize(e1), "timed call");
+            float t = 0;
+            cudaEventElapsedTime(&t, e0, e1);
+            if (rep >= 5) ms[k].push_back(t);
+        }
+    lnf_force(0);
+    double t0 = 0;
+    for (int k = 0; k < nk; k++) {
+        std::sort(ms[k].begin(), ms[k].end());
+        const double t = ms[k][ms[k].size() / 2];
+        if (!k) t0 = t;
+        printf("%-20s %9.4f ms %6.0f GB/s  %6.3f  %s\n", k < LNF_NV ? lnf_name[k] : "stream, same bytes", t,
+               bytes / (t * 1e-3) / 1e9, t / t0,
+               k == LNF_NV ? "-" : !k ? "reference" : bad[k] ? "DIFFER" : "the rule's bytes");
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    op_ln_fwd(); /* the rule's outputs back in place */
+    gpu_ok(cudaDeviceSynchronize(), "layernorm_fwd kernels");
+}
+#endif
+
 static void setup(void) {
     size_t nc = (size_t)NR * CH;
     g.a = up16(rnd(nc, 2.0f)); g.b = up16(rnd(nc)); g.res = dev<bf16>(nc); g.out16 = dev<bf16>(nc);
@@ -675,6 +772,9 @@ int main(void) {
     bench();
 #ifdef DT_CU_HAVE_LN_BWD_FORCE
     bench_ln_kernels();
+#endif
+#ifdef DT_CU_HAVE_LN_FWD_FORCE
+    bench_ln_fwd_kernels();
 #endif
     fflush(stdout);
     if (!checks) {
