@@ -548,9 +548,6 @@ static void bench_ln_kernels(void) {
     const double nc = (double)NR * CH;
     printf("\nlayernorm_bwd C %d N %d, its two kernels, det (interleaved, median of %d calls)\n", CH, NR, LNK_REPS);
     printf("kernel             colsum       time   bandwidth  vs rule  bits\n");
-    cudaEvent_t e0, e1;
-    gpu_ok(cudaEventCreate(&e0), "cudaEventCreate");
-    gpu_ok(cudaEventCreate(&e1), "cudaEventCreate");
     for (int fused = 0; fused < 2; fused++) {
         g_lnk_fused = fused;
         const char *fn = fused ? "fused" : "no";
@@ -563,32 +560,23 @@ static void bench_ln_kernels(void) {
             printf("FAIL layernorm_bwd (colsum %s): dweight/dbias/sum/partials differ between the kernels in %zu "
                    "bytes\n", fn, badsum);
         CHECKF(!bad16 && !badsum, "layernorm_bwd (colsum %s): the full-row and register kernels' bytes differ", fn);
-        std::vector<std::vector<float> > ms(2);
-        for (int rep = 0; rep < 5 + LNK_REPS; rep++)
-            for (int j = 0; j < 2; j++) {
-                const int k = (rep + j) % 2;
+        const std::vector<double> ms = gpu_median_rotated_ms(
+            2,
+            [](int k) {
                 dt_cu_layernorm_bwd_force(k ? DT_CU_LN_BWD_GENERAL : DT_CU_LN_BWD_RULE);
-                cudaEventRecord(e0, 0);
                 op_lnk();
-                cudaEventRecord(e1, 0);
-                gpu_ok(cudaEventSynchronize(e1), "timed call");
-                float t = 0;
-                cudaEventElapsedTime(&t, e0, e1);
-                if (rep >= 5) ms[k].push_back(t);
-            }
+            },
+            5, LNK_REPS);
         dt_cu_layernorm_bwd_force(DT_CU_LN_BWD_RULE);
         double t0 = 0;
         for (int k = 0; k < 2; k++) {
-            std::sort(ms[k].begin(), ms[k].end());
-            const double t = ms[k][ms[k].size() / 2];
+            const double t = ms[k];
             if (!k) t0 = t;
             printf("%-18s %-6s %9.4f ms %6.0f GB/s  %6.3f  %s\n", lnk_name[k], fn, t,
                    (nc * 4 * 2.0 + NR * 8.0) / (t * 1e-3) / 1e9, t / t0,
                    k ? (bad16 || badsum ? "DIFFER" : "the rule's bytes") : "reference");
         }
     }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
     dt_op_clear_overrides();
     cudaFree(g_lnk_part);
     cudaFree(d0);
@@ -654,36 +642,27 @@ static void bench_ln_fwd_kernels(void) {
                       lnf_name[k], n);
         CHECKF(!n, "layernorm_fwd: the %s's bytes differ from the rule's", lnf_name[k]);
     }
-    cudaEvent_t e0, e1;
-    gpu_ok(cudaEventCreate(&e0), "cudaEventCreate");
-    gpu_ok(cudaEventCreate(&e1), "cudaEventCreate");
     const int nk = LNF_NV + 1; /* the last: the stream */
-    std::vector<std::vector<float> > ms(nk);
-    for (int rep = 0; rep < 5 + LNK_REPS; rep++)
-        for (int j = 0; j < nk; j++) {
-            const int k = (rep + j) % nk;
-            if (k < LNF_NV) lnf_force(k);
-            cudaEventRecord(e0, 0);
-            if (k < LNF_NV) op_ln_fwd();
-            else op_lnf_stream();
-            cudaEventRecord(e1, 0);
-            gpu_ok(cudaEventSynchronize(e1), "timed call");
-            float t = 0;
-            cudaEventElapsedTime(&t, e0, e1);
-            if (rep >= 5) ms[k].push_back(t);
-        }
+    const std::vector<double> ms = gpu_median_rotated_ms(
+        nk,
+        [](int k) {
+            if (k < LNF_NV) {
+                lnf_force(k);
+                op_ln_fwd();
+            } else {
+                op_lnf_stream();
+            }
+        },
+        5, LNK_REPS);
     lnf_force(0);
     double t0 = 0;
     for (int k = 0; k < nk; k++) {
-        std::sort(ms[k].begin(), ms[k].end());
-        const double t = ms[k][ms[k].size() / 2];
+        const double t = ms[k];
         if (!k) t0 = t;
         printf("%-20s %9.4f ms %6.0f GB/s  %6.3f  %s\n", k < LNF_NV ? lnf_name[k] : "stream, same bytes", t,
                bytes / (t * 1e-3) / 1e9, t / t0,
                k == LNF_NV ? "-" : !k ? "reference" : bad[k] ? "DIFFER" : "the rule's bytes");
     }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
     op_ln_fwd(); /* the rule's outputs back in place */
     gpu_ok(cudaDeviceSynchronize(), "layernorm_fwd kernels");
 }

@@ -143,4 +143,33 @@ template <typename F> static double gpu_median_ms(F f, void (*reset)(void) = NUL
     return (ms[9] + ms[10]) / 2.0;
 }
 
+/* Side by side: nv variants, each round calling run(v) once for every v (the order rotated
+ * each round), CUDA events on stream 0 around each call; warm rounds, then reps timed ones.
+ * The median ms of each variant (the upper middle of an even count). */
+template <typename F> static std::vector<double> gpu_median_rotated_ms(int nv, F run, int warm, int reps) {
+    cudaEvent_t e0, e1;
+    gpu_ok(cudaEventCreate(&e0), "cudaEventCreate");
+    gpu_ok(cudaEventCreate(&e1), "cudaEventCreate");
+    std::vector<std::vector<float> > ms((size_t)nv);
+    for (int rep = 0; rep < warm + reps; rep++)
+        for (int j = 0; j < nv; j++) {
+            const int v = (rep + j) % nv;
+            cudaEventRecord(e0, 0);
+            run(v);
+            cudaEventRecord(e1, 0);
+            gpu_ok(cudaEventSynchronize(e1), "timed call");
+            float t = 0;
+            cudaEventElapsedTime(&t, e0, e1);
+            if (rep >= warm) ms[(size_t)v].push_back(t);
+        }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    std::vector<double> med((size_t)nv);
+    for (int v = 0; v < nv; v++) {
+        std::sort(ms[(size_t)v].begin(), ms[(size_t)v].end());
+        med[(size_t)v] = ms[(size_t)v][ms[(size_t)v].size() / 2];
+    }
+    return med;
+}
+
 #endif
