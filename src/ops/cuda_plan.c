@@ -14,6 +14,8 @@ size_t dt_cu_ln_bwd_smem(int C, int colsum) {
 
 size_t dt_cu_ln_bwd_full_smem(int C, int colsum) { return dt_cu_ln_bwd_smem(C, colsum) + sizeof(float) * (size_t)C; }
 
+int dt_cu_ln_full_rows(int C, int nv) { return nv >= 1 && nv <= 3 && C == 256 * nv; }
+
 int dt_cu_ln_colsum_fused(int C, int wide) { return !wide || dt_cu_ln_bwd_smem(C, 1) <= DT_CU_LN_SMEM_MAX; }
 
 size_t dt_cu_ln_part_floats(int rows, int C, int colsum) {

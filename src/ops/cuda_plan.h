@@ -45,6 +45,11 @@ size_t dt_cu_ln_bwd_smem(int C, int colsum);
 /* The same for the full-row kernel (layernorm_cuda.cu: C = 256, 512, 768): the C weights
  * after the warps' vectors. */
 size_t dt_cu_ln_bwd_full_smem(int C, int colsum);
+/* Whether the full-row LayerNorm kernels (forward and backward) take rows of C channels held
+ * as nv 8-channel vectors a lane (layernorm_cuda.cu's ln_nv; 0: not 16-byte aligned): whole
+ * rows, C = 256 nv, and nv <= 3 (the backward keeps its accumulators in registers up to
+ * there): C 256, 512, 768. 1 or 0. */
+int dt_cu_ln_full_rows(int C, int nv);
 /* Whether the fused column sum runs inside the backward kernel: always in the register
  * kernel (C <= 2048, 16-byte aligned weights); in the wide kernel (wide != 0) while the
  * three vectors fit DT_CU_LN_SMEM_MAX (C <= 2133); otherwise the launcher sums dinp16 with

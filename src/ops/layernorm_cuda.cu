@@ -562,7 +562,7 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
     dt_dropout d = dt_cu_drop_arg(drop);
     unsigned g = dt_cu_div((size_t)N, LN_FWD_THREADS / 32);
     int nv = aligned16(weight) && aligned16(bias) ? ln_nv(C) : 0;
-    if (nv && nv <= 3 && C == 256 * nv && !(d.p > 0.0f) && !g_ln_fwd_general) { /* full rows, no dropout */
+    if (dt_cu_ln_full_rows(C, nv) && !(d.p > 0.0f) && !g_ln_fwd_general) { /* full rows, no dropout */
 #define LN_FWD_FULL(NV)                                                                                          \
     layernorm_fwd_full_kernel<NV><<<dt_cu_noted(g, LN_FWD_THREADS, 0, "layernorm_fwd_full_kernel"), LN_FWD_THREADS, \
                                     0, s>>>(out, mean, rstd, res, a, b, weight, bias, N)
@@ -619,6 +619,8 @@ static void ln_bwd_go(unsigned nparts, size_t shm, cudaStream_t s, bf16 *dinp16,
  * rows as fast (within 1%); 3 blocks an SM (80 registers, shared accumulators) 2-4% slower;
  * prefetching the next row 1-2% slower. */
 #define LN_BWD_REG_ACC 6
+static_assert(2 * 3 <= LN_BWD_REG_ACC, "dt_cu_ln_full_rows (nv <= 3): the full-row backward keeps its accumulators in "
+                                       "registers");
 
 /* ---- The backward for full rows (C = 256 nv, nv <= 3: the 124M shape's 768) ----------
  * The register kernel's rows, partition, per-warp row order and warp order, so the same
@@ -832,7 +834,7 @@ static void ln_bwd(bf16 *dinp16, int acc, float *dweight, float *dbias, float *s
     float *sum_part = part + (size_t)2 * nparts * C;
     /* full rows up to the register accumulators' width (C 256, 512, 768): the full-row kernel,
      * the same bits (unless the benchmark switch asks for the register kernel) */
-    const int full = nv && C == 256 * nv && 2 * nv <= LN_BWD_REG_ACC && !g_ln_bwd_general;
+    const int full = dt_cu_ln_full_rows(C, nv) && !g_ln_bwd_general;
 #define LN_FULL(NV)                                                                                              \
     (fused ? ln_bwd_full_go<2 * NV, 1>(nparts, s, dinp16, acc, dweight, dbias, sum, part, dout, inp, weight, mean, \
                                        rstd, N, det, sumv == LN_SUM_DET)                                          \

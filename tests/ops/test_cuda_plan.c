@@ -37,6 +37,10 @@ static void test_ln_plan(void) {
      * the weights; two blocks (each with the 1 KB the driver reserves) fit an SM's 228 KB */
     CHECK(dt_cu_ln_bwd_full_smem(768, 1) == 73728 + 768 * sizeof(float));
     CHECK(dt_cu_ln_bwd_full_smem(768, 0) == dt_cu_ln_bwd_smem(768, 0) + 768 * sizeof(float));
+    /* which rows take the full-row kernels: C 256, 512, 768 with their vector counts only */
+    CHECK(dt_cu_ln_full_rows(256, 1) && dt_cu_ln_full_rows(512, 2) && dt_cu_ln_full_rows(768, 3));
+    CHECK(!dt_cu_ln_full_rows(768, 0) && !dt_cu_ln_full_rows(128, 1) && !dt_cu_ln_full_rows(640, 3));
+    CHECK(!dt_cu_ln_full_rows(1024, 4) && !dt_cu_ln_full_rows(1536, 6) && !dt_cu_ln_full_rows(768, 4));
     for (int C = 256; C <= 768; C += 256)
         CHECK(2 * (dt_cu_ln_bwd_full_smem(C, 1) + 1024) <= 228 * 1024 &&
               dt_cu_ln_bwd_full_smem(C, 1) <= DT_CU_LN_SMEM_MAX);
