@@ -416,7 +416,7 @@ __global__ void flash_dot_kernel(float *LD, const bf16 *dout, const bf16 *out, c
         if (part == 0) {
             int row = rows[k], t = row % T;
             float *p = LD + dt_flash_ld_at(row / T, t, T);
-            p[0] = lse[row] * LOG2E;
+            p[0] = lse[row] * DT_FLASH_LD_LOG2E;
             p[2] = s;
         }
     }

@@ -21,6 +21,8 @@
  * bh = b NH + h keeps lse log2(e); its D is 2 floats on. A pair of rows 2j, 2j + 1 shares a
  * float4 {lse of both, D of both}. Used by the D kernel and the GEMM's DOT epilogue
  * (gemm_wgmma_cuda.cu), which must fill the same places. */
+/* LD's lse entries hold lse times this (a float product, the same constant for every writer) */
+#define DT_FLASH_LD_LOG2E 1.4426950408889634f
 DT_FLASH_FN size_t dt_flash_ld_at(int bh, int t, int T) {
     const size_t row = (size_t)bh * (size_t)T + (size_t)t;
     return (row - (size_t)(t & 1)) * 2 + (size_t)(t & 1);

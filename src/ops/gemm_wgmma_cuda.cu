@@ -58,7 +58,6 @@
 #include <stdint.h>
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi), as gelu_cuda.cu */
-#define DOT_LOG2E 1.4426950408889634f /* the D kernel's LOG2E (attention_flash_cuda.cu): the same lse bits */
 
 /* ---- mbarriers and TMA ---------------------------------------------------------------- */
 /* (mbar_expect_tx, mbar_arrive, mbar_wait: mbarrier.cuh, through wgmma_sync.cuh) */
@@ -188,7 +187,7 @@ static __device__ __forceinline__ void dot_store(float *ld, float lse_v, float v
     int t;
     const int bh = dot_row(gm, h, NH, T, &t);
     float *q = ld + dt_flash_ld_at(bh, t, T);
-    q[0] = lse_v * DOT_LOG2E;
+    q[0] = lse_v * DT_FLASH_LD_LOG2E;
     q[2] = v;
 }
 /* The lse of row gm of head h (lane t = 0 of a quad only; else 0). */

@@ -651,8 +651,10 @@ void dt_cu_layernorm_bwd_force(int kernel) { g_ln_bwd_general = kernel == DT_CU_
 static int ln_carve_percent(int blocks, size_t shm) {
     static int smem_sm, reserved;
     if (!smem_sm) {
-        cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
-        cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, 0);
+        int dev = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+        cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev);
         if (smem_sm <= 0) smem_sm = 228 * 1024;
     }
     size_t need = (size_t)blocks * (shm + (size_t)reserved);

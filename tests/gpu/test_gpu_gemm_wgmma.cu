@@ -201,7 +201,8 @@ static void median_busy(const std::vector<std::function<void(cudaStream_t)>> &f,
 }
 
 /* One call of a, captured into a CUDA graph on s and instantiated (its tile counter captured
- * with it: each replay must leave it at zero); NULL after a failed check. */
+ * with it: each replay must leave it at zero). A refused call is a failed check; a CUDA
+ * error ends the test (gpu_ok). */
 static cudaGraphExec_t capture_call(const dt_cu_gemm_args *a, cudaStream_t s) {
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
