@@ -42,15 +42,16 @@
 #define DT_GT_BN(sch) ((sch) == DT_GT_COOP256 || (sch) == DT_GT_PP64 ? 256 : 128)
 #define DT_GT_PP(sch) ((sch) == DT_GT_PP64 || (sch) == DT_GT_PP128)
 #define DT_GT_WM(sch) (DT_GT_PP(sch) ? DT_GT_BM(sch) : 64)
-/* The epilogue's staging: 64 x 64 bf16 buffers (8 KB) a consumer warpgroup, each written
- * by the warpgroup and read by one TMA store (or loaded with dGELU's aux by TMA, then
- * overwritten), so as many stores as buffers can be in flight. The 128 x 128 ping-pong
+/* The epilogue's staging: 64 x 64 bf16 buffers (8 KB) a consumer warpgroup, each warp's
+ * DT_GT_EPI_ROWS rows written by the warp and read by its own TMA store (or loaded with
+ * dGELU's aux by TMA, then overwritten), so as many stores as buffers can be in flight. The 128 x 128 ping-pong
  * takes four and one stage fewer: dGELU's four aux chunks all load at the tile's start,
  * under the products, and need no L2 prefetch (a prefetch a row, 128 a tile, held up the
  * TMA unit: 0.194 ms instead of 0.157 for the 128 x 128 cooperative dGELU GEMM on the
  * H200); six buffers (four stages) were no faster for GELU's eight stores a tile. */
 #define DT_GT_NBUF(sch) ((sch) == DT_GT_PP128 ? 4 : 2)
 #define DT_GT_EPI_BYTES(sch) (2 * DT_GT_NBUF(sch) * 8192)
+#define DT_GT_EPI_ROWS 16 /* a warp's rows of a 64-row chunk: the epilogue's TMA box */
 
 /* The schedule a call of N columns and depth K takes: `forced` when it is one (1 ..
  * DT_GT_SCHEDULES - 1) and its tile width divides N, -1 when it does not; the rule
@@ -74,11 +75,11 @@ DT_GT_FN int dt_gt_stage_bytes(int bm, int bn) { return DT_GT_STAGE_BYTES(bm, bn
 DT_GT_FN int dt_gt_stages(int sch) { return DT_GT_STAGES(sch); }
 /* Dynamic shared memory a launch asks for: the ring, the epilogue's staging buffers (the
  * TMA stores read C there; the dGELU epilogue's aux is loaded there), the full and empty
- * barrier of each stage, room for eight barriers of staging buffers' aux loads and one a
+ * barrier of each stage, a barrier of aux loads a consumer warp and staging buffer, one a
  * consumer warpgroup (its ping-pong turn; 8 bytes each), the tile queue (two barriers and
  * a tile index a slot: 20 bytes), and up to 1023 bytes to align the ring to 1024 bytes (the
  * swizzle atom). */
-#define DT_GT_EBARS 8 /* barriers of aux loads: DT_GT_NBUF a consumer warpgroup at most */
+#define DT_GT_EBARS 32 /* barriers of aux loads: DT_GT_NBUF a consumer warp (8 of them) at most */
 #define DT_GT_TQ 4    /* slots of the tile queue (below) */
 DT_GT_FN int dt_gt_smem_bytes(int sch) {
     return dt_gt_stages(sch) * dt_gt_stage_bytes(DT_GT_BM(sch), DT_GT_BN(sch)) + DT_GT_EPI_BYTES(sch) +
@@ -167,16 +168,17 @@ DT_GT_FN dt_gt_map dt_gt_map_b(int tb, int N, int K, int ldb, int bn) {
     m.box_bytes = m.box[0] * m.box[1] * 2u;
     return m;
 }
-/* C and aux (M, N) with leading dimension ldc: the epilogue stores (and, for dGELU, loads)
- * 64 columns x 64 rows at (n, m), a consumer warpgroup's rows of one 64-column chunk. */
+/* C and aux (M, N) with leading dimension ldc: the epilogue stores (and, for dGELU and DOT,
+ * loads) 64 columns x DT_GT_EPI_ROWS rows at (n, m), a consumer warp's rows of one 64 x 64
+ * chunk. */
 DT_GT_FN dt_gt_map dt_gt_map_c(int M, int N, int ldc) {
     dt_gt_map m;
     m.dim[0] = (uint64_t)N;
     m.dim[1] = (uint64_t)M;
     m.stride = (uint64_t)ldc * 2u;
     m.box[0] = 64;
-    m.box[1] = 64;
-    m.box_bytes = 8192;
+    m.box[1] = DT_GT_EPI_ROWS;
+    m.box_bytes = 64 * DT_GT_EPI_ROWS * 2;
     return m;
 }
 /* TMA loads of B a stage takes. */

@@ -81,8 +81,6 @@ template <int N> static __device__ __forceinline__ void bulk_wait_read(void) {
     asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
 }
 static __device__ __forceinline__ void bulk_wait_all(void) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
-/* The 128 threads of consumer warpgroup cw meet (named barrier 1 + cw; 0 is __syncthreads). */
-static __device__ __forceinline__ void wg_bar(int cw) { asm volatile("bar.sync %0, 128;\n" ::"r"(cw + 1) : "memory"); }
 static __device__ __forceinline__ void prefetch_l2(const void *p, uint32_t bytes) {
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
 }
@@ -239,7 +237,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
             mbar_init(full0 + 8u * s, 1);  /* the producer's expect_tx; the bytes do the rest */
             mbar_init(empty0 + 8u * s, PP ? 4 : 8); /* one arrival per warp that reads the stage */
         }
-        for (int b = 0; b < 2 * NBUF; b++) mbar_init(ebar0 + 8u * b, 1); /* a staging buffer's aux load */
+        for (int b = 0; b < 8 * NBUF; b++) mbar_init(ebar0 + 8u * b, 1); /* a warp's aux load into a buffer */
         for (int w = 0; w < 2; w++) mbar_init(turn0 + 8u * w, 1);
         for (int j = 0; j < DT_GT_TQ; j++) {
             mbar_init(tqf0 + 8u * j, 1);            /* the producer's post */
@@ -297,12 +295,13 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
     /* the consumers (232 registers: with the producer's 40, the 64 K of the SM's file) */
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
     const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const int lead = (tid & 127) == 0; /* issues this warpgroup's epilogue TMA */
-    /* this warpgroup's NBUF staging buffers (64 rows x 128 bytes, 128-byte swizzle) and the
-     * barriers their aux loads arrive on */
-    const uint32_t stg = stg0 + (uint32_t)(cw * NBUF * 8192), ebar = ebar0 + (uint32_t)(cw * NBUF * 8);
+    const int lead = (tid & 127) == 0, wlead = lane == 0; /* the ping-pong turn; this warp's epilogue TMA */
+    /* This warp's part of its warpgroup's NBUF staging buffers (64 rows x 128 bytes, 128-byte
+     * swizzle): rows 16 warp .. + 15 of each, 2 KB at byte 2048 warp (1024-aligned, so the
+     * swizzle of row r is r % 8 = g as before), and the barriers its aux loads arrive on. */
+    const uint32_t stg = stg0 + (uint32_t)(cw * NBUF * 8192 + warp * DT_GT_EPI_ROWS * 128);
+    const uint32_t ebar = ebar0 + 8u * (uint32_t)((cw * 4 + warp) * NBUF);
     uint32_t eph = 0; /* bit b: the parity of staging buffer b's next aux load */
-    int ub = 0;       /* DEFAULT, GELU: the buffer of the next store (they take turns across tiles) */
     float d[MS][BN / 2];
     constexpr int NV = CSUM ? DT_GT_CSUM_VALUES(BN) : 1; /* dGELU's column sums (CSUM) */
     float cs[NV];
@@ -334,14 +333,22 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                 for (int h8 = 0; h8 < 2; h8++)
                     lse_r[c][h8] = dot_lse_load(dot_lse, mrow + 64 * (c / NCH) + warp * 16 + g + 8 * h8,
                                                 (n0 + 64 * (c % NCH)) / 64, N / 64, dot_T, lane);
-        if (AUX_IN && lead) { /* the first aux chunks load during the products */
-            bulk_wait_read<0>();             /* the last tile's stores have read the buffers */
+        if (AUX_IN && wlead) { /* the first aux chunks load during the products */
+            bulk_wait_read<0>();              /* this warp's stores of the last tile have read the buffers */
 #pragma unroll
             for (int b = 0; b < (NBUF < CHUNKS ? NBUF : CHUNKS); b++) {
-                mbar_expect_tx(ebar + 8u * b, 8192);
-                tma_load(stg + 8192u * b, &map_x, ebar + 8u * b, n0 + 64 * (b % NCH), mrow + 64 * (b / NCH));
+                mbar_expect_tx(ebar + 8u * b, DT_GT_EPI_ROWS * 128);
+                tma_load(stg + 8192u * b, &map_x, ebar + 8u * b, n0 + 64 * (b % NCH),
+                         mrow + 64 * (b / NCH) + DT_GT_EPI_ROWS * warp);
             }
         }
+        /* the bias of this thread's columns 8 n + 2 t, + 1 (bf16 pairs), in flight during the
+         * products: loaded once a tile, not once a chunk and output */
+        constexpr int NB = AUX_IN ? 1 : BN / 8;
+        uint32_t bw[NB];
+        if (!AUX_IN && bias)
+#pragma unroll
+            for (int n = 0; n < NB; n++) bw[n] = __ldg(reinterpret_cast<const unsigned int *>(bias + n0 + 8 * n + 2 * t));
         /* Ping-pong: the products of local tile j start once the other warpgroup has issued
          * those of tile j - 1 (its (j - 1) / 2-th turn). The tiles' K loops so run one after
          * another, which is what keeps every wait on a full barrier at most one phase ahead
@@ -381,21 +388,25 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
         for (int ms = 0; ms < MS; ms++) reg_fence(d[ms]);
         if (lane == 0) mbar_arrive(empty0 + 8u * prev);
 
-        /* Epilogue, chunk by chunk through the staging buffers: d[ms][4 n + i] is row
-         * 64 ms + 16 warp + g + 8 (i >> 1), column 8 n + 2 t + (i & 1) of this warpgroup's
-         * WM x BN; its bf16 pairs go to the buffer in the 128-byte swizzle (the 16-byte
-         * piece j of row r at piece j ^ (r % 8): the 32 threads of a warp hit 32 banks),
-         * then one TMA store writes the 64 x 64 box. Buffers take turns, so NBUF - 1 stores
-         * read shared memory while the next chunk is written, and a buffer is waited for
-         * only when it is written again; dGELU loads its aux chunk into the buffer by TMA
-         * and the output overwrites it in place (each thread the same addresses). */
-        const int r0 = warp * 16 + g;
-        const uint32_t off0 = (uint32_t)(r0 * 128 + 4 * t), off1 = off0 + 8u * 128u;
+        /* Epilogue, chunk by chunk through the staging buffers, each warp on its own: d[ms][4 n
+         * + i] is row 64 ms + 16 warp + g + 8 (i >> 1), column 8 n + 2 t + (i & 1) of this
+         * warpgroup's WM x BN; its bf16 pairs go to the buffer in the 128-byte swizzle (the
+         * 16-byte piece j of row r at piece j ^ (r % 8): the 32 threads of a warp hit 32
+         * banks), then the warp's lane 0 writes the warp's 16 x 64 box by one TMA store, in
+         * its own bulk groups: no warp waits for another (with the warpgroup's 64 x 64 box,
+         * the barriers before each store cost 12% of the epilogue's time; ncu, session 11).
+         * dGELU and DOT load their aux chunk into the buffer by TMA and the output overwrites
+         * it in place (each thread the same addresses); DEFAULT and GELU take the buffers in a
+         * fixed turn, OUTS a chunk, and wait, before writing, for the stores that read them
+         * NBUF stores ago. */
+        const uint32_t off0 = (uint32_t)(g * 128 + 4 * t), off1 = off0 + 8u * 128u;
+        constexpr int OUTS = EPI == DT_CU_EPI_GELU ? 2 : 1;
+        static_assert(AUX_IN || (CHUNKS * OUTS) % NBUF == 0, "a tile's stores end on the last buffer");
 #pragma unroll
         for (int i = 0; i < NV; i++) cs[i] = 0.0f;
 #pragma unroll
         for (int c = 0; c < CHUNKS; c++) {
-            const int ms = c / NCH, ch = c % NCH, row = mrow + 64 * ms, col = n0 + 64 * ch;
+            const int ms = c / NCH, ch = c % NCH, row = mrow + 64 * ms + DT_GT_EPI_ROWS * warp, col = n0 + 64 * ch;
             if (AUX_IN) {
                 const int b = c % NBUF;
                 float dg = 0.0f, dh = 0.0f; /* DOT: this lane's chains of rows g and g + 8 */
@@ -431,59 +442,59 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                     }
                 }
                 fence_proxy_async();
-                wg_bar(cw);
-                if (lead) {
+                __syncwarp();
+                if (wlead) {
                     tma_store(&map_c, buf, col, row);
                     bulk_commit();
                     if (c + NBUF < CHUNKS) { /* chunk c + NBUF into this buffer, once read */
                         bulk_wait_read<0>();
-                        mbar_expect_tx(ebar + 8u * b, 8192);
-                        tma_load(buf, &map_x, ebar + 8u * b, n0 + 64 * ((c + NBUF) % NCH), mrow + 64 * ((c + NBUF) / NCH));
+                        mbar_expect_tx(ebar + 8u * b, DT_GT_EPI_ROWS * 128);
+                        tma_load(buf, &map_x, ebar + 8u * b, n0 + 64 * ((c + NBUF) % NCH),
+                                 mrow + 64 * ((c + NBUF) / NCH) + DT_GT_EPI_ROWS * warp);
                     }
                 }
                 if (EPI == DT_CU_EPI_DOT) { /* the chunk's 64 columns are one head */
-                    dot_store(dot_ld, lse_r[c][0], dg, row + r0, col / 64, N / 64, dot_T, lane);
-                    dot_store(dot_ld, lse_r[c][1], dh, row + r0 + 8, col / 64, N / 64, dot_T, lane);
+                    dot_store(dot_ld, lse_r[c][0], dg, row + g, col / 64, N / 64, dot_T, lane);
+                    dot_store(dot_ld, lse_r[c][1], dh, row + g + 8, col / 64, N / 64, dot_T, lane);
                 }
             } else {
-                /* GELU: aux (the pre-activation), then C; DEFAULT: C. Before a buffer is
-                 * written, its last store (NBUF stores ago) has read it. */
-                constexpr int OUTS = EPI == DT_CU_EPI_GELU ? 2 : 1;
+                /* GELU: aux (the pre-activation) into buffer bx, GELU into bc; DEFAULT: C into bc.
+                 * One bulk group a chunk: the buffers' last stores are NBUF / OUTS groups ago. */
+                const uint32_t bx = stg + 8192u * (uint32_t)((c * OUTS) % NBUF);
+                const uint32_t bc = stg + 8192u * (uint32_t)((c * OUTS + OUTS - 1) % NBUF);
+                if (wlead) bulk_wait_read<NBUF / OUTS - 1>();
+                __syncwarp();
 #pragma unroll
-                for (int o = 0; o < OUTS; o++) {
-                    const uint32_t buf = stg + 8192u * (uint32_t)ub;
-                    ub = ub + 1 == NBUF ? 0 : ub + 1;
-                    if (lead) bulk_wait_read<NBUF - 1>();
-                    wg_bar(cw);
-#pragma unroll
-                    for (int j = 0; j < 8; j++) {
-                        const int n = ch * 8 + j;
-                        const uint32_t sw = (uint32_t)((j ^ g) << 4);
-                        float a0 = d[ms][4 * n], a1 = d[ms][4 * n + 1], b0 = d[ms][4 * n + 2], b1 = d[ms][4 * n + 3];
-                        if (bias) {
-                            const float2 bv = __bfloat1622float2(
-                                __ldg(reinterpret_cast<const __nv_bfloat162 *>(bias + n0 + 8 * n + 2 * t)));
-                            a0 = __fadd_rn(a0, bv.x);
-                            a1 = __fadd_rn(a1, bv.y);
-                            b0 = __fadd_rn(b0, bv.x);
-                            b1 = __fadd_rn(b1, bv.y);
-                        }
-                        if (EPI == DT_CU_EPI_GELU && o == 1) {
-                            a0 = gelu_f(a0);
-                            a1 = gelu_f(a1);
-                            b0 = gelu_f(b0);
-                            b1 = gelu_f(b1);
-                        }
-                        __nv_bfloat162 o0 = __floats2bfloat162_rn(a0, a1), o1 = __floats2bfloat162_rn(b0, b1);
-                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off0 + sw), "r"(*reinterpret_cast<uint32_t *>(&o0)));
-                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + off1 + sw), "r"(*reinterpret_cast<uint32_t *>(&o1)));
+                for (int j = 0; j < 8; j++) {
+                    const int n = ch * 8 + j;
+                    const uint32_t sw = (uint32_t)((j ^ g) << 4);
+                    float a0 = d[ms][4 * n], a1 = d[ms][4 * n + 1], b0 = d[ms][4 * n + 2], b1 = d[ms][4 * n + 3];
+                    if (bias) {
+                        const float2 bv = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&bw[n]));
+                        a0 = __fadd_rn(a0, bv.x);
+                        a1 = __fadd_rn(a1, bv.y);
+                        b0 = __fadd_rn(b0, bv.x);
+                        b1 = __fadd_rn(b1, bv.y);
                     }
-                    fence_proxy_async();
-                    wg_bar(cw);
-                    if (lead) {
-                        tma_store(EPI == DT_CU_EPI_GELU && o == 0 ? &map_x : &map_c, buf, col, row);
-                        bulk_commit();
+                    if (EPI == DT_CU_EPI_GELU) {
+                        __nv_bfloat162 x0 = __floats2bfloat162_rn(a0, a1), x1 = __floats2bfloat162_rn(b0, b1);
+                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(bx + off0 + sw), "r"(*reinterpret_cast<uint32_t *>(&x0)));
+                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(bx + off1 + sw), "r"(*reinterpret_cast<uint32_t *>(&x1)));
+                        a0 = gelu_f(a0);
+                        a1 = gelu_f(a1);
+                        b0 = gelu_f(b0);
+                        b1 = gelu_f(b1);
                     }
+                    __nv_bfloat162 o0 = __floats2bfloat162_rn(a0, a1), o1 = __floats2bfloat162_rn(b0, b1);
+                    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(bc + off0 + sw), "r"(*reinterpret_cast<uint32_t *>(&o0)));
+                    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(bc + off1 + sw), "r"(*reinterpret_cast<uint32_t *>(&o1)));
+                }
+                fence_proxy_async();
+                __syncwarp();
+                if (wlead) {
+                    if (EPI == DT_CU_EPI_GELU) tma_store(&map_x, bx, col, row);
+                    tma_store(&map_c, bc, col, row);
+                    bulk_commit();
                 }
             }
         }
@@ -497,7 +508,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                 *reinterpret_cast<float2 *>(dst + dt_gt_csum_col(BN, g, t, k)) = make_float2(cs[k], cs[k + 1]);
         }
     }
-    if (lead) bulk_wait_all(); /* the stores are done before the block's shared memory goes */
+    if (wlead) bulk_wait_all(); /* this warp's stores are done before the block's shared memory goes */
 }
 
 /* ---- the launcher ----------------------------------------------------------------------- */

@@ -27,15 +27,20 @@ static void test_ring(void) {
         /* every stage, and its B tile after the A tile, starts on a swizzle atom */
         CHECK(dt_gt_stage_bytes(bm, bn) % 1024 == 0 && (bm * 128) % 1024 == 0);
         CHECK(dt_gt_smem_bytes(sch) <= DT_GT_SMEM_MAX);
-        /* ring + staging + barriers (a full and an empty one a stage, one a staging buffer, one
-         * a consumer warpgroup) */
-        CHECK(DT_GT_EPI_BYTES(sch) == 2 * DT_GT_NBUF(sch) * 8192 && 2 * DT_GT_NBUF(sch) <= DT_GT_EBARS);
+        /* ring + staging + barriers (a full and an empty one a stage, one a consumer warp and
+         * staging buffer, one a consumer warpgroup) */
+        CHECK(DT_GT_EPI_BYTES(sch) == 2 * DT_GT_NBUF(sch) * 8192 && 8 * DT_GT_NBUF(sch) <= DT_GT_EBARS);
         CHECK(dt_gt_smem_bytes(sch) >= dt_gt_stages(sch) * dt_gt_stage_bytes(bm, bn) + DT_GT_EPI_BYTES(sch) +
-                                           16 * dt_gt_stages(sch) + 8 * 2 * DT_GT_NBUF(sch) + 2 * 8 +
+                                           16 * dt_gt_stages(sch) + 8 * 8 * DT_GT_NBUF(sch) + 2 * 8 +
                                            (2 * 8 + 4) * DT_GT_TQ + 1023);
         CHECK(dt_gt_stages(sch) >= 4); /* enough stages in flight to cover a load's latency */
-        /* the GELU epilogue's two stores a chunk go to different buffers */
-        CHECK(DT_GT_NBUF(sch) >= 2);
+        /* the GELU epilogue's two stores a chunk go to different buffers, and every tile's
+         * stores end on a buffer pair's last (the kernel's buffers of chunk c: 2 c % NBUF and
+         * the next) */
+        CHECK(DT_GT_NBUF(sch) >= 2 && DT_GT_NBUF(sch) % 2 == 0);
+        CHECK((DT_GT_WM(sch) / 64) * (bn / 64) * 2 % DT_GT_NBUF(sch) == 0);
+        /* a warp's box starts on a swizzle atom (the 128-byte swizzle repeats every 8 rows) */
+        CHECK((DT_GT_EPI_ROWS * 128) % 1024 == 0 && DT_GT_EPI_ROWS * 4 == 64);
     }
 }
 
@@ -46,13 +51,13 @@ static void test_maps(void) {
     CHECK(a.dim[0] == 768 && a.dim[1] == 16384 && a.stride == 1536);
     CHECK(a.box[0] == 64 && a.box[1] == 128 && a.box_bytes == 16384);
     CHECK(a64.box[0] == 64 && a64.box[1] == 64 && a64.box_bytes == 8192);
-    /* C and aux of the fc layer: a box is a consumer warpgroup's 64 rows of a 64-column
-     * chunk; two (four) buffers a warpgroup, two warpgroups: the staging bytes */
+    /* C and aux of the fc layer: a box is a consumer warp's 16 rows of a 64 x 64 chunk; four
+     * warps a buffer, two (four) buffers a warpgroup, two warpgroups: the staging bytes */
     dt_gt_map c = dt_gt_map_c(16384, 3072, 3072);
     CHECK(c.dim[0] == 3072 && c.dim[1] == 16384 && c.stride == 6144);
-    CHECK(c.box[0] == 64 && c.box[1] == 64 && c.box_bytes == 8192);
-    CHECK(2 * 2 * c.box_bytes == DT_GT_EPI_BYTES(DT_GT_COOP256));
-    CHECK(2 * 4 * c.box_bytes == DT_GT_EPI_BYTES(DT_GT_PP128));
+    CHECK(c.box[0] == 64 && c.box[1] == 16 && c.box_bytes == 2048);
+    CHECK(4 * 2 * 2 * c.box_bytes == DT_GT_EPI_BYTES(DT_GT_COOP256));
+    CHECK(4 * 2 * 4 * c.box_bytes == DT_GT_EPI_BYTES(DT_GT_PP128));
     /* fc forward, NT: W (3072, 768) */
     dt_gt_map b = dt_gt_map_b(1, 3072, 768, 768, 256);
     CHECK(b.dim[0] == 768 && b.dim[1] == 3072 && b.stride == 1536);
