@@ -4,9 +4,10 @@
 #  - bits (BITS=1, the default): both train 3 deterministic steps from the same seed and save;
 #    the weights and optimizer states must be byte-identical (cmp), for a change that
 #    promises the base's bits;
-#  - speed: ROUNDS rounds (default 3), each `bench --worker det` of PREV then CUR (order
-#    alternating by round), 20 timed steps after 5 warm-up ones, one profiled step; the
-#    DT_BENCH lines (step ms, tokens/s, the ranges) go to $OUT/ab.txt.
+#  - speed: ROUNDS rounds (default 3), each `bench --worker det` of PREV, CUR and CUR under
+#    each of VARIANTS (env settings, e.g. "DT_GEMM_OWN=on"; order reversed every other
+#    round), 20 timed steps after 5 warm-up ones, one profiled step; the DT_BENCH lines
+#    (step ms, tokens/s, the ranges) go to $OUT/ab.txt.
 # usage (device): PREV=build/carry/prev-detrain-cuda CUR=build/carry/detrain-cuda bash bench/gpu_ab.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,11 +28,12 @@ if [ "${BITS:-1}" = 1 ]; then
   done
   rm -rf "$w"
 fi
+# VARIANTS: settings of CUR timed too, each round ("NAME=value" words, one a variant)
 for r in $(seq 1 "${ROUNDS:-3}"); do
-  if [ $((r % 2)) = 1 ]; then order="$prev $cur"; else order="$cur $prev"; fi
-  for b in $order; do
-    tag=$([ "$b" = "$prev" ] && echo prev || echo cur)
-    line=$("$b" bench --worker det --steps 20 --warmup 5 --profile-steps 1 2>/dev/null | grep DT_BENCH) || { echo "FAIL: bench $tag"; rc=1; }
+  if [ $((r % 2)) = 1 ]; then order="prev cur ${VARIANTS:-}"; else order="${VARIANTS:-} cur prev"; fi
+  for tag in $order; do
+    case $tag in prev) cmd=("$prev") ;; cur) cmd=("$cur") ;; *) cmd=(env "$tag" "$cur") ;; esac
+    line=$("${cmd[@]}" bench --worker det --steps 20 --warmup 5 --profile-steps 1 2>/dev/null | grep DT_BENCH) || { echo "FAIL: bench $tag"; rc=1; }
     echo "round $r $tag $line" | tee -a "$out/ab.txt" | cut -c1-160
   done
 done

@@ -27,6 +27,9 @@ DT_FLASH_FN size_t dt_flash_ld_at(int bh, int t, int T) {
     const size_t row = (size_t)bh * (size_t)T + (size_t)t;
     return (row - (size_t)(t & 1)) * 2 + (size_t)(t & 1);
 }
+/* The same place from the row's index bh T + t in (B NH, T) order alone, for an even T (then
+ * t and the row share their parity). */
+DT_FLASH_FN size_t dt_flash_ld_at_row(size_t row) { return (row - (row & 1)) * 2 + (row & 1); }
 
 /* Heads per group of the backward grids: 16, or the largest power of two below it that
  * divides BH (1 when BH is odd). */

@@ -55,6 +55,7 @@
 #include "ops/wgmma_sync.cuh"
 
 #include <cuda.h> /* CUtensorMap and its enums only: the encoder comes from the runtime */
+#include <limits.h>
 #include <stdint.h>
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi), as gelu_cuda.cu */
@@ -136,10 +137,14 @@ static __device__ __forceinline__ float tanh_fast(float x) {
     asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
 }
-/* gelu.h's tanh form, factored for few instructions (the epilogue's arithmetic runs while
- * the tensor cores wait): u = x (K + K c x^2), GELU = h + h tanh(u) with h = x / 2, and
- * GELU' = (1 + tanh) / 2 + h (1 - tanh^2) (K + 3 K c x^2), with explicit fused multiply-adds
- * (fixed rounding, not left to the compiler). */
+/* gelu.h's tanh form, factored for few instructions (the epilogue's arithmetic runs beside
+ * the other warpgroup's products and slows them): u = x (K + K c x^2), GELU = h + h tanh(u)
+ * with h = x / 2, and GELU' = (1 + tanh) / 2 + h (1 - tanh^2) (K + 3 K c x^2), with explicit
+ * fused multiply-adds (fixed rounding, not left to the compiler). In GELU' the halving moves
+ * from h onto the factor (K + 3 K c x^2) / 2, made from the halved constants: halving is
+ * exact in binary floating point, so each rounding sees the same value halved and the
+ * result has the bits of the form above (away from fp32's subnormals, where a term that
+ * small vanishes beside (1 + tanh) / 2 either way), one multiplication fewer. */
 #define GELU_KC 0.035677408136300125f  /* K c, c = 0.044715 */
 #define GELU_3KC 0.10703222440890037f  /* 3 K c */
 static __device__ __forceinline__ float gelu_f(float x) {
@@ -148,8 +153,13 @@ static __device__ __forceinline__ float gelu_f(float x) {
 }
 static __device__ __forceinline__ float gelu_grad(float x) {
     const float x2 = __fmul_rn(x, x), th = tanh_fast(__fmul_rn(x, __fmaf_rn(GELU_KC, x2, GELU_K)));
-    const float hs = __fmul_rn(__fmul_rn(0.5f, x), __fmaf_rn(-th, th, 1.0f));
-    return __fmaf_rn(hs, __fmaf_rn(GELU_3KC, x2, GELU_K), __fmaf_rn(0.5f, th, 0.5f));
+    const float s = __fmul_rn(x, __fmaf_rn(-th, th, 1.0f)); /* 2 h (1 - tanh^2) */
+    return __fmaf_rn(s, __fmaf_rn(0.5f * GELU_3KC, x2, 0.5f * GELU_K), __fmaf_rn(0.5f, th, 0.5f));
+}
+/* A bf16 pair (low element first) as two floats: the bits moved into place (bf16 is the
+ * upper half of an fp32), two instructions where the conversion intrinsic takes three. */
+static __device__ __forceinline__ float2 bf16x2_floats(uint32_t p) {
+    return make_float2(__uint_as_float(p << 16), __uint_as_float(p & 0xffff0000u));
 }
 
 /* One step of the column sums' halving across g (gemm_tma_plan.h: dt_gt_csum_keep): of the
@@ -164,36 +174,26 @@ template <int H, int STEP, int NV> static __device__ __forceinline__ void csum_h
     }
 }
 
-/* DOT: row gm = b T + t of C, head h (64 columns): its head index b NH + h (and t). */
-static __device__ __forceinline__ int dot_row(int gm, int h, int NH, int T, int *t) {
+/* DOT: row gm = b T + t of C, head h (64 columns): the row's index (b NH + h) T + t in the
+ * attention's (B NH, T) order (lse's and, through dt_flash_ld_at_row, LD's). */
+static __device__ __forceinline__ int dot_row(int gm, int h, int NH, int T) {
     const int b = gm / T;
-    *t = gm - b * T;
-    return b * NH + h;
+    return (b * NH + h) * T + (gm - b * T);
 }
 /* DOT: a row's D of one head from this lane's chain v (the fused multiply-adds of its 16
  * channels 8 j + 2 t, + 1 in j order, from 0), added across the quad's lanes t in a fixed
  * tree, (S0 + S1) + (S2 + S3) (two xor shuffles: every lane gets the same bits), into LD's
- * pair layout beside lse log2(e) by lane t = 0 (dt_cu_flash_bwd's LD). lse_v: the row's lse,
- * loaded before the tile's products (dot_lse_load): a load here would stall the warp's
- * epilogue on its round trip once a chunk (0.0465 against 0.0414 ms a call at the 124M
- * shape on the H200). */
-static __device__ __forceinline__ void dot_store(float *ld, float lse_v, float v, int gm, int h, int NH, int T,
-                                                 int lane) {
+ * pair layout beside lse log2(e) by lane t = 0 (dt_cu_flash_bwd's LD). lse_v and r: the
+ * row's lse and index (dot_row), loaded and computed before the tile's products: a load here
+ * would stall the warp's epilogue on its round trip once a chunk (0.0465 against 0.0414 ms
+ * a call at the 124M shape on the H200). */
+static __device__ __forceinline__ void dot_store(float *ld, float lse_v, float v, int r, int lane) {
     v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
     v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
     if (lane & 3) return;
-    int t;
-    const int bh = dot_row(gm, h, NH, T, &t);
-    float *q = ld + dt_flash_ld_at(bh, t, T);
+    float *q = ld + dt_flash_ld_at_row((size_t)r); /* T even: the launcher refuses odd T */
     q[0] = lse_v * DT_FLASH_LD_LOG2E;
     q[2] = v;
-}
-/* The lse of row gm of head h (lane t = 0 of a quad only; else 0). */
-static __device__ __forceinline__ float dot_lse_load(const float *lse, int gm, int h, int NH, int T, int lane) {
-    if (lane & 3) return 0.0f;
-    int t;
-    const int bh = dot_row(gm, h, NH, T, &t);
-    return __ldg(lse + (size_t)bh * T + t);
 }
 
 /* ---- the kernel ------------------------------------------------------------------------- */
@@ -324,15 +324,20 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
         int m0, n0;
         dt_gt_tile(tile, N, BM, BN, &m0, &n0);
         const int mrow = PP ? m0 : m0 + cw * 64; /* this warpgroup's first row */
-        /* DOT: the lse of this thread's rows of each chunk, in flight during the products */
+        /* DOT: the index and lse of this thread's rows of each chunk (lane t = 0 of a quad;
+         * the others hold 0), the loads in flight during the products */
+        int row_r[EPI == DT_CU_EPI_DOT ? CHUNKS : 1][2];
         float lse_r[EPI == DT_CU_EPI_DOT ? CHUNKS : 1][2];
         if (EPI == DT_CU_EPI_DOT)
 #pragma unroll
             for (int c = 0; c < CHUNKS; c++)
 #pragma unroll
-                for (int h8 = 0; h8 < 2; h8++)
-                    lse_r[c][h8] = dot_lse_load(dot_lse, mrow + 64 * (c / NCH) + warp * 16 + g + 8 * h8,
-                                                (n0 + 64 * (c % NCH)) / 64, N / 64, dot_T, lane);
+                for (int h8 = 0; h8 < 2; h8++) {
+                    const int r = lane & 3 ? 0 : dot_row(mrow + 64 * (c / NCH) + warp * 16 + g + 8 * h8,
+                                                         (n0 + 64 * (c % NCH)) / 64, N / 64, dot_T);
+                    row_r[c][h8] = r;
+                    lse_r[c][h8] = lane & 3 ? 0.0f : __ldg(dot_lse + r);
+                }
         if (AUX_IN && wlead) { /* the first aux chunks load during the products */
             bulk_wait_read<0>();              /* this warp's stores of the last tile have read the buffers */
 #pragma unroll
@@ -413,15 +418,21 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                 const uint32_t buf = stg + 8192u * b;
                 mbar_wait(ebar + 8u * b, (eph >> b) & 1u);
                 eph ^= 1u << b;
+                /* the thread's aux words of the chunk first, all 16: the loads are ordered
+                 * volatile asm, so a load after the last j's stores would hold each j's
+                 * arithmetic back behind the one before (one j's 4 chains at a time) */
+                uint32_t p[8][2];
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    const uint32_t sw = (uint32_t)((j ^ g) << 4);
+                    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(p[j][0]) : "r"(buf + off0 + sw));
+                    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(p[j][1]) : "r"(buf + off1 + sw));
+                }
 #pragma unroll
                 for (int j = 0; j < 8; j++) {
                     const int n = ch * 8 + j;
                     const uint32_t sw = (uint32_t)((j ^ g) << 4);
-                    uint32_t p0, p1;
-                    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(p0) : "r"(buf + off0 + sw));
-                    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(p1) : "r"(buf + off1 + sw));
-                    const float2 q0 = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&p0));
-                    const float2 q1 = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&p1));
+                    const float2 q0 = bf16x2_floats(p[j][0]), q1 = bf16x2_floats(p[j][1]);
                     const int dgelu = EPI == DT_CU_EPI_DGELU; /* else DOT: C as it is */
                     const float v00 = dgelu ? __fmul_rn(d[ms][4 * n], gelu_grad(q0.x)) : d[ms][4 * n];
                     const float v01 = dgelu ? __fmul_rn(d[ms][4 * n + 1], gelu_grad(q0.y)) : d[ms][4 * n + 1];
@@ -429,7 +440,8 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                     const float v11 = dgelu ? __fmul_rn(d[ms][4 * n + 3], gelu_grad(q1.y)) : d[ms][4 * n + 3];
                     __nv_bfloat162 o0 = __floats2bfloat162_rn(v00, v01), o1 = __floats2bfloat162_rn(v10, v11);
                     if (EPI == DT_CU_EPI_DOT) { /* dO as stored times O */
-                        const float2 e0 = __bfloat1622float2(o0), e1 = __bfloat1622float2(o1);
+                        const float2 e0 = bf16x2_floats(*reinterpret_cast<uint32_t *>(&o0));
+                        const float2 e1 = bf16x2_floats(*reinterpret_cast<uint32_t *>(&o1));
                         dg = __fmaf_rn(e0.y, q0.y, __fmaf_rn(e0.x, q0.x, dg));
                         dh = __fmaf_rn(e1.y, q1.y, __fmaf_rn(e1.x, q1.x, dh));
                     }
@@ -454,8 +466,8 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                     }
                 }
                 if (EPI == DT_CU_EPI_DOT) { /* the chunk's 64 columns are one head */
-                    dot_store(dot_ld, lse_r[c][0], dg, row + g, col / 64, N / 64, dot_T, lane);
-                    dot_store(dot_ld, lse_r[c][1], dh, row + g + 8, col / 64, N / 64, dot_T, lane);
+                    dot_store(dot_ld, lse_r[c][0], dg, row_r[c][0], lane);
+                    dot_store(dot_ld, lse_r[c][1], dh, row_r[c][1], lane);
                 }
             } else {
                 /* GELU: aux (the pre-activation) into buffer bx, GELU into bc; DEFAULT: C into bc.
@@ -470,7 +482,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
                     const uint32_t sw = (uint32_t)((j ^ g) << 4);
                     float a0 = d[ms][4 * n], a1 = d[ms][4 * n + 1], b0 = d[ms][4 * n + 2], b1 = d[ms][4 * n + 3];
                     if (bias) {
-                        const float2 bv = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&bw[n]));
+                        const float2 bv = bf16x2_floats(bw[n]);
                         a0 = __fadd_rn(a0, bv.x);
                         a1 = __fadd_rn(a1, bv.y);
                         b0 = __fadd_rn(b0, bv.x);
@@ -636,9 +648,11 @@ dt_status dt_cu_gemm_wgmma_fin(const dt_cu_gemm_args *a, cudaStream_t s, cudaStr
                        "aligned csum_part of dt_cu_gemm_wgmma_csum_floats floats (csum %s, csum_part %s, epilogue %d)",
                        a->csum ? "set" : "NULL", a->csum_part ? "set" : "NULL", a->epi);
     if ((a->epi == DT_CU_EPI_DOT) != (a->dot_ld != NULL) ||
-        (a->epi == DT_CU_EPI_DOT && (!a->dot_lse || a->dot_T <= 0 || a->dot_T % 2 || a->M % a->dot_T)))
-        return dt_fail(DT_EINVAL, "dt_cu_gemm_wgmma: the DOT epilogue needs dot_ld, dot_lse and an even dot_T that "
-                       "divides M (dot_ld %s, dot_lse %s, dot_T %d, M %d, epilogue %d); other epilogues take no dot_ld",
+        (a->epi == DT_CU_EPI_DOT && (!a->dot_lse || a->dot_T <= 0 || a->dot_T % 2 || a->M % a->dot_T ||
+                                     (long long)a->M * (a->N / 64) > INT_MAX)))
+        return dt_fail(DT_EINVAL, "dt_cu_gemm_wgmma: the DOT epilogue needs dot_ld, dot_lse, an even dot_T that "
+                       "divides M and fewer than 2^31 rows of heads (dot_ld %s, dot_lse %s, dot_T %d, M %d, epilogue "
+                       "%d); other epilogues take no dot_ld",
                        a->dot_ld ? "set" : "NULL", a->dot_lse ? "set" : "NULL", a->dot_T, a->M, a->epi);
     switch (dt_gt_schedule(a->N, a->K, g_force)) {
     case DT_GT_COOP256: return dispatch<DT_GT_COOP256>(a, s, fs);

@@ -220,7 +220,8 @@ static void test_ld_at(void) {
         for (int bh = 0; bh < BH; bh++)
             for (int t = 0; t < T; t++) {
                 const size_t at = dt_flash_ld_at(bh, t, T), pair = ((size_t)bh * T + (size_t)(t & ~1)) * 2;
-                if (at != pair + (size_t)(t & 1) || at + 2 >= n) {
+                /* the row form (the DOT epilogue's, T even) names the same place */
+                if (at != pair + (size_t)(t & 1) || at + 2 >= n || at != dt_flash_ld_at_row((size_t)bh * T + t)) {
                     bad++;
                     continue;
                 }
@@ -234,6 +235,8 @@ static void test_ld_at(void) {
     /* a negative control: the layout of one float2 a row (lse, D) would put D where kernel
      * A reads the odd row's lse */
     CHECK(dt_flash_ld_at(0, 0, 64) + 1 == dt_flash_ld_at(0, 1, 64));
+    /* the row form needs T even: with T odd, head 1's row 0 is an odd row index */
+    CHECK(dt_flash_ld_at(1, 0, 63) != dt_flash_ld_at_row(63));
 }
 
 /* The wgmma dQ pass: tiles 1024-byte aligned, disjoint, 2 (M = 2) or 3 (M = 1) blocks an SM. */
