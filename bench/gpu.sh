@@ -48,6 +48,10 @@ if [ "${TESTS:-1}" != 0 ] && [ -x build/gpu-tests/bench_gemm ]; then
   stamp "GEMMs at the 124M shapes (policy picks, K chunks, epilogue fusions)"
   BENCH_GEMM_CANDS=0 build/gpu-tests/bench_gemm | tee "$OUT/bench_gemm.txt"; [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
+if [ "${TESTS:-1}" != 0 ] && [ -x build/gpu-tests/bench_gemm_epi ]; then
+  stamp "our GEMM's epilogues at the fc shape against its plain calls"
+  build/gpu-tests/bench_gemm_epi || rc=1
+fi
 if [ "${TESTS:-1}" != 0 ] && [ -x build/gpu-tests/bench_dw_batch ]; then
   stamp "the layers' weight-gradient GEMMs one layer at a time against one batched call"
   build/gpu-tests/bench_dw_batch || rc=1
