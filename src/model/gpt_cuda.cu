@@ -54,8 +54,8 @@ struct dt_gpt_cuda {
     /* DT_GEMM_DOT (default on, with our own GEMM and flash attention): the attproj input
      * gradient on our kernel with the DOT epilogue, which writes the flash backward's LD (both
      * flash backwards take it, so DT_ATTENTION=flash-mma still gives the same bits), so no D
-     * kernel runs; ld_ready: it did, for the next t_attention_bwd */
-    int gemm_dot, ld_ready;
+     * kernel runs (linear_bwd tells backward_launches, which tells t_attention_bwd) */
+    int gemm_dot;
 #define OWN_OFF 0
 #define OWN_ON 1
 #define OWN_GELU 2
@@ -832,10 +832,11 @@ static dt_status linear_gelu_fwd(dt_gpt_cuda *m, bf16 *out, bf16 *pre, const bf1
  * the layer whose attention output inp is; with m->gemm_dot, where the GEMM fits our
  * kernel, its DOT epilogue also writes the flash backward's LD (lse log2(e) and D = rowsum(dinp
  * O) per head and row) into the attention scratch, an output of this event ("ld"), and
- * m->ld_ready tells t_attention_bwd to skip its D kernel. */
+ * *ld_made (with dot_l >= 0) says whether it did: then the attention backward that follows
+ * runs no D kernel. */
 static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, const bf16 *dout,
                             const bf16 *inp, const bf16 *w, int N, int IC, int OC, const bf16 *gelu_pre,
-                            float *dx_db, int dot_l) {
+                            float *dx_db, int dot_l, int *ld_made) {
     const char *op = gelu_pre ? "matmul_dgelu_bwd" : "matmul_bwd";
     dt_cu_gemm_args a = {0, 0, N, IC, OC, dout, OC, 0, w, IC, 0, dinp, IC, 0, 0, 1.0f, 0.0f, 1, NULL,
                          gelu_pre ? DT_CU_EPI_DGELU : DT_CU_EPI_DEFAULT, (void *)gelu_pre, NULL, NULL, NULL, NULL};
@@ -879,7 +880,7 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
         dt_trace_kernel_info(h_, "colsum_dx: fused column sums of dx (dGELU epilogue), bias_bwd %s",
                              variant_name(DT_OP_BIAS_BWD));
     if (ld && h_) dt_trace_kernel_info(h_, "ld: the flash backward's D = rowsum(dx o) per head (DOT epilogue)");
-    m->ld_ready = ld != NULL;
+    if (ld_made) *ld_made = ld != NULL;
     int summed = db && db == m->db_summed;
     if (summed) m->db_summed = NULL;
     int bgrad = db && !summed && m->fuse_bgrad;
@@ -1191,8 +1192,10 @@ static dt_status t_gelu_bwd(dt_gpt_cuda *m, bf16 *dinp, float *db, const bf16 *i
 
 /* Attention backward of layer l into m->dqkv. db (flash only, else NULL): the qkv bias
  * gradient, += the column sums of dqkv fused into the flash kernels (finished on m->fin);
- * the qkv linear's backward then gets no db. It is this event's input and output. */
-static dt_status t_attention_bwd(dt_gpt_cuda *m, int l, const dt_dropout *ad, float *db) {
+ * the qkv linear's backward then gets no db. It is this event's input and output.
+ * ld_ready: the attproj input-gradient GEMM just wrote the flash backward's LD (its DOT
+ * epilogue; linear_bwd's *ld_made), so no D kernel runs. */
+static dt_status t_attention_bwd(dt_gpt_cuda *m, int l, const dt_dropout *ad, float *db, int ld_ready) {
     TRY(claim(m, m->dqkv));
     int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads, BT = B * T;
     size_t sc = (size_t)BT * C;
@@ -1206,8 +1209,6 @@ static dt_status t_attention_bwd(dt_gpt_cuda *m, int l, const dt_dropout *ad, fl
     if (h_) dt_trace_kernel_info(h_, "%s %s B=%d T=%d C=%d NH=%d%s", attention_name(m),
                                  variant_name(DT_OP_ATTENTION_BWD), B, T, C, NH,
                                  db ? "; db: column sums of dqkv fused, 64-row block partials added in order" : "");
-    const int ld_ready = m->ld_ready; /* LD from the attproj input-gradient GEMM (linear_bwd) */
-    m->ld_ready = 0;
     if (h_ && ld_ready) dt_trace_kernel_info(h_, "LD (lse, D) from matmul_bwd's DOT epilogue: no D kernel");
     if (m->flash_wgmma && ld_ready)
         dt_cu_flash_bwd_wgmma_ld(m->dqkv, db, db ? next_part(m) : NULL, m->att_scratch, m->dc1, qkv, B, T, C, NH,
@@ -1256,7 +1257,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
 #define NEXT_DB(i, l) (m->ln_colsum ? G(i) + (size_t)(l) * C : NULL) /* bias i of layer l */
     dt_trace_scope_push("head");
     rbegin(m, DT_R_HEAD_BWD); /* logits = lnf wte^T; the logits hold dlogits */
-    TRY(linear_bwd(m, m->dc1, G(DT_P_WTE), NULL, m->logits, m->lnf, P16(DT_P_WTE), BT, C, Vp, NULL, NULL, -1));
+    TRY(linear_bwd(m, m->dc1, G(DT_P_WTE), NULL, m->logits, m->lnf, P16(DT_P_WTE), BT, C, Vp, NULL, NULL, -1, NULL));
     rend(m, DT_R_HEAD_BWD);
     rbegin(m, DT_R_LN_BWD);
     TRY(t_layernorm_bwd(m, 0, G(DT_P_LNFW), G(DT_P_LNFB), m->res3 + (size_t)(L - 1) * sc, P(DT_P_LNFW),
@@ -1276,13 +1277,13 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
                              * (our kernel) or with the fc weights' */
             float *fcb = m->fuse_bgrad ? NULL : G(DT_P_FCB) + lC * 4;
             TRY(linear_bwd(m, m->dfch, G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC, dproj,
-                           m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, fch, fcb, -1));
+                           m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, fch, fcb, -1, NULL));
             TRY(linear_bwd(m, m->dc1, G(DT_P_FCW) + lC * 4 * C, G(DT_P_FCB) + lC * 4, m->dfch,
-                           m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1));
+                           m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1, NULL));
             rend(m, DT_R_MATMUL_BWD);
         } else {
             TRY(linear_bwd(m, m->dfchg, G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC, dproj,
-                           m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, NULL, NULL, -1));
+                           m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, NULL, NULL, -1, NULL));
             rend(m, DT_R_MATMUL_BWD);
             rbegin(m, DT_R_GELU_BWD);
             /* the fc bias gradient: from the fc weight-gradient GEMM, or fused into the GELU backward */
@@ -1291,7 +1292,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
             rend(m, DT_R_GELU_BWD);
             rbegin(m, DT_R_MATMUL_BWD);
             TRY(linear_bwd(m, m->dc1, G(DT_P_FCW) + lC * 4 * C, m->fuse_bgrad ? fcb : NULL, m->dfch,
-                           m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1));
+                           m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1, NULL));
             rend(m, DT_R_MATMUL_BWD);
         }
         rbegin(m, DT_R_LN_BWD);
@@ -1300,18 +1301,19 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
         rend(m, DT_R_LN_BWD);
         TRY(through_dropout(m, &hd, 2u * (uint32_t)l, &dproj));
         rbegin(m, DT_R_MATMUL_BWD);
+        int ld_made = 0; /* LD from the attproj GEMM's DOT epilogue, for the attention backward */
         TRY(linear_bwd(m, m->dc1, G(DT_P_ATTPROJW) + lC * C, G(DT_P_ATTPROJB) + lC, dproj,
-                       m->atty + l * sc, P16(DT_P_ATTPROJW) + lC * C, BT, C, C, NULL, NULL, l));
+                       m->atty + l * sc, P16(DT_P_ATTPROJW) + lC * C, BT, C, C, NULL, NULL, l, &ld_made));
         rend(m, DT_R_MATMUL_BWD);
         /* the qkv bias gradient: fused into the flash backward (it sums the dqkv it stores;
          * no colsum or GEMM epilogue re-reads dqkv), else the qkv linear's */
         float *qkvb = G(DT_P_QKVB) + lC * 3;
         rbegin(m, DT_R_ATTN_BWD);
-        TRY(t_attention_bwd(m, l, &ad, m->flash ? qkvb : NULL));
+        TRY(t_attention_bwd(m, l, &ad, m->flash ? qkvb : NULL, ld_made));
         rend(m, DT_R_ATTN_BWD);
         rbegin(m, DT_R_MATMUL_BWD);
         TRY(linear_bwd(m, m->dc1, G(DT_P_QKVW) + lC * 3 * C, m->flash ? NULL : qkvb, m->dqkv,
-                       m->ln1 + l * sc, P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C, NULL, NULL, -1));
+                       m->ln1 + l * sc, P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C, NULL, NULL, -1, NULL));
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_LN_BWD);
         TRY(t_layernorm_bwd(m, 1, G(DT_P_LN1W) + lC, G(DT_P_LN1B) + lC, res, P(DT_P_LN1W) + lC,

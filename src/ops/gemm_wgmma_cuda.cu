@@ -35,11 +35,13 @@
  *    of A and 4 KB of B in its 64 cycles at the full bf16 rate (4096 flop a cycle an SM),
  *    96 B a cycle against the SM's ~128 (m64n256k16: 10 KB in 128 cycles, 80 B); L2 reads,
  *    384 KB a 128 x 128 x 768 tile against 576 KB a 128 x 256 one, are 1.33x as many a flop;
- *  - the epilogue goes from registers into two swizzled 64 x 64 staging buffers a consumer
- *    warpgroup and out by TMA stores (bf16 pairs stored straight from the accumulator
- *    layout, 16 bytes a row per warp instruction, made the GELU GEMM take 0.29 ms instead
- *    of 0.15 on the H200), a buffer waited for only when it is written again; dGELU's aux
- *    comes in by TMA the same way. The GELU uses the hardware tanh.
+ *  - the epilogue goes from registers into swizzled 64 x 64 staging buffers (two or four a
+ *    consumer warpgroup) and out by TMA stores (bf16 pairs stored straight from the
+ *    accumulator layout, 16 bytes a row per warp instruction, made the GELU GEMM take
+ *    0.29 ms instead of 0.15 on the H200), each warp its own 16 rows of a buffer by its own
+ *    store, waited for only when the warp writes the buffer again; dGELU's and DOT's aux
+ *    comes in by TMA the same way, warp by warp. No warpgroup barrier: a warp never waits
+ *    for another in the epilogue. The GELU uses the hardware tanh.
  *
  * Determinism: one block owns each output tile (one consumer warpgroup each of its rows) and
  * each output element is one dot product over K, reduced in K order inside the tensor core
@@ -333,7 +335,7 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
             for (int c = 0; c < CHUNKS; c++)
 #pragma unroll
                 for (int h8 = 0; h8 < 2; h8++) {
-                    const int r = lane & 3 ? 0 : dot_row(mrow + 64 * (c / NCH) + warp * 16 + g + 8 * h8,
+                    const int r = lane & 3 ? 0 : dot_row(mrow + 64 * (c / NCH) + DT_GT_EPI_ROWS * warp + g + 8 * h8,
                                                          (n0 + 64 * (c % NCH)) / 64, N / 64, dot_T);
                     row_r[c][h8] = r;
                     lse_r[c][h8] = lane & 3 ? 0.0f : __ldg(dot_lse + r);
@@ -399,7 +401,8 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
          * 16-byte piece j of row r at piece j ^ (r % 8): the 32 threads of a warp hit 32
          * banks), then the warp's lane 0 writes the warp's 16 x 64 box by one TMA store, in
          * its own bulk groups: no warp waits for another (with the warpgroup's 64 x 64 box,
-         * the barriers before each store cost 12% of the epilogue's time; ncu, session 11).
+         * 12% of the epilogue's stall samples sat at the barriers before each store; ncu,
+         * session 11).
          * dGELU and DOT load their aux chunk into the buffer by TMA and the output overwrites
          * it in place (each thread the same addresses); DEFAULT and GELU take the buffers in a
          * fixed turn, OUTS a chunk, and wait, before writing, for the stores that read them
