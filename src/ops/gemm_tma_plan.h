@@ -44,8 +44,8 @@
 #define DT_GT_WM(sch) (DT_GT_PP(sch) ? DT_GT_BM(sch) : 64)
 /* The epilogue's staging: 64 x 64 bf16 buffers (8 KB) a consumer warpgroup, each warp's
  * DT_GT_EPI_ROWS rows written by the warp and read by its own TMA store (or loaded with
- * dGELU's aux by TMA, then overwritten), so as many stores as buffers can be in flight. The 128 x 128 ping-pong
- * takes four and one stage fewer: dGELU's four aux chunks all load at the tile's start,
+ * dGELU's aux by TMA, then overwritten), so as many stores as buffers can be in flight.
+ * The 128 x 128 ping-pong takes four and one stage fewer: dGELU's four aux chunks all load at the tile's start,
  * under the products, and need no L2 prefetch (a prefetch a row, 128 a tile, held up the
  * TMA unit: 0.194 ms instead of 0.157 for the 128 x 128 cooperative dGELU GEMM on the
  * H200); six buffers (four stages) were no faster for GELU's eight stores a tile. */

@@ -34,11 +34,12 @@ static void test_ring(void) {
                                            16 * dt_gt_stages(sch) + 8 * 8 * DT_GT_NBUF(sch) + 2 * 8 +
                                            (2 * 8 + 4) * DT_GT_TQ + 1023);
         CHECK(dt_gt_stages(sch) >= 4); /* enough stages in flight to cover a load's latency */
-        /* the GELU epilogue's two stores a chunk go to different buffers, and every tile's
-         * stores end on a buffer pair's last (the kernel's buffers of chunk c: 2 c % NBUF and
-         * the next) */
+        /* the GELU epilogue's two stores a chunk go to different buffers, and a tile's stores
+         * end on the last buffer, so the fixed turn (chunk c: buffer c % NBUF, or 2 c % NBUF
+         * and the next with GELU) goes on across tiles: a tile's chunks are a multiple of
+         * NBUF */
         CHECK(DT_GT_NBUF(sch) >= 2 && DT_GT_NBUF(sch) % 2 == 0);
-        CHECK((DT_GT_WM(sch) / 64) * (bn / 64) * 2 % DT_GT_NBUF(sch) == 0);
+        CHECK((DT_GT_WM(sch) / 64) * (bn / 64) % DT_GT_NBUF(sch) == 0);
         /* a warp's box starts on a swizzle atom (the 128-byte swizzle repeats every 8 rows) */
         CHECK((DT_GT_EPI_ROWS * 128) % 1024 == 0 && DT_GT_EPI_ROWS * 4 == 64);
     }
