@@ -79,6 +79,14 @@ struct dt_gpt_cuda {
      * m->s writes that buffer again it waits for the GEMM's event in reads (claim). */
     int overlap;     /* asked for (create); this backward uses it when m->ov */
     int ov;
+    /* DT_DW_BATCH (default off; an experiment): the qkv weight gradients of every layer in
+     * one strided-batched GEMM after the layers (bench_dw_batch: 0.127 ms less a step alone,
+     * the single calls' bytes at the 124M shape) instead of one a layer beside the next
+     * layer's work; it keeps each layer's dqkv (dqkv_all, L B T 3C). dwb: this backward
+     * batches them (asked, flash attention: no qkv bias gradient from the GEMM, and no
+     * module- or op-level tracing, whose events report each layer's gradients). */
+    int dw_batch, dwb;
+    bf16 *dqkv_all;
     cudaStream_t wgs;
     dt_cu_blas *blas_w;
     cudaEvent_t ev_ready, ev_wdone, ev_read[DT_CU_READS_MAX];
@@ -304,6 +312,13 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     }
     m->gemm_own = !own ? OWN_GELU : !strcmp(own, "on") ? OWN_ON : !strcmp(own, "gelu") ? OWN_GELU
                 : !strcmp(own, "dgelu") ? OWN_DGELU : OWN_OFF;
+    const char *dwb = getenv("DT_DW_BATCH");
+    if (dwb && strcmp(dwb, "on") && strcmp(dwb, "off")) {
+        dt_gpt_cuda_free(m);
+        return dt_fail(DT_EINVAL, "DT_DW_BATCH='%s': accepted: off (the default), on (the qkv weight gradients of "
+                       "every layer in one batched GEMM after the layers)", dwb);
+    }
+    m->dw_batch = dwb && !strcmp(dwb, "on");
     const char *own_bwd = getenv("DT_GEMM_OWN_BWD");
     if (own_bwd && strcmp(own_bwd, "on") && strcmp(own_bwd, "off")) {
         dt_gpt_cuda_free(m);
@@ -394,6 +409,7 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     DMALLOC(m->dproj16, sc, "scratch");
     DMALLOC(m->dc1, sc, "scratch");
     DMALLOC(m->dqkv, 3 * sc, "scratch");
+    if (m->dw_batch && m->flash) DMALLOC(m->dqkv_all, 3 * sc * (size_t)L, "scratch (DT_DW_BATCH=on)");
     DMALLOC(m->dfch, 4 * sc, "scratch");
     if ((st = probe_fusions(m)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
     if (!m->fuse_gelu) DMALLOC(m->dfchg, 4 * sc, "scratch"); /* the GEMM's dGELU input, unfused only */
@@ -457,7 +473,7 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
                     m->atty, m->att, m->attproj, m->res2, m->ln2, m->fch, m->fchg, m->fcproj, m->res3,
                     m->lnf, m->logits, m->ln1_mean, m->ln1_rstd, m->ln2_mean, m->ln2_rstd,
                     m->lnf_mean, m->lnf_rstd, m->losses, m->part, m->dres16, m->dproj16,
-                    m->dc1, m->dqkv, m->dfch, m->dfchg, m->att_scratch, m->red_part, m->stats,
+                    m->dc1, m->dqkv, m->dqkv_all, m->dfch, m->dfchg, m->att_scratch, m->red_part, m->stats,
                     m->zeros, m->d_in, m->d_tg, m->d_order, m->d_segtok, m->d_segstart, m->chunks,
                     m->decay, m->att_lse, m->pn_part};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
@@ -625,7 +641,7 @@ static int graph_eligible(const dt_gpt_cuda *m) {
 /* Every host-side setting phase g's launch sequence depends on. */
 static uint64_t graph_sig(const dt_gpt_cuda *m, int g) {
     struct {
-        int g, training, ov, ln_colsum, grad_fresh;
+        int g, training, ov, dwb, ln_colsum, grad_fresh;
         float loss_scale;
         unsigned char variant[DT_OP_COUNT];
     } k;
@@ -636,6 +652,7 @@ static uint64_t graph_sig(const dt_gpt_cuda *m, int g) {
         k.loss_scale = m->loss_scale;
         if (g == G_BWD_FRESH || g == G_BWD_ADD) { /* set by the backward before its launches */
             k.ov = m->ov;
+            k.dwb = m->dwb;
             k.ln_colsum = m->ln_colsum;
             k.grad_fresh = m->grad_fresh;
         }
@@ -833,10 +850,12 @@ static dt_status linear_gelu_fwd(dt_gpt_cuda *m, bf16 *out, bf16 *pre, const bf1
  * kernel, its DOT epilogue also writes the flash backward's LD (lse log2(e) and D = rowsum(dinp
  * O) per head and row) into the attention scratch, an output of this event ("ld"), and
  * *ld_made (with dot_l >= 0) says whether it did: then the attention backward that follows
- * runs no D kernel. */
+ * runs no D kernel. dw NULL (with db NULL): the caller makes the weight gradient (the qkv
+ * linear's, batched over the layers with DT_DW_BATCH); only dinp is made here. */
 static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, const bf16 *dout,
                             const bf16 *inp, const bf16 *w, int N, int IC, int OC, const bf16 *gelu_pre,
                             float *dx_db, int dot_l, int *ld_made) {
+    if (!dw && db) return dt_fail(DT_ESTATE, "linear_bwd: a bias gradient without its weight gradient");
     const char *op = gelu_pre ? "matmul_dgelu_bwd" : "matmul_bwd";
     dt_cu_gemm_args a = {0, 0, N, IC, OC, dout, OC, 0, w, IC, 0, dinp, IC, 0, 0, 1.0f, 0.0f, 1, NULL,
                          gelu_pre ? DT_CU_EPI_DGELU : DT_CU_EPI_DEFAULT, (void *)gelu_pre, NULL, NULL, NULL, NULL};
@@ -862,14 +881,14 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
         csum = dx_db;
     OP_BEGIN(DT_PHASE_BWD, op, DT_OP_GEMM,
              (IN("dy", dout, BF, N, OC), IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC),
-              IN("pre", gelu_pre, BF, N, gelu_pre ? IC : 0), IN("dw", dw, F32, OC, IC),
+              IN("pre", gelu_pre, BF, N, gelu_pre ? IC : 0), IN("dw", dw, F32, OC, dw ? IC : 0),
               IN("db", db, F32, 1, db ? OC : 0), IN("colsum_dx", csum, F32, 1, csum ? IC : 0),
               IN("lse", a.dot_lse, F32, ld ? (int64_t)B * NH * T : 0, 1)));
     if (csum) {
         a.csum = csum;
         a.csum_part = next_parts(m, m->csum_sites);
     }
-    if (m->ov) { /* dout is ready: the weight gradient may start on m->wgs */
+    if (m->ov && dw) { /* dout is ready: the weight gradient may start on m->wgs */
         TRY(dt_cu_check(cudaEventRecord(m->ev_ready, m->s), "cudaEventRecord"));
         TRY(dt_cu_check(cudaStreamWaitEvent(m->wgs, m->ev_ready, 0), "cudaStreamWaitEvent"));
     }
@@ -891,8 +910,10 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
      * overlapping, where the (memory-bound) column sum runs beside the main stream's
      * (compute-bound) input-gradient GEMMs */
     cudaStream_t ws = m->ov ? m->wgs : m->s;
-    TRY(dt_cu_gemm_fin(m->ov ? m->blas_w : m->blas, &g, ws, m->fin));
-    gemm_info(m, h_, bgrad ? "dw, db (bias-gradient epilogue, chunk partials added in order)" : "dw");
+    if (dw) {
+        TRY(dt_cu_gemm_fin(m->ov ? m->blas_w : m->blas, &g, ws, m->fin));
+        gemm_info(m, h_, bgrad ? "dw, db (bias-gradient epilogue, chunk partials added in order)" : "dw");
+    }
     if (summed && h_) dt_trace_kernel_info(h_, "db: the column sums of dy, added by layernorm_bwd (fused)");
     if (db && !bgrad && !summed) {
         rend(m, DT_R_MATMUL_BWD);
@@ -902,10 +923,10 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
         rbegin(m, DT_R_MATMUL_BWD);
         if (h_) dt_trace_kernel_info(h_, "db: colsum %s rows=%d cols=%d", variant_name(DT_OP_BIAS_BWD), N, OC);
     }
-    if (m->ov) TRY(note_read(m, dout)); /* after both readers */
+    if (m->ov && dw) TRY(note_read(m, dout)); /* after both readers */
     if (csum) m->db_summed = csum;
     TRY(inject(m, op, dinp, (size_t)N * IC, 2));
-    OP_END((OUT("dx", dinp, BF, N, IC), OUT("dw", dw, F32, OC, IC), OUT("db", db, F32, 1, db ? OC : 0),
+    OP_END((OUT("dx", dinp, BF, N, IC), OUT("dw", dw, F32, OC, dw ? IC : 0), OUT("db", db, F32, 1, db ? OC : 0),
             OUT("colsum_dx", csum, F32, 1, csum ? IC : 0), OUT("ld", ld, F32, ld ? (int64_t)B * NH * T : 0, 2)));
     return DT_OK;
 }
@@ -1190,13 +1211,20 @@ static dt_status t_gelu_bwd(dt_gpt_cuda *m, bf16 *dinp, float *db, const bf16 *i
     return DT_OK;
 }
 
-/* Attention backward of layer l into m->dqkv. db (flash only, else NULL): the qkv bias
+/* Layer l's dqkv: its own slice of dqkv_all when this backward batches the qkv weight
+ * gradients (m->dwb), else the one buffer every layer reuses. */
+static bf16 *dqkv_of(const dt_gpt_cuda *m, int l) {
+    return m->dwb ? m->dqkv_all + (size_t)l * m->B * m->T * 3 * m->cfg.channels : m->dqkv;
+}
+
+/* Attention backward of layer l into dqkv_of(m, l). db (flash only, else NULL): the qkv bias
  * gradient, += the column sums of dqkv fused into the flash kernels (finished on m->fin);
  * the qkv linear's backward then gets no db. It is this event's input and output.
  * ld_ready: the attproj input-gradient GEMM just wrote the flash backward's LD (its DOT
  * epilogue; linear_bwd's *ld_made), so no D kernel runs. */
 static dt_status t_attention_bwd(dt_gpt_cuda *m, int l, const dt_dropout *ad, float *db, int ld_ready) {
-    TRY(claim(m, m->dqkv));
+    bf16 *dqkv = dqkv_of(m, l);
+    TRY(claim(m, dqkv));
     int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads, BT = B * T;
     size_t sc = (size_t)BT * C;
     const bf16 *qkv = m->qkv + l * sc * 3, *atty = m->atty + l * sc;
@@ -1211,22 +1239,22 @@ static dt_status t_attention_bwd(dt_gpt_cuda *m, int l, const dt_dropout *ad, fl
                                  db ? "; db: column sums of dqkv fused, 64-row block partials added in order" : "");
     if (h_ && ld_ready) dt_trace_kernel_info(h_, "LD (lse, D) from matmul_bwd's DOT epilogue: no D kernel");
     if (m->flash_wgmma && ld_ready)
-        dt_cu_flash_bwd_wgmma_ld(m->dqkv, db, db ? next_part(m) : NULL, m->att_scratch, m->dc1, qkv, B, T, C, NH,
+        dt_cu_flash_bwd_wgmma_ld(dqkv, db, db ? next_part(m) : NULL, m->att_scratch, m->dc1, qkv, B, T, C, NH,
                                  m->s, m->fin);
     else if (m->flash_wgmma)
-        dt_cu_flash_bwd_wgmma(m->dqkv, db, db ? next_part(m) : NULL, m->att_scratch, m->dc1, qkv, atty, lse, B, T, C,
+        dt_cu_flash_bwd_wgmma(dqkv, db, db ? next_part(m) : NULL, m->att_scratch, m->dc1, qkv, atty, lse, B, T, C,
                               NH, m->s, m->fin);
     else if (m->flash && ld_ready)
-        dt_cu_flash_bwd_ld(m->dqkv, db, db ? next_part(m) : NULL, m->att_scratch, m->dc1, qkv, B, T, C, NH, m->s,
+        dt_cu_flash_bwd_ld(dqkv, db, db ? next_part(m) : NULL, m->att_scratch, m->dc1, qkv, B, T, C, NH, m->s,
                            m->fin);
     else if (m->flash)
-        dt_cu_flash_bwd(m->dqkv, db, db ? next_part(m) : NULL, m->att_scratch, m->dc1, qkv, atty, lse, B, T, C, NH,
+        dt_cu_flash_bwd(dqkv, db, db ? next_part(m) : NULL, m->att_scratch, m->dc1, qkv, atty, lse, B, T, C, NH,
                         m->s, m->fin);
     else
-        TRY(dt_cu_attention_bwd(m->blas, m->dqkv, m->dc1, qkv, att, m->att_scratch, B, T, C, NH, ad,
+        TRY(dt_cu_attention_bwd(m->blas, dqkv, m->dc1, qkv, att, m->att_scratch, B, T, C, NH, ad,
                                 (uint32_t)l, m->s));
-    TRY(inject(m, "attention_bwd", m->dqkv, sc * 3, 2));
-    OP_END((OUT("dqkv", m->dqkv, BF, BT, 3 * C), OUT("db", db, F32, 1, db ? 3 * C : 0)));
+    TRY(inject(m, "attention_bwd", dqkv, sc * 3, 2));
+    OP_END((OUT("dqkv", dqkv, BF, BT, 3 * C), OUT("db", db, F32, 1, db ? 3 * C : 0)));
     return DT_OK;
 }
 
@@ -1245,6 +1273,23 @@ static dt_status t_encoder_bwd(dt_gpt_cuda *m, const dt_dropout *hd) {
 
 /* The backward's launches up to the embedding backward (whose launch depends on the
  * batch's buckets), ending with the side streams joined. */
+/* DT_DW_BATCH: dW_l (3C, C) = dqkv_l^T ln1_l for every layer l in one strided-batched GEMM,
+ * each layer's exactly as linear_bwd's call would make it (the same operands, alpha, beta;
+ * cuBLASLt's pinned plan for the batched shape, no split of K in place; whether its bytes
+ * equal the single calls' depends on that plan: bench_dw_batch compares them). On m->wgs
+ * when overlapping, after m->s wrote the last layer's dqkv (layer 0's). */
+static dt_status qkv_dw_batched(dt_gpt_cuda *m) {
+    const int L = m->cfg.num_layers, C = m->cfg.channels, BT = m->B * m->T;
+    dt_cu_gemm_args g = {1, 0, 3 * C, C, BT, m->dqkv_all, 3 * C, (long long)BT * 3 * C, m->ln1, C,
+                         (long long)BT * C, G(DT_P_QKVW), C, (long long)3 * C * C, 1, 1.0f,
+                         m->grad_fresh ? 0.0f : 1.0f, L, NULL};
+    if (m->ov) {
+        TRY(dt_cu_check(cudaEventRecord(m->ev_ready, m->s), "cudaEventRecord"));
+        TRY(dt_cu_check(cudaStreamWaitEvent(m->wgs, m->ev_ready, 0), "cudaStreamWaitEvent"));
+    }
+    return dt_cu_gemm(m->ov ? m->blas_w : m->blas, &g, m->ov ? m->wgs : m->s);
+}
+
 static dt_status backward_launches(dt_gpt_cuda *m) {
     const dt_gpt_config *c = &m->cfg;
     int B = m->B, T = m->T, C = c->channels, L = c->num_layers;
@@ -1312,7 +1357,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
         TRY(t_attention_bwd(m, l, &ad, m->flash ? qkvb : NULL, ld_made));
         rend(m, DT_R_ATTN_BWD);
         rbegin(m, DT_R_MATMUL_BWD);
-        TRY(linear_bwd(m, m->dc1, G(DT_P_QKVW) + lC * 3 * C, m->flash ? NULL : qkvb, m->dqkv,
+        TRY(linear_bwd(m, m->dc1, m->dwb ? NULL : G(DT_P_QKVW) + lC * 3 * C, m->flash ? NULL : qkvb, dqkv_of(m, l),
                        m->ln1 + l * sc, P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C, NULL, NULL, -1, NULL));
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_LN_BWD);
@@ -1323,6 +1368,11 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
         TRY(block_end(m, blk, DT_PHASE_BWD, l, m->dres16, DT_DT_BF16));
     }
 #undef NEXT_DB
+    if (m->dwb) { /* every layer's qkv weight gradient: one strided-batched GEMM (DT_DW_BATCH) */
+        rbegin(m, DT_R_MATMUL_BWD);
+        TRY(qkv_dw_batched(m));
+        rend(m, DT_R_MATMUL_BWD);
+    }
     /* the encoder backward adds into wte's gradient, which the head's weight-gradient GEMM
      * (tied weights) wrote on m->wgs; a graph's capture ends with every stream joined */
     TRY(join_wgs(m));
@@ -1339,6 +1389,7 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     /* weight gradients on m->wgs, except in profiled steps (the leaderboard times each range
      * alone on m->s) and when tracing digests gradients per module or op */
     m->ov = m->overlap && !m->prof && !dt_trace_on(DT_TRACE_MODULE);
+    m->dwb = m->dw_batch && m->dqkv_all && !dt_trace_on(DT_TRACE_MODULE);
     /* with hidden dropout the linears read a masked copy of dres16 (through_dropout); with
      * BGRAD the weight-gradient GEMMs make every bias gradient */
     m->ln_colsum = !dt_dropout_on(&hd) && !m->fuse_bgrad;
@@ -1554,7 +1605,8 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
              "\"sm\":\"%d.%d\",\"sms\":%d,\"driver\":%d,"
              "\"runtime\":%d,\"cublaslt\":%zu,\"nvcc_flags\":\"%s\",\"gemm_workspace\":%u,"
              "\"gemm_table\":%s,\"gemm_algos\":%s,\"bwd_overlap\":\"%s\",\"gemm_algos_weight_stream\":%s,"
-             "\"cuda_graphs\":\"%s\",\"gemm_own\":\"%s\",\"fc_bias_grad\":\"%s\",\"attention_d\":\"%s\"}",
+             "\"cuda_graphs\":\"%s\",\"gemm_own\":\"%s\",\"fc_bias_grad\":\"%s\",\"attention_d\":\"%s\","
+             "\"dw_batch\":\"%s\"}",
              attention_name(m), m->fuse_gelu ? "true" : "false", m->fuse_bgrad ? "true" : "false",
              m->fusion_note, m->ksplit_off ? "off (DT_GEMM_SPLITK=off)" : "dt_cu_gemm_splits",
              m->fuse_bgrad ? "off (bias gradients from the GEMM epilogue)"
@@ -1583,6 +1635,10 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
              m->gemm_dot ? "the attproj input-gradient GEMM's DOT epilogue (gemm_wgmma_cuda.cu) where its shape fits, "
                            "else the D kernel (DT_GEMM_DOT=on)"
              : m->flash ? "the D kernel"
-                        : "none (GEMM attention)");
+                        : "none (GEMM attention)",
+             !m->dw_batch ? "off"
+             : m->dqkv_all ? "qkv: every layer's qkv weight gradient in one batched GEMM after the layers "
+                             "(DT_DW_BATCH=on; not while tracing modules or ops)"
+                           : "off: DT_DW_BATCH=on needs flash attention");
     return m->desc;
 }
