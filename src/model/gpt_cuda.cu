@@ -835,6 +835,23 @@ static dt_status linear_gelu_fwd(dt_gpt_cuda *m, bf16 *out, bf16 *pre, const bf1
     return DT_OK;
 }
 
+/* The weight gradient of a linear, dw (OC, IC) fp32 = dout^T (OC x N) inp (N x IC), added to
+ * dw unless zero_grad asked for fresh gradients (beta 0): linear_bwd's call, and each layer's
+ * of the batched one (DT_DW_BATCH). */
+static dt_cu_gemm_args dw_gemm(const dt_gpt_cuda *m, const bf16 *dout, const bf16 *inp, float *dw, int N, int IC,
+                               int OC) {
+    dt_cu_gemm_args g = {1, 0, OC, IC, N, dout, OC, 0, inp, IC, 0, dw, IC, 0, 1, 1.0f, m->grad_fresh ? 0.0f : 1.0f,
+                         1, NULL};
+    return g;
+}
+/* When overlapping: what m->s has queued (the dout a weight gradient reads) comes before
+ * what m->wgs queues next. */
+static dt_status wgs_after_main(dt_gpt_cuda *m) {
+    if (!m->ov) return DT_OK;
+    TRY(dt_cu_check(cudaEventRecord(m->ev_ready, m->s), "cudaEventRecord"));
+    return dt_cu_check(cudaStreamWaitEvent(m->wgs, m->ev_ready, 0), "cudaStreamWaitEvent");
+}
+
 /* Linear layer backward: dinp (bf16) = dout W; dW (fp32) += dout^T inp; db += colsum(dout).
  * With gelu_pre (the GELU's pre-activation that made inp, m->fuse_gelu), dinp is the
  * gradient before that GELU: dinp = (dout W) * GELU'(gelu_pre), from the GEMM's epilogue
@@ -888,10 +905,7 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
         a.csum = csum;
         a.csum_part = next_parts(m, m->csum_sites);
     }
-    if (m->ov && dw) { /* dout is ready: the weight gradient may start on m->wgs */
-        TRY(dt_cu_check(cudaEventRecord(m->ev_ready, m->s), "cudaEventRecord"));
-        TRY(dt_cu_check(cudaStreamWaitEvent(m->wgs, m->ev_ready, 0), "cudaStreamWaitEvent"));
-    }
+    if (dw) TRY(wgs_after_main(m)); /* dout is ready: the weight gradient may start on m->wgs */
     TRY(claim(m, dinp));
     TRY(run_gemm(m, &a, own));
     if (!own) gemm_info(m, h_, gelu_pre ? "dx = (dy w) gelu'(pre)" : "dx");
@@ -903,9 +917,12 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
     int summed = db && db == m->db_summed;
     if (summed) m->db_summed = NULL;
     int bgrad = db && !summed && m->fuse_bgrad;
-    dt_cu_gemm_args g = {1, 0, OC, IC, N, dout, OC, 0, inp, IC, 0, dw, IC, 0, 1, 1.0f, m->grad_fresh ? 0.0f : 1.0f, 1, NULL,
-                         bgrad ? DT_CU_EPI_BGRAD : DT_CU_EPI_DEFAULT, NULL, bgrad ? db : NULL,
-                         bgrad ? next_part(m) : NULL};
+    dt_cu_gemm_args g = dw_gemm(m, dout, inp, dw, N, IC, OC);
+    if (bgrad) {
+        g.epi = DT_CU_EPI_BGRAD;
+        g.dbias = db;
+        g.dbias_part = next_part(m);
+    }
     /* the weight gradient and the bias column sum, which read only dout: on m->wgs when
      * overlapping, where the (memory-bound) column sum runs beside the main stream's
      * (compute-bound) input-gradient GEMMs */
@@ -1271,25 +1288,24 @@ static dt_status t_encoder_bwd(dt_gpt_cuda *m, const dt_dropout *hd) {
     return DT_OK;
 }
 
-/* The backward's launches up to the embedding backward (whose launch depends on the
- * batch's buckets), ending with the side streams joined. */
 /* DT_DW_BATCH: dW_l (3C, C) = dqkv_l^T ln1_l for every layer l in one strided-batched GEMM,
- * each layer's exactly as linear_bwd's call would make it (the same operands, alpha, beta;
+ * each layer's linear_bwd's call (dw_gemm), batched (the same operands, alpha, beta;
  * cuBLASLt's pinned plan for the batched shape, no split of K in place; whether its bytes
  * equal the single calls' depends on that plan: bench_dw_batch compares them). On m->wgs
  * when overlapping, after m->s wrote the last layer's dqkv (layer 0's). */
 static dt_status qkv_dw_batched(dt_gpt_cuda *m) {
-    const int L = m->cfg.num_layers, C = m->cfg.channels, BT = m->B * m->T;
-    dt_cu_gemm_args g = {1, 0, 3 * C, C, BT, m->dqkv_all, 3 * C, (long long)BT * 3 * C, m->ln1, C,
-                         (long long)BT * C, G(DT_P_QKVW), C, (long long)3 * C * C, 1, 1.0f,
-                         m->grad_fresh ? 0.0f : 1.0f, L, NULL};
-    if (m->ov) {
-        TRY(dt_cu_check(cudaEventRecord(m->ev_ready, m->s), "cudaEventRecord"));
-        TRY(dt_cu_check(cudaStreamWaitEvent(m->wgs, m->ev_ready, 0), "cudaStreamWaitEvent"));
-    }
+    const int C = m->cfg.channels, BT = m->B * m->T;
+    dt_cu_gemm_args g = dw_gemm(m, m->dqkv_all, m->ln1, G(DT_P_QKVW), BT, C, 3 * C);
+    g.batch = m->cfg.num_layers;
+    g.sA = (long long)BT * 3 * C; /* dqkv_all: a layer's (B T, 3C) */
+    g.sB = (long long)BT * C;     /* ln1: a layer's (B T, C) */
+    g.sC = (long long)3 * C * C;  /* the qkv weights' gradient: a layer's (3C, C) */
+    TRY(wgs_after_main(m));
     return dt_cu_gemm(m->ov ? m->blas_w : m->blas, &g, m->ov ? m->wgs : m->s);
 }
 
+/* The backward's launches up to the embedding backward (whose launch depends on the
+ * batch's buckets), ending with the side streams joined. */
 static dt_status backward_launches(dt_gpt_cuda *m) {
     const dt_gpt_config *c = &m->cfg;
     int B = m->B, T = m->T, C = c->channels, L = c->num_layers;
