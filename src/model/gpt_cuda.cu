@@ -79,14 +79,18 @@ struct dt_gpt_cuda {
      * m->s writes that buffer again it waits for the GEMM's event in reads (claim). */
     int overlap;     /* asked for (create); this backward uses it when m->ov */
     int ov;
-    /* DT_DW_BATCH (default off; an experiment): the qkv weight gradients of every layer in
-     * one strided-batched GEMM after the layers (bench_dw_batch: 0.127 ms less a step alone,
-     * the single calls' bytes at the 124M shape) instead of one a layer beside the next
-     * layer's work; it keeps each layer's dqkv (dqkv_all, L B T 3C). dwb: this backward
-     * batches them (asked, flash attention: no qkv bias gradient from the GEMM, and no
-     * module- or op-level tracing, whose events report each layer's gradients). */
-    int dw_batch, dwb;
-    bf16 *dqkv_all;
+    /* DT_DW_BATCH (default on): the qkv and fc weight gradients of every layer in one
+     * strided-batched GEMM a kind after the layers, instead of one a layer on wgs beside the
+     * next layer's input gradients, which it slows about as much as it runs (the GEMMs fill
+     * every SM): batched, the products run at the full rate and the layers' input gradients
+     * alone. It keeps each layer's dqkv (dqkv_all, L B T 3C) and dfch (dfch_all, L B T 4C).
+     * dw_batch: 0 off, 1 qkv, 2 qkv and fc. dwb_qkv, dwb_fc: this backward batches that kind
+     * (asked; qkv: flash attention, no qkv bias gradient from the GEMM; fc: the fc bias
+     * gradient not from the weight-gradient GEMM's epilogue), traced or not: the batched
+     * GEMM is an op event of its own ("matmul_dw_batched"), and block events leave those
+     * gradients out. */
+    int dw_batch, dwb_qkv, dwb_fc;
+    bf16 *dqkv_all, *dfch_all;
     cudaStream_t wgs;
     dt_cu_blas *blas_w;
     cudaEvent_t ev_ready, ev_wdone, ev_read[DT_CU_READS_MAX];
@@ -313,12 +317,13 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     m->gemm_own = !own ? OWN_GELU : !strcmp(own, "on") ? OWN_ON : !strcmp(own, "gelu") ? OWN_GELU
                 : !strcmp(own, "dgelu") ? OWN_DGELU : OWN_OFF;
     const char *dwb = getenv("DT_DW_BATCH");
-    if (dwb && strcmp(dwb, "on") && strcmp(dwb, "off")) {
+    if (dwb && strcmp(dwb, "on") && strcmp(dwb, "qkv") && strcmp(dwb, "off")) {
         dt_gpt_cuda_free(m);
-        return dt_fail(DT_EINVAL, "DT_DW_BATCH='%s': accepted: off (the default), on (the qkv weight gradients of "
-                       "every layer in one batched GEMM after the layers)", dwb);
+        return dt_fail(DT_EINVAL, "DT_DW_BATCH='%s': accepted: on (the default: the qkv and the fc weight gradients "
+                       "of every layer in one batched GEMM a kind after the layers), qkv (the qkv ones only), off "
+                       "(one GEMM a layer: less memory)", dwb);
     }
-    m->dw_batch = dwb && !strcmp(dwb, "on");
+    m->dw_batch = dwb && !strcmp(dwb, "off") ? 0 : dwb && !strcmp(dwb, "qkv") ? 1 : 2;
     const char *own_bwd = getenv("DT_GEMM_OWN_BWD");
     if (own_bwd && strcmp(own_bwd, "on") && strcmp(own_bwd, "off")) {
         dt_gpt_cuda_free(m);
@@ -409,10 +414,11 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     DMALLOC(m->dproj16, sc, "scratch");
     DMALLOC(m->dc1, sc, "scratch");
     DMALLOC(m->dqkv, 3 * sc, "scratch");
-    if (m->dw_batch && m->flash) DMALLOC(m->dqkv_all, 3 * sc * (size_t)L, "scratch (DT_DW_BATCH=on)");
+    if (m->dw_batch && m->flash) DMALLOC(m->dqkv_all, 3 * sc * (size_t)L, "every layer's dqkv (DT_DW_BATCH: =off saves it)");
     DMALLOC(m->dfch, 4 * sc, "scratch");
     if ((st = probe_fusions(m)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
     if (!m->fuse_gelu) DMALLOC(m->dfchg, 4 * sc, "scratch"); /* the GEMM's dGELU input, unfused only */
+    if (m->dw_batch == 2 && !m->fuse_bgrad) DMALLOC(m->dfch_all, 4 * sc * (size_t)L, "every layer's dfch (DT_DW_BATCH: =off saves it)");
     DMALLOC(m->red_part, 2 * DT_CU_RED_MAX_BLOCKS, "scratch");
     DMALLOC(m->stats, 8, "scratch");
     DMALLOC(m->zeros, 1, "scratch");
@@ -473,7 +479,7 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
                     m->atty, m->att, m->attproj, m->res2, m->ln2, m->fch, m->fchg, m->fcproj, m->res3,
                     m->lnf, m->logits, m->ln1_mean, m->ln1_rstd, m->ln2_mean, m->ln2_rstd,
                     m->lnf_mean, m->lnf_rstd, m->losses, m->part, m->dres16, m->dproj16,
-                    m->dc1, m->dqkv, m->dqkv_all, m->dfch, m->dfchg, m->att_scratch, m->red_part, m->stats,
+                    m->dc1, m->dqkv, m->dqkv_all, m->dfch_all, m->dfch, m->dfchg, m->att_scratch, m->red_part, m->stats,
                     m->zeros, m->d_in, m->d_tg, m->d_order, m->d_segtok, m->d_segstart, m->chunks,
                     m->decay, m->att_lse, m->pn_part};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
@@ -652,7 +658,7 @@ static uint64_t graph_sig(const dt_gpt_cuda *m, int g) {
         k.loss_scale = m->loss_scale;
         if (g == G_BWD_FRESH || g == G_BWD_ADD) { /* set by the backward before its launches */
             k.ov = m->ov;
-            k.dwb = m->dwb;
+            k.dwb = m->dwb_qkv | m->dwb_fc << 1;
             k.ln_colsum = m->ln_colsum;
             k.grad_fresh = m->grad_fresh;
         }
@@ -761,6 +767,8 @@ static void gemm_info(dt_gpt_cuda *m, dt_trace_op *h, const char *what) {
  * that tensor is one of block l's backward gradients too ("dfcprojb.prev"). */
 static void layer_tensors(dt_gpt_cuda *m, dt_gtrace_set *s, int l, int grads) {
     for (int i = DT_P_LN1W; i <= DT_P_FCPROJB; i++) {
+        /* a weight gradient made after the layers (DT_DW_BATCH) belongs to that op's event */
+        if (grads && ((i == DT_P_QKVW && m->dwb_qkv) || (i == DT_P_FCW && m->dwb_fc))) continue;
         const dt_param_desc *d = &m->params[i];
         size_t per_layer = d->numel / (size_t)d->shape[0];
         int64_t rows = d->ndim == 3 ? d->shape[1] : 1, cols = d->ndim == 3 ? d->shape[2] : d->shape[1];
@@ -867,12 +875,15 @@ static dt_status wgs_after_main(dt_gpt_cuda *m) {
  * kernel, its DOT epilogue also writes the flash backward's LD (lse log2(e) and D = rowsum(dinp
  * O) per head and row) into the attention scratch, an output of this event ("ld"), and
  * *ld_made (with dot_l >= 0) says whether it did: then the attention backward that follows
- * runs no D kernel. dw NULL (with db NULL): the caller makes the weight gradient (the qkv
- * linear's, batched over the layers with DT_DW_BATCH); only dinp is made here. */
+ * runs no D kernel. dw NULL: the caller makes the weight gradient (batched over the layers
+ * with DT_DW_BATCH); dinp is made here, and db where asked (summed already, or a column sum:
+ * never the bias-gradient epilogue, m->fuse_bgrad). */
 static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, const bf16 *dout,
                             const bf16 *inp, const bf16 *w, int N, int IC, int OC, const bf16 *gelu_pre,
                             float *dx_db, int dot_l, int *ld_made) {
-    if (!dw && db) return dt_fail(DT_ESTATE, "linear_bwd: a bias gradient without its weight gradient");
+    if (!dw && db && m->fuse_bgrad)
+        return dt_fail(DT_ESTATE, "linear_bwd: a bias gradient from the weight-gradient GEMM's epilogue without "
+                       "that GEMM");
     const char *op = gelu_pre ? "matmul_dgelu_bwd" : "matmul_bwd";
     dt_cu_gemm_args a = {0, 0, N, IC, OC, dout, OC, 0, w, IC, 0, dinp, IC, 0, 0, 1.0f, 0.0f, 1, NULL,
                          gelu_pre ? DT_CU_EPI_DGELU : DT_CU_EPI_DEFAULT, (void *)gelu_pre, NULL, NULL, NULL, NULL};
@@ -905,6 +916,9 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
         a.csum = csum;
         a.csum_part = next_parts(m, m->csum_sites);
     }
+    int summed = db && db == m->db_summed;
+    if (summed) m->db_summed = NULL;
+    const int bgrad = db && !summed && m->fuse_bgrad;
     if (dw) TRY(wgs_after_main(m)); /* dout is ready: the weight gradient may start on m->wgs */
     TRY(claim(m, dinp));
     TRY(run_gemm(m, &a, own));
@@ -914,9 +928,6 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
                              variant_name(DT_OP_BIAS_BWD));
     if (ld && h_) dt_trace_kernel_info(h_, "ld: the flash backward's D = rowsum(dx o) per head (DOT epilogue)");
     if (ld_made) *ld_made = ld != NULL;
-    int summed = db && db == m->db_summed;
-    if (summed) m->db_summed = NULL;
-    int bgrad = db && !summed && m->fuse_bgrad;
     dt_cu_gemm_args g = dw_gemm(m, dout, inp, dw, N, IC, OC);
     if (bgrad) {
         g.epi = DT_CU_EPI_BGRAD;
@@ -925,8 +936,8 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
     }
     /* the weight gradient and the bias column sum, which read only dout: on m->wgs when
      * overlapping, where the (memory-bound) column sum runs beside the main stream's
-     * (compute-bound) input-gradient GEMMs */
-    cudaStream_t ws = m->ov ? m->wgs : m->s;
+     * (compute-bound) input-gradient GEMMs; a column sum without the GEMM (dw NULL) on m->s */
+    cudaStream_t ws = m->ov && dw ? m->wgs : m->s;
     if (dw) {
         TRY(dt_cu_gemm_fin(m->ov ? m->blas_w : m->blas, &g, ws, m->fin));
         gemm_info(m, h_, bgrad ? "dw, db (bias-gradient epilogue, chunk partials added in order)" : "dw");
@@ -1228,10 +1239,13 @@ static dt_status t_gelu_bwd(dt_gpt_cuda *m, bf16 *dinp, float *db, const bf16 *i
     return DT_OK;
 }
 
-/* Layer l's dqkv: its own slice of dqkv_all when this backward batches the qkv weight
- * gradients (m->dwb), else the one buffer every layer reuses. */
+/* Layer l's dqkv and dfch: its own slice of dqkv_all (dfch_all) when this backward batches
+ * the qkv (fc) weight gradients (DT_DW_BATCH), else the one buffer every layer reuses. */
 static bf16 *dqkv_of(const dt_gpt_cuda *m, int l) {
-    return m->dwb ? m->dqkv_all + (size_t)l * m->B * m->T * 3 * m->cfg.channels : m->dqkv;
+    return m->dwb_qkv ? m->dqkv_all + (size_t)l * m->B * m->T * 3 * m->cfg.channels : m->dqkv;
+}
+static bf16 *dfch_of(const dt_gpt_cuda *m, int l) {
+    return m->dwb_fc ? m->dfch_all + (size_t)l * m->B * m->T * 4 * m->cfg.channels : m->dfch;
 }
 
 /* Attention backward of layer l into dqkv_of(m, l). db (flash only, else NULL): the qkv bias
@@ -1288,20 +1302,28 @@ static dt_status t_encoder_bwd(dt_gpt_cuda *m, const dt_dropout *hd) {
     return DT_OK;
 }
 
-/* DT_DW_BATCH: dW_l (3C, C) = dqkv_l^T ln1_l for every layer l in one strided-batched GEMM,
- * each layer's linear_bwd's call (dw_gemm), batched (the same operands, alpha, beta;
- * cuBLASLt's pinned plan for the batched shape, no split of K in place; whether its bytes
- * equal the single calls' depends on that plan: bench_dw_batch compares them). On m->wgs
- * when overlapping, after m->s wrote the last layer's dqkv (layer 0's). */
-static dt_status qkv_dw_batched(dt_gpt_cuda *m) {
-    const int C = m->cfg.channels, BT = m->B * m->T;
-    dt_cu_gemm_args g = dw_gemm(m, m->dqkv_all, m->ln1, G(DT_P_QKVW), BT, C, 3 * C);
-    g.batch = m->cfg.num_layers;
-    g.sA = (long long)BT * 3 * C; /* dqkv_all: a layer's (B T, 3C) */
-    g.sB = (long long)BT * C;     /* ln1: a layer's (B T, C) */
-    g.sC = (long long)3 * C * C;  /* the qkv weights' gradient: a layer's (3C, C) */
+/* DT_DW_BATCH: dW_l (OC, IC) = dout_l^T inp_l for every layer l in one strided-batched GEMM
+ * (dout_all: the layers' (B T, OC) one after another, inp_all their (B T, IC), dw the
+ * weights' gradient, (OC, IC) a layer), each layer's linear_bwd's call (dw_gemm), batched
+ * (the same operands, alpha, beta; cuBLASLt's pinned plan for the batched shape, no split of
+ * K in place; whether its bytes equal the single calls' depends on that plan: bench_dw_batch
+ * compares them). On m->wgs when overlapping, after m->s wrote the last layer's dout
+ * (layer 0's). */
+static dt_status dw_batched(dt_gpt_cuda *m, const bf16 *dout_all, const bf16 *inp_all, float *dw, int IC, int OC) {
+    const int BT = m->B * m->T, L = m->cfg.num_layers;
+    OP_BEGIN(DT_PHASE_BWD, "matmul_dw_batched", DT_OP_GEMM,
+             (IN("dy", dout_all, BF, (int64_t)L * BT, OC), IN("x", inp_all, BF, (int64_t)L * BT, IC),
+              IN("dw", dw, F32, (int64_t)L * OC, IC)));
+    dt_cu_gemm_args g = dw_gemm(m, dout_all, inp_all, dw, BT, IC, OC);
+    g.batch = L;
+    g.sA = (long long)BT * OC;
+    g.sB = (long long)BT * IC;
+    g.sC = (long long)OC * IC;
     TRY(wgs_after_main(m));
-    return dt_cu_gemm(m->ov ? m->blas_w : m->blas, &g, m->ov ? m->wgs : m->s);
+    TRY(dt_cu_gemm(m->ov ? m->blas_w : m->blas, &g, m->ov ? m->wgs : m->s));
+    gemm_info(m, h_, "dw of every layer (one strided-batched GEMM)"); /* traced: one stream, m->blas */
+    OP_END(OUT("dw", dw, F32, (int64_t)L * OC, IC));
+    return DT_OK;
 }
 
 /* The backward's launches up to the embedding backward (whose launch depends on the
@@ -1337,9 +1359,9 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
         if (m->fuse_gelu) { /* dfch straight from the GEMM; the fc bias gradient from its epilogue
                              * (our kernel) or with the fc weights' */
             float *fcb = m->fuse_bgrad ? NULL : G(DT_P_FCB) + lC * 4;
-            TRY(linear_bwd(m, m->dfch, G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC, dproj,
+            TRY(linear_bwd(m, dfch_of(m, l), G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC, dproj,
                            m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, fch, fcb, -1, NULL));
-            TRY(linear_bwd(m, m->dc1, G(DT_P_FCW) + lC * 4 * C, G(DT_P_FCB) + lC * 4, m->dfch,
+            TRY(linear_bwd(m, m->dc1, m->dwb_fc ? NULL : G(DT_P_FCW) + lC * 4 * C, G(DT_P_FCB) + lC * 4, dfch_of(m, l),
                            m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1, NULL));
             rend(m, DT_R_MATMUL_BWD);
         } else {
@@ -1349,10 +1371,11 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
             rbegin(m, DT_R_GELU_BWD);
             /* the fc bias gradient: from the fc weight-gradient GEMM, or fused into the GELU backward */
             float *fcb = G(DT_P_FCB) + lC * 4;
-            TRY(t_gelu_bwd(m, m->dfch, m->fuse_bgrad ? NULL : fcb, fch, m->dfchg, BT, 4 * C));
+            TRY(t_gelu_bwd(m, dfch_of(m, l), m->fuse_bgrad ? NULL : fcb, fch, m->dfchg, BT, 4 * C));
             rend(m, DT_R_GELU_BWD);
             rbegin(m, DT_R_MATMUL_BWD);
-            TRY(linear_bwd(m, m->dc1, G(DT_P_FCW) + lC * 4 * C, m->fuse_bgrad ? fcb : NULL, m->dfch,
+            TRY(linear_bwd(m, m->dc1, m->dwb_fc ? NULL : G(DT_P_FCW) + lC * 4 * C, m->fuse_bgrad ? fcb : NULL,
+                           dfch_of(m, l),
                            m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1, NULL));
             rend(m, DT_R_MATMUL_BWD);
         }
@@ -1373,7 +1396,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
         TRY(t_attention_bwd(m, l, &ad, m->flash ? qkvb : NULL, ld_made));
         rend(m, DT_R_ATTN_BWD);
         rbegin(m, DT_R_MATMUL_BWD);
-        TRY(linear_bwd(m, m->dc1, m->dwb ? NULL : G(DT_P_QKVW) + lC * 3 * C, m->flash ? NULL : qkvb, dqkv_of(m, l),
+        TRY(linear_bwd(m, m->dc1, m->dwb_qkv ? NULL : G(DT_P_QKVW) + lC * 3 * C, m->flash ? NULL : qkvb, dqkv_of(m, l),
                        m->ln1 + l * sc, P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C, NULL, NULL, -1, NULL));
         rend(m, DT_R_MATMUL_BWD);
         rbegin(m, DT_R_LN_BWD);
@@ -1384,9 +1407,11 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
         TRY(block_end(m, blk, DT_PHASE_BWD, l, m->dres16, DT_DT_BF16));
     }
 #undef NEXT_DB
-    if (m->dwb) { /* every layer's qkv weight gradient: one strided-batched GEMM (DT_DW_BATCH) */
+    /* every layer's qkv (fc) weight gradient: one strided-batched GEMM (DT_DW_BATCH) */
+    if (m->dwb_qkv || m->dwb_fc) {
         rbegin(m, DT_R_MATMUL_BWD);
-        TRY(qkv_dw_batched(m));
+        if (m->dwb_qkv) TRY(dw_batched(m, m->dqkv_all, m->ln1, G(DT_P_QKVW), C, 3 * C));
+        if (m->dwb_fc) TRY(dw_batched(m, m->dfch_all, m->ln2, G(DT_P_FCW), C, 4 * C));
         rend(m, DT_R_MATMUL_BWD);
     }
     /* the encoder backward adds into wte's gradient, which the head's weight-gradient GEMM
@@ -1405,7 +1430,8 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     /* weight gradients on m->wgs, except in profiled steps (the leaderboard times each range
      * alone on m->s) and when tracing digests gradients per module or op */
     m->ov = m->overlap && !m->prof && !dt_trace_on(DT_TRACE_MODULE);
-    m->dwb = m->dw_batch && m->dqkv_all && !dt_trace_on(DT_TRACE_MODULE);
+    m->dwb_qkv = m->dw_batch && m->dqkv_all; /* traced or not: tracing never changes the launches' math */
+    m->dwb_fc = m->dw_batch == 2 && m->dfch_all;
     /* with hidden dropout the linears read a masked copy of dres16 (through_dropout); with
      * BGRAD the weight-gradient GEMMs make every bias gradient */
     m->ln_colsum = !dt_dropout_on(&hd) && !m->fuse_bgrad;
@@ -1652,9 +1678,13 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
                            "else the D kernel (DT_GEMM_DOT=on)"
              : m->flash ? "the D kernel"
                         : "none (GEMM attention)",
-             !m->dw_batch ? "off"
-             : m->dqkv_all ? "qkv: every layer's qkv weight gradient in one batched GEMM after the layers "
-                             "(DT_DW_BATCH=on; not while tracing modules or ops)"
-                           : "off: DT_DW_BATCH=on needs flash attention");
+             !m->dw_batch ? "off (DT_DW_BATCH=off: one weight-gradient GEMM a layer)"
+             : m->dqkv_all && m->dfch_all ? "qkv, fc: every layer's qkv and fc weight gradients in one batched GEMM "
+                                            "a kind after the layers (DT_DW_BATCH=on, the default)"
+             : m->dqkv_all ? "qkv: every layer's qkv weight gradient in one batched GEMM after the layers"
+             : m->dfch_all ? "fc: every layer's fc weight gradient in one batched GEMM after the layers (qkv's "
+                             "needs flash attention)"
+                           : "off: DT_DW_BATCH needs flash attention (qkv) or the fc bias gradient from a column "
+                             "sum (fc)");
     return m->desc;
 }

@@ -12,8 +12,10 @@
 #    records the attention backward's D from the attproj GEMM's DOT epilogue (so run f's
 #    equal bits also say the mma.sync flash backward took that LD), DT_GEMM_OWN=off and
 #    DT_GEMM_DOT=off the D kernel, and DT_GEMM_DOT=off runs are bitwise reproducible too;
-#    DT_DW_BATCH=on (batched qkv weight gradients) is recorded, reproducible bitwise and
-#    within 1e-3 of the default run's last loss;
+#    the default run records DT_DW_BATCH on (batched qkv and fc weight gradients);
+#    DT_DW_BATCH=off is recorded, reproducible bitwise and within 1e-3 of the default run's
+#    last loss; a run traced at op level has the default run's bits and the batched GEMMs'
+#    events;
 #    bad values of any of them (and of DT_GEMM_OWN, DT_GEMM_OWN_BWD, DT_GEMM_DOT, DT_DW_BATCH) are refused;
 #  - checkpoints: a 30-step run saving at 15 and 30 vs 15 steps saved then resumed to 30:
 #    metrics bitwise identical (`detrain compare`) and both checkpoints of each step
@@ -71,24 +73,31 @@ DT_GEMM_DOT=off "$D" train $nodrop --deterministic-mode --log-dir "$W/k" >/dev/n
 grep -q '"attention_d":"the D kernel"' "$W/j/env.json" || fail "run j (DT_GEMM_DOT=off) did not record the D kernel"
 "$D" compare "$W/j" "$W/k" || fail "two deterministic GPU runs with DT_GEMM_DOT=off differ"
 "$D" compare "$W/h" "$W/i" || fail "two deterministic GPU runs with DT_GEMM_OWN=off differ"
-# DT_DW_BATCH=on (an experiment, default off): the qkv weight gradients of every layer in
-# one batched GEMM after the layers. Recorded; two runs bitwise identical; its last loss
-# within 1e-3 of the default run's (whether its bits equal the default run's depends on
-# cuBLASLt's plan for the batched shape: said, not required)
-grep -q '"dw_batch":"off"' "$W/d/env.json" || fail "run d did not record dw_batch off (the default)"
-DT_DW_BATCH=on "$D" train $nodrop --deterministic-mode --log-dir "$W/m" >/dev/null || fail "run m (DT_DW_BATCH=on)"
-DT_DW_BATCH=on "$D" train $nodrop --deterministic-mode --log-dir "$W/n" >/dev/null || fail "run n (DT_DW_BATCH=on)"
-grep -q '"dw_batch":"qkv' "$W/m/env.json" || fail "run m did not record DT_DW_BATCH=on"
-"$D" compare "$W/m" "$W/n" || fail "two deterministic GPU runs with DT_DW_BATCH=on differ"
-if "$D" compare "$W/d" "$W/m" >/dev/null 2>&1; then echo "DT_DW_BATCH=on: the default run's bits"
-else echo "DT_DW_BATCH=on: other bits than the default run (the batched GEMM's plan)"; fi
-python3 - "$W/d/metrics.jsonl" "$W/m/metrics.jsonl" <<'PY' || fail "DT_DW_BATCH=on: last loss off the default run's"
+# DT_DW_BATCH (default on): the qkv and fc weight gradients of every layer in one batched
+# GEMM a kind after the layers. The default run records it; DT_DW_BATCH=off (one GEMM a
+# layer) is recorded, two runs are bitwise identical, and its last loss is within 1e-3 of
+# the default run's (the batched plans' bits need not equal the single calls': said, not
+# required)
+grep -q '"dw_batch":"qkv, fc' "$W/d/env.json" || fail "run d did not record dw_batch qkv, fc (the default)"
+DT_DW_BATCH=off "$D" train $nodrop --deterministic-mode --log-dir "$W/m" >/dev/null || fail "run m (DT_DW_BATCH=off)"
+DT_DW_BATCH=off "$D" train $nodrop --deterministic-mode --log-dir "$W/n" >/dev/null || fail "run n (DT_DW_BATCH=off)"
+grep -q '"dw_batch":"off' "$W/m/env.json" || fail "run m did not record DT_DW_BATCH=off"
+"$D" compare "$W/m" "$W/n" || fail "two deterministic GPU runs with DT_DW_BATCH=off differ"
+if "$D" compare "$W/d" "$W/m" >/dev/null 2>&1; then echo "DT_DW_BATCH=off: the default run's bits"
+else echo "DT_DW_BATCH=off: other bits than the default run (the batched GEMMs' plans)"; fi
+python3 - "$W/d/metrics.jsonl" "$W/m/metrics.jsonl" <<'PY' || fail "DT_DW_BATCH=off: last loss off the default run's"
 import json, sys
 d = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"loss"' in l][-1]
 m = [json.loads(l)["loss"] for l in open(sys.argv[2]) if '"loss"' in l][-1]
-print(f"last loss: default {d:.6f} DT_DW_BATCH=on {m:.6f}")
+print(f"last loss: default {d:.6f} DT_DW_BATCH=off {m:.6f}")
 sys.exit(0 if abs(d - m) / abs(d) < 1e-3 else 1)
 PY
+# tracing changes no bit: run d traced at op level (every op, module and semantic event, the
+# batched weight gradients' own event) has run d's metrics bit for bit
+"$D" train $nodrop --deterministic-mode --trace-level op --trace-dir "$W/tro" --log-dir "$W/o" >/dev/null \
+  || fail "run o (traced at op level)"
+"$D" compare "$W/d" "$W/o" 2>/dev/null || fail "tracing at op level changed the bits of a deterministic run"
+grep -aq "matmul_dw_batched" "$W/tro"/rank_*.trace || fail "run o's trace has no matmul_dw_batched event"
 for bad in DT_ATTENTION DT_BWD_OVERLAP DT_CUDA_GRAPH DT_GEMM_OWN DT_GEMM_OWN_BWD DT_GEMM_DOT DT_DW_BATCH; do
   env "$bad=bogus" "$D" train $nodrop --train-iters 1 --log-dir "$W/bad_$bad" >/dev/null 2>"$W/bad_$bad.err" \
     && fail "$bad=bogus was accepted"
