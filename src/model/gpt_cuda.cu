@@ -79,18 +79,25 @@ struct dt_gpt_cuda {
      * m->s writes that buffer again it waits for the GEMM's event in reads (claim). */
     int overlap;     /* asked for (create); this backward uses it when m->ov */
     int ov;
-    /* DT_DW_BATCH (default on): the qkv and fc weight gradients of every layer in one
-     * strided-batched GEMM a kind after the layers, instead of one a layer on wgs beside the
-     * next layer's input gradients, which it slows about as much as it runs (the GEMMs fill
-     * every SM): batched, the products run at the full rate and the layers' input gradients
-     * alone. It keeps each layer's dqkv (dqkv_all, L B T 3C) and dfch (dfch_all, L B T 4C).
-     * dw_batch: 0 off, 1 qkv, 2 qkv and fc. dwb_qkv, dwb_fc: this backward batches that kind
-     * (asked; qkv: flash attention, no qkv bias gradient from the GEMM; fc: the fc bias
-     * gradient not from the weight-gradient GEMM's epilogue), traced or not: the batched
-     * GEMM is an op event of its own ("matmul_dw_batched"), and block events leave those
-     * gradients out. */
-    int dw_batch, dwb_qkv, dwb_fc;
+    /* DT_DW_BATCH (default on): the qkv and fc (and below fcproj and attproj) weight
+     * gradients of every layer in one strided-batched GEMM a kind after the layers, instead
+     * of one a layer on wgs beside the next layer's input gradients, which it slows about as
+     * much as it runs (the GEMMs fill every SM): batched, the products run at the full rate
+     * and the layers' input gradients alone. It keeps each layer's dqkv (dqkv_all, L B T 3C)
+     * and dfch (dfch_all, L B T 4C). dw_batch: 0 off, 1 qkv, 2 every kind. dwb_qkv, dwb_fc:
+     * this backward batches that kind (asked; qkv: flash attention, no qkv bias gradient
+     * from the GEMM; fc: the fc bias gradient not from the weight-gradient GEMM's epilogue),
+     * traced or not: the batched GEMM is an op event of its own ("matmul_dw_batched"), and
+     * block events leave those gradients out. */
+    int dw_batch, dwb_qkv, dwb_fc, dwb_res;
     bf16 *dqkv_all, *dfch_all;
+    /* dwb_res: the fcproj and attproj weight gradients batched too (no hidden dropout, the
+     * LayerNorm backward's column sums making their bias gradients): every LayerNorm backward
+     * writes the residual gradient out of place into its own slot of dres_all (L, 2, B T, C;
+     * slot 2 l + 1 is what layer l's fcproj reads, 2 l its attproj; layer 0's LN1 writes
+     * dres16 for the embedding backward) */
+    bf16 *dres_all;
+    bf16 *dres; /* the backward's residual gradient now: dres16, or a slot of dres_all */
     cudaStream_t wgs;
     dt_cu_blas *blas_w;
     cudaEvent_t ev_ready, ev_wdone, ev_read[DT_CU_READS_MAX];
@@ -319,9 +326,9 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     const char *dwb = getenv("DT_DW_BATCH");
     if (dwb && strcmp(dwb, "on") && strcmp(dwb, "qkv") && strcmp(dwb, "off")) {
         dt_gpt_cuda_free(m);
-        return dt_fail(DT_EINVAL, "DT_DW_BATCH='%s': accepted: on (the default: the qkv and the fc weight gradients "
-                       "of every layer in one batched GEMM a kind after the layers), qkv (the qkv ones only), off "
-                       "(one GEMM a layer: less memory)", dwb);
+        return dt_fail(DT_EINVAL, "DT_DW_BATCH='%s': accepted: on (the default: the qkv, fc, fcproj and attproj weight "
+                       "gradients of every layer in one batched GEMM a kind after the layers), qkv (the qkv ones "
+                       "only), off (one GEMM a layer: less memory)", dwb);
     }
     m->dw_batch = dwb && !strcmp(dwb, "off") ? 0 : dwb && !strcmp(dwb, "qkv") ? 1 : 2;
     const char *own_bwd = getenv("DT_GEMM_OWN_BWD");
@@ -419,6 +426,8 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     if ((st = probe_fusions(m)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
     if (!m->fuse_gelu) DMALLOC(m->dfchg, 4 * sc, "scratch"); /* the GEMM's dGELU input, unfused only */
     if (m->dw_batch == 2 && !m->fuse_bgrad) DMALLOC(m->dfch_all, 4 * sc * (size_t)L, "every layer's dfch (DT_DW_BATCH: =off saves it)");
+    if (m->dw_batch == 2 && !m->fuse_bgrad && m->hidden_dropout == 0.0f)
+        DMALLOC(m->dres_all, 2 * sc * (size_t)L, "every layer's residual gradient (DT_DW_BATCH: =off saves it)");
     DMALLOC(m->red_part, 2 * DT_CU_RED_MAX_BLOCKS, "scratch");
     DMALLOC(m->stats, 8, "scratch");
     DMALLOC(m->zeros, 1, "scratch");
@@ -479,7 +488,7 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
                     m->atty, m->att, m->attproj, m->res2, m->ln2, m->fch, m->fchg, m->fcproj, m->res3,
                     m->lnf, m->logits, m->ln1_mean, m->ln1_rstd, m->ln2_mean, m->ln2_rstd,
                     m->lnf_mean, m->lnf_rstd, m->losses, m->part, m->dres16, m->dproj16,
-                    m->dc1, m->dqkv, m->dqkv_all, m->dfch_all, m->dfch, m->dfchg, m->att_scratch, m->red_part, m->stats,
+                    m->dc1, m->dqkv, m->dqkv_all, m->dfch_all, m->dres_all, m->dfch, m->dfchg, m->att_scratch, m->red_part, m->stats,
                     m->zeros, m->d_in, m->d_tg, m->d_order, m->d_segtok, m->d_segstart, m->chunks,
                     m->decay, m->att_lse, m->pn_part};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
@@ -658,7 +667,7 @@ static uint64_t graph_sig(const dt_gpt_cuda *m, int g) {
         k.loss_scale = m->loss_scale;
         if (g == G_BWD_FRESH || g == G_BWD_ADD) { /* set by the backward before its launches */
             k.ov = m->ov;
-            k.dwb = m->dwb_qkv | m->dwb_fc << 1;
+            k.dwb = m->dwb_qkv | m->dwb_fc << 1 | m->dwb_res << 2;
             k.ln_colsum = m->ln_colsum;
             k.grad_fresh = m->grad_fresh;
         }
@@ -768,7 +777,9 @@ static void gemm_info(dt_gpt_cuda *m, dt_trace_op *h, const char *what) {
 static void layer_tensors(dt_gpt_cuda *m, dt_gtrace_set *s, int l, int grads) {
     for (int i = DT_P_LN1W; i <= DT_P_FCPROJB; i++) {
         /* a weight gradient made after the layers (DT_DW_BATCH) belongs to that op's event */
-        if (grads && ((i == DT_P_QKVW && m->dwb_qkv) || (i == DT_P_FCW && m->dwb_fc))) continue;
+        if (grads && ((i == DT_P_QKVW && m->dwb_qkv) || (i == DT_P_FCW && m->dwb_fc) ||
+                      ((i == DT_P_FCPROJW || i == DT_P_ATTPROJW) && m->dwb_res)))
+            continue;
         const dt_param_desc *d = &m->params[i];
         size_t per_layer = d->numel / (size_t)d->shape[0];
         int64_t rows = d->ndim == 3 ? d->shape[1] : 1, cols = d->ndim == 3 ? d->shape[2] : d->shape[1];
@@ -1179,7 +1190,7 @@ dt_status dt_gpt_cuda_loss(dt_gpt_cuda *m, double *loss) {
 
 /* The bf16 gradient entering a dropout site's branch: a masked copy of dres16, or dres16. */
 static dt_status through_dropout(dt_gpt_cuda *m, const dt_dropout *hd, uint32_t site, const bf16 **out) {
-    *out = m->dres16;
+    *out = m->dres;
     if (!dt_dropout_on(hd)) return DT_OK;
     TRY(claim(m, m->dproj16));
     size_t n = (size_t)m->B * m->T * m->cfg.channels;
@@ -1193,33 +1204,39 @@ static dt_status through_dropout(dt_gpt_cuda *m, const dt_dropout *hd, uint32_t 
     return DT_OK;
 }
 
-/* dres16 += LN backward of dy (acc 0: dres16 = it, for the first LayerNorm of the backward),
- * each element bf16(float(dres16) + its gradient): the residual gradient is kept in bf16
- * like the residual stream it belongs to, each addition made in fp32 and rounded once.
- * dw, db += the parameter grads. next_db (m->ln_colsum; NULL for LN1 of layer 0): the bias
- * gradient of the linear whose backward reads dres16 next (attproj after LN2, the previous
- * layer's fcproj after LN1 and lnf), += the column sums of dres16 from the same kernel
- * (DT_OP_BIAS_BWD), an output of this event ("colsum_dx"); that linear_bwd then skips its
- * column sum (m->db_summed). */
+/* out = m->dres + LN backward of dy (acc 0: out = it, for the first LayerNorm of the
+ * backward), each element bf16(float(m->dres) + its gradient): the residual gradient is kept
+ * in bf16 like the residual stream it belongs to, each addition made in fp32 and rounded
+ * once; then m->dres = out. out is m->dres16 (in place, m->dres16 all along) unless the
+ * backward keeps every residual gradient (m->dwb_res: a slot of dres_all, written out of
+ * place, the same bits). dw, db += the parameter grads. next_db (m->ln_colsum; NULL for LN1
+ * of layer 0): the bias gradient of the linear whose backward reads out next (attproj after
+ * LN2, the previous layer's fcproj after LN1 and lnf), += the column sums of out from the
+ * same kernel (DT_OP_BIAS_BWD), an output of this event ("colsum_dx"); that linear_bwd then
+ * skips its column sum (m->db_summed). */
 static dt_status t_layernorm_bwd(dt_gpt_cuda *m, int acc, float *dw, float *db, const bf16 *x, const float *w,
-                                 const float *mean, const float *rstd, float *next_db) {
-    TRY(claim(m, m->dres16));
+                                 const float *mean, const float *rstd, float *next_db, bf16 *out) {
+    TRY(claim(m, out));
     int BT = m->B * m->T, C = m->cfg.channels;
+    const bf16 *in = m->dres;
     OP_BEGIN(DT_PHASE_BWD, "layernorm_bwd", DT_OP_LAYERNORM_BWD,
              (IN("dy", m->dc1, BF, BTC), IN("x", x, BF, BTC), IN("w", w, F32, 1, C), IN("mean", mean, F32, BT, 1),
-              IN("rstd", rstd, F32, BT, 1), IN("dx", m->dres16, BF, acc ? BT : 0, C), IN("dw", dw, F32, 1, C),
+              IN("rstd", rstd, F32, BT, 1), IN("dx", in, BF, acc ? BT : 0, C), IN("dw", dw, F32, 1, C),
               IN("db", db, F32, 1, C), IN("colsum_dx", next_db, F32, 1, next_db ? C : 0)));
-    if (next_db) {
-        dt_cu_layernorm_bwd_colsum(m->dres16, acc, dw, db, next_db, next_part(m), m->dc1, x, w, mean, rstd, BT, C,
-                                   m->s, m->fin);
-        if (h_) dt_trace_kernel_info(h_, "colsum_dx: fused column sums of dx, bias_bwd %s",
-                                     variant_name(DT_OP_BIAS_BWD));
-    } else {
-        dt_cu_layernorm_bwd(m->dres16, acc, dw, db, next_part(m), m->dc1, x, w, mean, rstd, BT, C, m->s, m->fin);
-    }
+    if (acc && out != in)
+        dt_cu_layernorm_bwd_from(out, in, dw, db, next_db, next_part(m), m->dc1, x, w, mean, rstd, BT, C, m->s,
+                                 m->fin);
+    else if (next_db)
+        dt_cu_layernorm_bwd_colsum(out, acc, dw, db, next_db, next_part(m), m->dc1, x, w, mean, rstd, BT, C, m->s,
+                                   m->fin);
+    else
+        dt_cu_layernorm_bwd(out, acc, dw, db, next_part(m), m->dc1, x, w, mean, rstd, BT, C, m->s, m->fin);
+    if (next_db && h_)
+        dt_trace_kernel_info(h_, "colsum_dx: fused column sums of dx, bias_bwd %s", variant_name(DT_OP_BIAS_BWD));
     m->db_summed = next_db;
-    TRY(inject(m, "layernorm_bwd", m->dres16, (size_t)BT * C, 2));
-    OP_END((OUT("dx", m->dres16, BF, BTC), OUT("dw", dw, F32, 1, C), OUT("db", db, F32, 1, C),
+    m->dres = out;
+    TRY(inject(m, "layernorm_bwd", out, (size_t)BT * C, 2));
+    OP_END((OUT("dx", out, BF, BTC), OUT("dw", dw, F32, 1, C), OUT("db", db, F32, 1, C),
             OUT("colsum_dx", next_db, F32, 1, next_db ? C : 0)));
     return DT_OK;
 }
@@ -1246,6 +1263,12 @@ static bf16 *dqkv_of(const dt_gpt_cuda *m, int l) {
 }
 static bf16 *dfch_of(const dt_gpt_cuda *m, int l) {
     return m->dwb_fc ? m->dfch_all + (size_t)l * m->B * m->T * 4 * m->cfg.channels : m->dfch;
+}
+/* Where a LayerNorm backward writes the residual gradient: slot k of dres_all when the
+ * backward keeps them (m->dwb_res; k < 0: dres16, for the embedding backward), else dres16
+ * in place. */
+static bf16 *dres_slot(const dt_gpt_cuda *m, int k) {
+    return m->dwb_res && k >= 0 ? m->dres_all + (size_t)k * m->B * m->T * m->cfg.channels : m->dres16;
 }
 
 /* Attention backward of layer l into dqkv_of(m, l). db (flash only, else NULL): the qkv bias
@@ -1303,20 +1326,25 @@ static dt_status t_encoder_bwd(dt_gpt_cuda *m, const dt_dropout *hd) {
 }
 
 /* DT_DW_BATCH: dW_l (OC, IC) = dout_l^T inp_l for every layer l in one strided-batched GEMM
- * (dout_all: the layers' (B T, OC) one after another, inp_all their (B T, IC), dw the
- * weights' gradient, (OC, IC) a layer), each layer's linear_bwd's call (dw_gemm), batched
+ * (dout_all: the layers' (B T, OC), sdout elements apart; inp_all their (B T, IC) one after
+ * another; dw the weights' gradient, (OC, IC) a layer), each layer's linear_bwd's call
+ * (dw_gemm), batched
  * (the same operands, alpha, beta; cuBLASLt's pinned plan for the batched shape, no split of
  * K in place; whether its bytes equal the single calls' depends on that plan: bench_dw_batch
  * compares them). On m->wgs when overlapping, after m->s wrote the last layer's dout
  * (layer 0's). */
-static dt_status dw_batched(dt_gpt_cuda *m, const bf16 *dout_all, const bf16 *inp_all, float *dw, int IC, int OC) {
+static dt_status dw_batched(dt_gpt_cuda *m, const bf16 *dout_all, long long sdout, const bf16 *inp_all, float *dw,
+                           int IC, int OC) {
     const int BT = m->B * m->T, L = m->cfg.num_layers;
+    /* dy: the span the batch reads (with the residual slots every other (B T, C) block
+     * belongs to the other kind: read, not used) */
     OP_BEGIN(DT_PHASE_BWD, "matmul_dw_batched", DT_OP_GEMM,
-             (IN("dy", dout_all, BF, (int64_t)L * BT, OC), IN("x", inp_all, BF, (int64_t)L * BT, IC),
+             (IN("dy", dout_all, BF, (int64_t)(L - 1) * (sdout / OC) + BT, OC),
+              IN("x", inp_all, BF, (int64_t)L * BT, IC),
               IN("dw", dw, F32, (int64_t)L * OC, IC)));
     dt_cu_gemm_args g = dw_gemm(m, dout_all, inp_all, dw, BT, IC, OC);
     g.batch = L;
-    g.sA = (long long)BT * OC;
+    g.sA = sdout;
     g.sB = (long long)BT * IC;
     g.sC = (long long)OC * IC;
     TRY(wgs_after_main(m));
@@ -1343,15 +1371,16 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
     TRY(linear_bwd(m, m->dc1, G(DT_P_WTE), NULL, m->logits, m->lnf, P16(DT_P_WTE), BT, C, Vp, NULL, NULL, -1, NULL));
     rend(m, DT_R_HEAD_BWD);
     rbegin(m, DT_R_LN_BWD);
+    m->dres = m->dres16;
     TRY(t_layernorm_bwd(m, 0, G(DT_P_LNFW), G(DT_P_LNFB), m->res3 + (size_t)(L - 1) * sc, P(DT_P_LNFW),
-                        m->lnf_mean, m->lnf_rstd, NEXT_DB(DT_P_FCPROJB, L - 1)));
+                        m->lnf_mean, m->lnf_rstd, NEXT_DB(DT_P_FCPROJB, L - 1), dres_slot(m, 2 * (L - 1) + 1)));
     rend(m, DT_R_LN_BWD);
     dt_trace_scope_pop();
     for (int l = L - 1; l >= 0; l--) {
         const bf16 *res = l == 0 ? m->encoded : m->res3 + (size_t)(l - 1) * sc;
         size_t lC = (size_t)l * C;
         dt_trace_op *blk = NULL;
-        TRY(block_begin(m, &blk, DT_PHASE_BWD, l, m->dres16, DT_DT_BF16));
+        TRY(block_begin(m, &blk, DT_PHASE_BWD, l, m->dres, DT_DT_BF16));
         const bf16 *dproj = NULL;
         TRY(through_dropout(m, &hd, 2u * (uint32_t)l + 1u, &dproj));
         const bf16 *fch = m->fch + l * sc * 4;
@@ -1359,13 +1388,14 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
         if (m->fuse_gelu) { /* dfch straight from the GEMM; the fc bias gradient from its epilogue
                              * (our kernel) or with the fc weights' */
             float *fcb = m->fuse_bgrad ? NULL : G(DT_P_FCB) + lC * 4;
-            TRY(linear_bwd(m, dfch_of(m, l), G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC, dproj,
+            TRY(linear_bwd(m, dfch_of(m, l), m->dwb_res ? NULL : G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC,
+                           dproj,
                            m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, fch, fcb, -1, NULL));
             TRY(linear_bwd(m, m->dc1, m->dwb_fc ? NULL : G(DT_P_FCW) + lC * 4 * C, G(DT_P_FCB) + lC * 4, dfch_of(m, l),
                            m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1, NULL));
             rend(m, DT_R_MATMUL_BWD);
         } else {
-            TRY(linear_bwd(m, m->dfchg, G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC, dproj,
+            TRY(linear_bwd(m, m->dfchg, m->dwb_res ? NULL : G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC, dproj,
                            m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, NULL, NULL, -1, NULL));
             rend(m, DT_R_MATMUL_BWD);
             rbegin(m, DT_R_GELU_BWD);
@@ -1381,12 +1411,13 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
         }
         rbegin(m, DT_R_LN_BWD);
         TRY(t_layernorm_bwd(m, 1, G(DT_P_LN2W) + lC, G(DT_P_LN2B) + lC, m->res2 + l * sc, P(DT_P_LN2W) + lC,
-                            m->ln2_mean + (size_t)l * BT, m->ln2_rstd + (size_t)l * BT, NEXT_DB(DT_P_ATTPROJB, l)));
+                            m->ln2_mean + (size_t)l * BT, m->ln2_rstd + (size_t)l * BT, NEXT_DB(DT_P_ATTPROJB, l),
+                            dres_slot(m, 2 * l)));
         rend(m, DT_R_LN_BWD);
         TRY(through_dropout(m, &hd, 2u * (uint32_t)l, &dproj));
         rbegin(m, DT_R_MATMUL_BWD);
         int ld_made = 0; /* LD from the attproj GEMM's DOT epilogue, for the attention backward */
-        TRY(linear_bwd(m, m->dc1, G(DT_P_ATTPROJW) + lC * C, G(DT_P_ATTPROJB) + lC, dproj,
+        TRY(linear_bwd(m, m->dc1, m->dwb_res ? NULL : G(DT_P_ATTPROJW) + lC * C, G(DT_P_ATTPROJB) + lC, dproj,
                        m->atty + l * sc, P16(DT_P_ATTPROJW) + lC * C, BT, C, C, NULL, NULL, l, &ld_made));
         rend(m, DT_R_MATMUL_BWD);
         /* the qkv bias gradient: fused into the flash backward (it sums the dqkv it stores;
@@ -1402,16 +1433,22 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
         rbegin(m, DT_R_LN_BWD);
         TRY(t_layernorm_bwd(m, 1, G(DT_P_LN1W) + lC, G(DT_P_LN1B) + lC, res, P(DT_P_LN1W) + lC,
                             m->ln1_mean + (size_t)l * BT, m->ln1_rstd + (size_t)l * BT,
-                            l > 0 ? NEXT_DB(DT_P_FCPROJB, l - 1) : NULL));
+                            l > 0 ? NEXT_DB(DT_P_FCPROJB, l - 1) : NULL, dres_slot(m, 2 * l - 1)));
         rend(m, DT_R_LN_BWD);
-        TRY(block_end(m, blk, DT_PHASE_BWD, l, m->dres16, DT_DT_BF16));
+        TRY(block_end(m, blk, DT_PHASE_BWD, l, m->dres, DT_DT_BF16));
     }
 #undef NEXT_DB
-    /* every layer's qkv (fc) weight gradient: one strided-batched GEMM (DT_DW_BATCH) */
-    if (m->dwb_qkv || m->dwb_fc) {
+    /* every layer's weight gradients of a batched kind: one strided-batched GEMM a kind
+     * (DT_DW_BATCH) */
+    if (m->dwb_qkv || m->dwb_fc || m->dwb_res) {
+        const long long s1 = (long long)BT * C;
         rbegin(m, DT_R_MATMUL_BWD);
-        if (m->dwb_qkv) TRY(dw_batched(m, m->dqkv_all, m->ln1, G(DT_P_QKVW), C, 3 * C));
-        if (m->dwb_fc) TRY(dw_batched(m, m->dfch_all, m->ln2, G(DT_P_FCW), C, 4 * C));
+        if (m->dwb_qkv) TRY(dw_batched(m, m->dqkv_all, 3 * s1, m->ln1, G(DT_P_QKVW), C, 3 * C));
+        if (m->dwb_fc) TRY(dw_batched(m, m->dfch_all, 4 * s1, m->ln2, G(DT_P_FCW), C, 4 * C));
+        if (m->dwb_res) {
+            TRY(dw_batched(m, dres_slot(m, 1), 2 * s1, m->fchg, G(DT_P_FCPROJW), 4 * C, C));
+            TRY(dw_batched(m, dres_slot(m, 0), 2 * s1, m->atty, G(DT_P_ATTPROJW), C, C));
+        }
         rend(m, DT_R_MATMUL_BWD);
     }
     /* the encoder backward adds into wte's gradient, which the head's weight-gradient GEMM
@@ -1435,6 +1472,9 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     /* with hidden dropout the linears read a masked copy of dres16 (through_dropout); with
      * BGRAD the weight-gradient GEMMs make every bias gradient */
     m->ln_colsum = !dt_dropout_on(&hd) && !m->fuse_bgrad;
+    /* fcproj's and attproj's dout is then the residual gradient itself, and their bias
+     * gradients the LayerNorm backward's column sums */
+    m->dwb_res = m->dw_batch == 2 && m->dres_all && m->ln_colsum;
     int det_buckets = dt_op_variant(DT_OP_ENCODER_BWD) == DT_VARIANT_DET;
     if (det_buckets) {
         /* on the host while the device runs the forward, then copied on m->up while it runs
@@ -1679,8 +1719,13 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
              : m->flash ? "the D kernel"
                         : "none (GEMM attention)",
              !m->dw_batch ? "off (DT_DW_BATCH=off: one weight-gradient GEMM a layer)"
+             : m->dqkv_all && m->dfch_all && m->dres_all
+                 ? "qkv, fc, fcproj, attproj: every layer's weight gradients in one batched GEMM a kind after the "
+                   "layers (DT_DW_BATCH=on, the default; fcproj and attproj where the bias gradients come from the "
+                   "LayerNorm backward's column sums)"
              : m->dqkv_all && m->dfch_all ? "qkv, fc: every layer's qkv and fc weight gradients in one batched GEMM "
-                                            "a kind after the layers (DT_DW_BATCH=on, the default)"
+                                            "a kind after the layers (DT_DW_BATCH=on, the default; fcproj and "
+                                            "attproj not with hidden dropout)"
              : m->dqkv_all ? "qkv: every layer's qkv weight gradient in one batched GEMM after the layers"
              : m->dfch_all ? "fc: every layer's fc weight gradient in one batched GEMM after the layers (qkv's "
                              "needs flash attention)"

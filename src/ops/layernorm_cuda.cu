@@ -220,7 +220,7 @@ template <int NV4> struct ln_bwd_in {
  * below then have the bits of an accumulation into a zeroed buffer). */
 template <int NV4>
 static __device__ __forceinline__ void ln_bwd_load(ln_bwd_in<NV4> &t, const bf16 *inp, const bf16 *dout,
-                                                   const bf16 *dinp16, int acc, const float *mean,
+                                                   const bf16 *dres, int acc, const float *mean,
                                                    const float *rstd, int row, int C, int lane) {
     size_t base = (size_t)row * C;
 #pragma unroll
@@ -229,7 +229,7 @@ static __device__ __forceinline__ void ln_bwd_load(ln_bwd_in<NV4> &t, const bf16
         if (u < C / 4) {
             t.x[i] = *reinterpret_cast<const uint2 *>(inp + base + u * 4);
             t.g[i] = *reinterpret_cast<const uint2 *>(dout + base + u * 4);
-            t.d[i] = acc ? *reinterpret_cast<const uint2 *>(dinp16 + base + u * 4) : make_uint2(0u, 0u);
+            t.d[i] = acc ? *reinterpret_cast<const uint2 *>(dres + base + u * 4) : make_uint2(0u, 0u);
         }
     }
     t.m = mean[row];
@@ -334,7 +334,7 @@ static __device__ __forceinline__ void ln_bwd_row(const ln_bwd_in<NV4> &t, int r
  * float4 at u, conflict-free 16-byte accesses), then (sumv) [LN_BWD_WARPS][C] the same way. */
 template <int NV4, int ACC, int MINB>
 __global__ void __launch_bounds__(32 * LN_BWD_WARPS, MINB)
-layernorm_bwd_kernel(bf16 *dinp16, int acc, float *dweight, float *dbias, float *sum, float *part,
+layernorm_bwd_kernel(bf16 *dinp16, const bf16 *dres, int acc, float *dweight, float *dbias, float *sum, float *part,
                      const bf16 *dout, const bf16 *inp, const float *w, const float *mean,
                      const float *rstd, int N, int C, int det, int sumv) {
     extern __shared__ float4 sh4[];
@@ -355,12 +355,12 @@ layernorm_bwd_kernel(bf16 *dinp16, int acc, float *dweight, float *dbias, float 
     const float4 *w4 = reinterpret_cast<const float4 *>(w);
     int row = blockIdx.x * LN_BWD_WARPS + warp, step = gridDim.x * LN_BWD_WARPS;
     ln_bwd_in<NV4> cur;
-    if (row < N) ln_bwd_load(cur, inp, dout, dinp16, acc, mean, rstd, row, C, lane);
+    if (row < N) ln_bwd_load(cur, inp, dout, dres, acc, mean, rstd, row, C, lane);
     for (; row < N; row += step) {
         int next = row + step;
         ln_bwd_row<NV4, ACC>(cur, row, dw, db, sw, sb, ss, sumv, dinp16, w4, C, lane);
         if (next >= N) break;
-        ln_bwd_load(cur, inp, dout, dinp16, acc, mean, rstd, next, C, lane);
+        ln_bwd_load(cur, inp, dout, dres, acc, mean, rstd, next, C, lane);
     }
     if (ACC == 0)
 #pragma unroll
@@ -378,7 +378,7 @@ layernorm_bwd_kernel(bf16 *dinp16, int acc, float *dweight, float *dbias, float 
 /* The same backward for C > 8 * 32 * LN_MAX_NV or weights not 16-byte aligned: the warps
  * accumulate dweight/dbias (and the column sums of dinp16 with sumv) in their shared rows
  * element by element (same order). */
-__global__ void layernorm_bwd_wide_kernel(bf16 *dinp16, int acc, float *dweight, float *dbias, float *sum,
+__global__ void layernorm_bwd_wide_kernel(bf16 *dinp16, const bf16 *dres, int acc, float *dweight, float *dbias, float *sum,
                                           float *part, const bf16 *dout, const bf16 *inp, const float *w,
                                           const float *mean, const float *rstd, int N, int C, int det,
                                           int sumv) {
@@ -412,7 +412,7 @@ __global__ void layernorm_bwd_wide_kernel(bf16 *dinp16, int acc, float *dweight,
             dt_bf16x8 xv = dt_ld8(inp + base + v * 8), gv = dt_ld8(dout + base + v * 8), o;
             float di[8];
             if (acc) {
-                dt_bf16x8 dv = dt_ld8(dinp16 + base + v * 8);
+                dt_bf16x8 dv = dt_ld8(dres + base + v * 8);
 #pragma unroll
                 for (int k = 0; k < 8; k++) di[k] = __bfloat162float(dv.v[k]);
             } else {
@@ -598,7 +598,7 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
 /* One launch of the register backward kernel (the shared-memory opt-in set once per
  * instantiation: up to DT_CU_LN_SMEM_MAX, the largest carveout so MINB blocks fit). */
 template <int NV4, int ACC, int MINB>
-static void ln_bwd_go(unsigned nparts, size_t shm, cudaStream_t s, bf16 *dinp16, int acc, float *dweight,
+static void ln_bwd_go(unsigned nparts, size_t shm, cudaStream_t s, bf16 *dinp16, const bf16 *dres, int acc, float *dweight,
                       float *dbias, float *sum, float *part, const bf16 *dout, const bf16 *inp, const float *w,
                       const float *mean, const float *rstd, int N, int C, int det, int sumv) {
     static int attr;
@@ -610,7 +610,7 @@ static void ln_bwd_go(unsigned nparts, size_t shm, cudaStream_t s, bf16 *dinp16,
     }
     unsigned nt = 32 * LN_BWD_WARPS;
     layernorm_bwd_kernel<NV4, ACC, MINB><<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_kernel"), nt, shm, s>>>(
-        dinp16, acc, dweight, dbias, sum, part, dout, inp, w, mean, rstd, N, C, det, sumv);
+        dinp16, dres, acc, dweight, dbias, sum, part, dout, inp, w, mean, rstd, N, C, det, sumv);
 }
 /* The register kernel's variant per width. Registers hold the row (inp, dout, dinp16: 6 NV4
  * registers) and, up to NV4 = LN_BWD_REG_ACC, the dweight/dbias accumulators (8 NV4): at
@@ -676,7 +676,7 @@ static __device__ __forceinline__ uint2 lnf_ld(const bf16 *p, uint64_t pol, int 
 /* ln_bwd_load for a full row (C = 128 NV4). */
 template <int NV4>
 static __device__ __forceinline__ void lnf_load(ln_bwd_in<NV4> &t, const bf16 *inp, const bf16 *dout,
-                                                const bf16 *dinp16, int acc, const float *mean, const float *rstd,
+                                                const bf16 *dres, int acc, const float *mean, const float *rstd,
                                                 int row, int lane, uint64_t pol) {
     const size_t base = (size_t)row * (128 * NV4);
 #pragma unroll
@@ -684,7 +684,7 @@ static __device__ __forceinline__ void lnf_load(ln_bwd_in<NV4> &t, const bf16 *i
         int u = lane + 32 * i;
         t.x[i] = lnf_ld(inp + base + u * 4, pol, 1);
         t.g[i] = lnf_ld(dout + base + u * 4, pol, 1);
-        t.d[i] = acc ? lnf_ld(dinp16 + base + u * 4, pol, 0) : make_uint2(0u, 0u);
+        t.d[i] = acc ? lnf_ld(dres + base + u * 4, pol, 0) : make_uint2(0u, 0u);
     }
     t.m = mean[row];
     t.r = rstd[row];
@@ -756,7 +756,7 @@ static __device__ __forceinline__ void lnf_row(const ln_bwd_in<NV4> &t, int row,
  * weights (dt_cu_ln_bwd_full_smem). */
 template <int NV4, int SUMV>
 __global__ void __launch_bounds__(32 * LN_BWD_WARPS, 2)
-layernorm_bwd_full_kernel(bf16 *dinp16, int acc, float *dweight, float *dbias, float *sum, float *part,
+layernorm_bwd_full_kernel(bf16 *dinp16, const bf16 *dres, int acc, float *dweight, float *dbias, float *sum, float *part,
                           const bf16 *dout, const bf16 *inp, const float *w, const float *mean, const float *rstd,
                           int N, int det, int sumdet) {
     const int C = 128 * NV4, C4 = 32 * NV4;
@@ -779,13 +779,13 @@ layernorm_bwd_full_kernel(bf16 *dinp16, int acc, float *dweight, float *dbias, f
     const uint64_t pol = ln_evict_first();
     int row = blockIdx.x * LN_BWD_WARPS + warp, step = gridDim.x * LN_BWD_WARPS;
     ln_bwd_in<NV4> cur;
-    if (row < N) lnf_load<NV4>(cur, inp, dout, dinp16, acc, mean, rstd, row, lane, pol);
+    if (row < N) lnf_load<NV4>(cur, inp, dout, dres, acc, mean, rstd, row, lane, pol);
     __syncthreads(); /* the weights */
     for (; row < N; row += step) {
         int next = row + step;
         lnf_row<NV4, SUMV>(cur, row, dw, db, ws, ss, dinp16, lane);
         if (next >= N) break;
-        lnf_load<NV4>(cur, inp, dout, dinp16, acc, mean, rstd, next, lane, pol);
+        lnf_load<NV4>(cur, inp, dout, dres, acc, mean, rstd, next, lane, pol);
     }
     float4 *sw = sh4 + (size_t)warp * 2 * C4, *sb = sw + C4;
 #pragma unroll
@@ -800,7 +800,7 @@ layernorm_bwd_full_kernel(bf16 *dinp16, int acc, float *dweight, float *dbias, f
 }
 
 template <int NV4, int SUMV>
-static void ln_bwd_full_go(unsigned nparts, cudaStream_t s, bf16 *dinp16, int acc, float *dweight, float *dbias,
+static void ln_bwd_full_go(unsigned nparts, cudaStream_t s, bf16 *dinp16, const bf16 *dres, int acc, float *dweight, float *dbias,
                            float *sum, float *part, const bf16 *dout, const bf16 *inp, const float *w,
                            const float *mean, const float *rstd, int N, int det, int sumdet) {
     const size_t shm = dt_cu_ln_bwd_full_smem(128 * NV4, SUMV);
@@ -813,11 +813,11 @@ static void ln_bwd_full_go(unsigned nparts, cudaStream_t s, bf16 *dinp16, int ac
     }
     unsigned nt = 32 * LN_BWD_WARPS;
     layernorm_bwd_full_kernel<NV4, SUMV><<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_full_kernel"), nt, shm, s>>>(
-        dinp16, acc, dweight, dbias, sum, part, dout, inp, w, mean, rstd, N, det, sumdet);
+        dinp16, dres, acc, dweight, dbias, sum, part, dout, inp, w, mean, rstd, N, det, sumdet);
 }
 
 /* The backward launch of both entry points; sum NULL: no column sum. */
-static void ln_bwd(bf16 *dinp16, int acc, float *dweight, float *dbias, float *sum, float *part,
+static void ln_bwd(bf16 *dinp16, const bf16 *dres, int acc, float *dweight, float *dbias, float *sum, float *part,
                    const bf16 *dout, const bf16 *inp, const float *weight, const float *mean,
                    const float *rstd, int N, int C, cudaStream_t s, cudaStream_t fs) {
     int det = dt_op_variant(DT_OP_LAYERNORM_BWD) == DT_VARIANT_DET, nparts = dt_cu_ln_parts(N);
@@ -838,13 +838,13 @@ static void ln_bwd(bf16 *dinp16, int acc, float *dweight, float *dbias, float *s
      * the same bits (unless the benchmark switch asks for the register kernel) */
     const int full = dt_cu_ln_full_rows(C, nv) && !g_ln_bwd_general;
 #define LN_FULL(NV)                                                                                              \
-    (fused ? ln_bwd_full_go<2 * NV, 1>(nparts, s, dinp16, acc, dweight, dbias, sum, part, dout, inp, weight, mean, \
+    (fused ? ln_bwd_full_go<2 * NV, 1>(nparts, s, dinp16, dres, acc, dweight, dbias, sum, part, dout, inp, weight, mean, \
                                        rstd, N, det, sumv == LN_SUM_DET)                                          \
-           : ln_bwd_full_go<2 * NV, 0>(nparts, s, dinp16, acc, dweight, dbias, sum, part, dout, inp, weight, mean, \
+           : ln_bwd_full_go<2 * NV, 0>(nparts, s, dinp16, dres, acc, dweight, dbias, sum, part, dout, inp, weight, mean, \
                                        rstd, N, det, 0))
 #define LN_BWD(NV)                                                                                               \
     ln_bwd_go<2 * NV, (2 * NV > LN_BWD_REG_ACC), (2 * NV <= LN_BWD_REG_ACC ? 2 : 1)>(                                \
-        nparts, shm, s, dinp16, acc, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, det, sumv)
+        nparts, shm, s, dinp16, dres, acc, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, det, sumv)
     if (full && nv == 1) LN_FULL(1);
     else if (full && nv == 2) LN_FULL(2);
     else if (full && nv == 3) LN_FULL(3);
@@ -857,7 +857,7 @@ static void ln_bwd(bf16 *dinp16, int acc, float *dweight, float *dbias, float *s
     case 8: LN_BWD(8); break;
     default:
         layernorm_bwd_wide_kernel<<<dt_cu_noted(nparts, nt, shm, "layernorm_bwd_wide_kernel"), nt, shm, s>>>(
-            dinp16, acc, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, det, sumv);
+            dinp16, dres, acc, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, det, sumv);
     }
 #undef LN_BWD
 #undef LN_FULL
@@ -871,12 +871,19 @@ void dt_cu_layernorm_bwd(bf16 *dinp16, int acc, float *dweight, float *dbias, fl
                          const bf16 *dout, const bf16 *inp, const float *weight,
                          const float *mean, const float *rstd, int N, int C, cudaStream_t s,
                          cudaStream_t fs) {
-    ln_bwd(dinp16, acc, dweight, dbias, NULL, part, dout, inp, weight, mean, rstd, N, C, s, fs);
+    ln_bwd(dinp16, dinp16, acc, dweight, dbias, NULL, part, dout, inp, weight, mean, rstd, N, C, s, fs);
 }
 
 void dt_cu_layernorm_bwd_colsum(bf16 *dinp16, int acc, float *dweight, float *dbias, float *sum,
                                 float *part, const bf16 *dout, const bf16 *inp, const float *weight,
                                 const float *mean, const float *rstd, int N, int C, cudaStream_t s,
                                 cudaStream_t fs) {
-    ln_bwd(dinp16, acc, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, s, fs);
+    ln_bwd(dinp16, dinp16, acc, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, s, fs);
+}
+
+void dt_cu_layernorm_bwd_from(bf16 *dinp16, const bf16 *dres, float *dweight, float *dbias, float *sum,
+                              float *part, const bf16 *dout, const bf16 *inp, const float *weight,
+                              const float *mean, const float *rstd, int N, int C, cudaStream_t s,
+                              cudaStream_t fs) {
+    ln_bwd(dinp16, dres, 1, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, s, fs);
 }

@@ -255,6 +255,16 @@ void dt_cu_layernorm_bwd_colsum(bf16 *dinp16, int acc, float *dweight, float *db
                                 float *part, const bf16 *dout, const bf16 *inp, const float *weight,
                                 const float *mean, const float *rstd, int N, int C, cudaStream_t s,
                                 cudaStream_t fs);
+/* dt_cu_layernorm_bwd (sum NULL) or dt_cu_layernorm_bwd_colsum with acc 1, out of place: the
+ * incoming gradient is read from dres and dinp16 = bf16(float(dres) + its gradient) written
+ * (dres and dinp16 the same buffer, or buffers that do not overlap); the same bits as the
+ * in-place call on a copy of dres. For a backward that keeps each residual gradient (the
+ * batched weight gradients of gpt_cuda.cu). */
+#define DT_CU_HAVE_LAYERNORM_BWD_FROM 1
+void dt_cu_layernorm_bwd_from(bf16 *dinp16, const bf16 *dres, float *dweight, float *dbias, float *sum,
+                              float *part, const bf16 *dout, const bf16 *inp, const float *weight,
+                              const float *mean, const float *rstd, int N, int C, cudaStream_t s,
+                              cudaStream_t fs);
 
 /* ---- bias gradient / column sums (reduce_cuda.cu), DT_OP_BIAS_BWD -------------------- */
 /* acc (fp32, cols) += column sums of x (bf16, rows x cols), cols % 8 == 0. part: dt_cu_colsum_parts(rows)

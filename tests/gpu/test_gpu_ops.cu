@@ -393,7 +393,10 @@ static void test_layernorm_accuracy(void) {
  *    operands in another order: close, not bitwise);
  *  - dinp16 byte-identical to dt_cu_layernorm_bwd's, and dweight/dbias too when
  *    layernorm_bwd is det; dinp16 against the CPU's fp32 sum (rel 4e-3, and every element
- *    within one bf16 ulp of it), dweight, dbias (1e-3, 1e-5). */
+ *    within one bf16 ulp of it), dweight, dbias (1e-3, 1e-5);
+ *  - out of place (dt_cu_layernorm_bwd_from, fused and not): dinp16 byte-identical to the
+ *    in-place calls', dweight/dbias (layernorm_bwd det) and the sums (bias_bwd det) too, and
+ *    the incoming gradient untouched. */
 static void test_layernorm_colsum(void) {
     const struct { int N, C, misalign; } shapes[] = {{1000, 768, 0}, {300, 1600, 0}, {1000, 64, 0},
                                                      {1000, 768, 1}, {200, 3072, 0}};
@@ -451,6 +454,30 @@ static void test_layernorm_colsum(void) {
                    beyond_one_ulp(got16, dinp));
             CHECK_RELF(fw, gw, 1e-3, "%s: dweight", what);
             CHECK_RELF(fb, gb, 1e-5, "%s: dbias", what);
+            /* out of place (dt_cu_layernorm_bwd_from), fused and not, into a buffer of other
+             * bytes: the in-place calls' bytes, and the incoming gradient left as it was */
+            for (int fz = 0; fz < 2; fz++) {
+                float *ogw = dev<float>(C), *ogb = dev<float>(C), *osum = fz ? up32(sum0) : NULL;
+                bf16 *rin = up16(dinp0), *od16 = up16(dout); /* dout: any bytes but the result's */
+                dt_cu_layernorm_bwd_from(od16, rin, ogw, ogb, osum, fz ? part : part2, dg, dx, dw, dmean, drstd, N, C,
+                                         0, 0);
+                vf o16 = down16(od16, nc), r16 = down16(rin, nc);
+                CHECKF(!memcmp(o16.data(), (fz ? got16 : u16).data(), sizeof(float) * nc),
+                       "%s: out-of-place%s dinp16 differs from the in-place call's", what, fz ? " fused" : "");
+                CHECKF(!memcmp(r16.data(), dinp0.data(), sizeof(float) * nc),
+                       "%s: the out-of-place call%s changed its incoming gradient", what, fz ? " (fused)" : "");
+                if (!ln_fast) {
+                    vf ow = down32(ogw, C), ob = down32(ogb, C);
+                    CHECKF(!memcmp(ow.data(), fw.data(), sizeof(float) * C) && !memcmp(ob.data(), fb.data(), sizeof(float) * C),
+                           "%s: out-of-place%s dweight/dbias differ from the in-place call's", what, fz ? " fused" : "");
+                }
+                if (fz && !sum_fast) {
+                    vf os = down32(osum, C);
+                    CHECKF(!memcmp(os.data(), gsum.data(), sizeof(float) * C),
+                           "%s: out-of-place column sums differ from the in-place call's", what);
+                }
+                cudaFree(ogw); cudaFree(ogb); cudaFree(osum); cudaFree(rin); cudaFree(od16);
+            }
             cudaFree(fgw); cudaFree(fgb); cudaFree(fsum); cudaFree(fd16);
             cudaFree(ugw); cudaFree(ugb); cudaFree(csum); cudaFree(ud16);
         }
