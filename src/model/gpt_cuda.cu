@@ -421,11 +421,13 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     DMALLOC(m->dproj16, sc, "scratch");
     DMALLOC(m->dc1, sc, "scratch");
     DMALLOC(m->dqkv, 3 * sc, "scratch");
-    if (m->dw_batch && m->flash) DMALLOC(m->dqkv_all, 3 * sc * (size_t)L, "every layer's dqkv (DT_DW_BATCH: =off saves it)");
+    if (m->dw_batch && m->flash)
+        DMALLOC(m->dqkv_all, 3 * sc * (size_t)L, "every layer's dqkv (DT_DW_BATCH: =off saves it)");
     DMALLOC(m->dfch, 4 * sc, "scratch");
     if ((st = probe_fusions(m)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
     if (!m->fuse_gelu) DMALLOC(m->dfchg, 4 * sc, "scratch"); /* the GEMM's dGELU input, unfused only */
-    if (m->dw_batch == 2 && !m->fuse_bgrad) DMALLOC(m->dfch_all, 4 * sc * (size_t)L, "every layer's dfch (DT_DW_BATCH: =off saves it)");
+    if (m->dw_batch == 2 && !m->fuse_bgrad)
+        DMALLOC(m->dfch_all, 4 * sc * (size_t)L, "every layer's dfch (DT_DW_BATCH: =off saves it)");
     if (m->dw_batch == 2 && !m->fuse_bgrad && m->hidden_dropout == 0.0f)
         DMALLOC(m->dres_all, 2 * sc * (size_t)L, "every layer's residual gradient (DT_DW_BATCH: =off saves it)");
     DMALLOC(m->red_part, 2 * DT_CU_RED_MAX_BLOCKS, "scratch");
@@ -488,8 +490,9 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
                     m->atty, m->att, m->attproj, m->res2, m->ln2, m->fch, m->fchg, m->fcproj, m->res3,
                     m->lnf, m->logits, m->ln1_mean, m->ln1_rstd, m->ln2_mean, m->ln2_rstd,
                     m->lnf_mean, m->lnf_rstd, m->losses, m->part, m->dres16, m->dproj16,
-                    m->dc1, m->dqkv, m->dqkv_all, m->dfch_all, m->dres_all, m->dfch, m->dfchg, m->att_scratch, m->red_part, m->stats,
-                    m->zeros, m->d_in, m->d_tg, m->d_order, m->d_segtok, m->d_segstart, m->chunks,
+                    m->dc1, m->dqkv, m->dqkv_all, m->dfch_all, m->dres_all, m->dfch, m->dfchg, m->att_scratch,
+                    m->red_part, m->stats, m->zeros, m->d_in, m->d_tg, m->d_order, m->d_segtok, m->d_segstart,
+                    m->chunks,
                     m->decay, m->att_lse, m->pn_part};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
     for (int i = 0; i < G_SLOTS; i++)
@@ -1328,11 +1331,10 @@ static dt_status t_encoder_bwd(dt_gpt_cuda *m, const dt_dropout *hd) {
 /* DT_DW_BATCH: dW_l (OC, IC) = dout_l^T inp_l for every layer l in one strided-batched GEMM
  * (dout_all: the layers' (B T, OC), sdout elements apart; inp_all their (B T, IC) one after
  * another; dw the weights' gradient, (OC, IC) a layer), each layer's linear_bwd's call
- * (dw_gemm), batched
- * (the same operands, alpha, beta; cuBLASLt's pinned plan for the batched shape, no split of
- * K in place; whether its bytes equal the single calls' depends on that plan: bench_dw_batch
- * compares them). On m->wgs when overlapping, after m->s wrote the last layer's dout
- * (layer 0's). */
+ * (dw_gemm) batched: the same operands, alpha, beta; cuBLASLt's pinned plan for the batched
+ * shape, no split of K in place; whether its bytes equal the single calls' depends on that
+ * plan (bench_dw_batch compares them). On m->wgs when overlapping, after m->s wrote the last
+ * layer's dout (layer 0's). */
 static dt_status dw_batched(dt_gpt_cuda *m, const bf16 *dout_all, long long sdout, const bf16 *inp_all, float *dw,
                            int IC, int OC) {
     const int BT = m->B * m->T, L = m->cfg.num_layers;
@@ -1389,8 +1391,8 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
                              * (our kernel) or with the fc weights' */
             float *fcb = m->fuse_bgrad ? NULL : G(DT_P_FCB) + lC * 4;
             TRY(linear_bwd(m, dfch_of(m, l), m->dwb_res ? NULL : G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC,
-                           dproj,
-                           m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, fch, fcb, -1, NULL));
+                           dproj, m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, fch, fcb, -1,
+                           NULL));
             TRY(linear_bwd(m, m->dc1, m->dwb_fc ? NULL : G(DT_P_FCW) + lC * 4 * C, G(DT_P_FCB) + lC * 4, dfch_of(m, l),
                            m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1, NULL));
             rend(m, DT_R_MATMUL_BWD);
@@ -1405,8 +1407,8 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
             rend(m, DT_R_GELU_BWD);
             rbegin(m, DT_R_MATMUL_BWD);
             TRY(linear_bwd(m, m->dc1, m->dwb_fc ? NULL : G(DT_P_FCW) + lC * 4 * C, m->fuse_bgrad ? fcb : NULL,
-                           dfch_of(m, l),
-                           m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1, NULL));
+                           dfch_of(m, l), m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1,
+                           NULL));
             rend(m, DT_R_MATMUL_BWD);
         }
         rbegin(m, DT_R_LN_BWD);

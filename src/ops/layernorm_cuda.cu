@@ -378,8 +378,8 @@ layernorm_bwd_kernel(bf16 *dinp16, const bf16 *dres, int acc, float *dweight, fl
 /* The same backward for C > 8 * 32 * LN_MAX_NV or weights not 16-byte aligned: the warps
  * accumulate dweight/dbias (and the column sums of dinp16 with sumv) in their shared rows
  * element by element (same order). */
-__global__ void layernorm_bwd_wide_kernel(bf16 *dinp16, const bf16 *dres, int acc, float *dweight, float *dbias, float *sum,
-                                          float *part, const bf16 *dout, const bf16 *inp, const float *w,
+__global__ void layernorm_bwd_wide_kernel(bf16 *dinp16, const bf16 *dres, int acc, float *dweight, float *dbias,
+                                          float *sum, float *part, const bf16 *dout, const bf16 *inp, const float *w,
                                           const float *mean, const float *rstd, int N, int C, int det,
                                           int sumv) {
     /* [LN_BWD_WARPS][2][C] then (sumv) [LN_BWD_WARPS][C], channel c = 8v + k stored at
@@ -598,9 +598,9 @@ void dt_cu_layernorm_fwd(bf16 *out, float *mean, float *rstd, bf16 *res, const b
 /* One launch of the register backward kernel (the shared-memory opt-in set once per
  * instantiation: up to DT_CU_LN_SMEM_MAX, the largest carveout so MINB blocks fit). */
 template <int NV4, int ACC, int MINB>
-static void ln_bwd_go(unsigned nparts, size_t shm, cudaStream_t s, bf16 *dinp16, const bf16 *dres, int acc, float *dweight,
-                      float *dbias, float *sum, float *part, const bf16 *dout, const bf16 *inp, const float *w,
-                      const float *mean, const float *rstd, int N, int C, int det, int sumv) {
+static void ln_bwd_go(unsigned nparts, size_t shm, cudaStream_t s, bf16 *dinp16, const bf16 *dres, int acc,
+                      float *dweight, float *dbias, float *sum, float *part, const bf16 *dout, const bf16 *inp,
+                      const float *w, const float *mean, const float *rstd, int N, int C, int det, int sumv) {
     static int attr;
     if (!attr) {
         const void *k = (const void *)layernorm_bwd_kernel<NV4, ACC, MINB>;
@@ -756,9 +756,9 @@ static __device__ __forceinline__ void lnf_row(const ln_bwd_in<NV4> &t, int row,
  * weights (dt_cu_ln_bwd_full_smem). */
 template <int NV4, int SUMV>
 __global__ void __launch_bounds__(32 * LN_BWD_WARPS, 2)
-layernorm_bwd_full_kernel(bf16 *dinp16, const bf16 *dres, int acc, float *dweight, float *dbias, float *sum, float *part,
-                          const bf16 *dout, const bf16 *inp, const float *w, const float *mean, const float *rstd,
-                          int N, int det, int sumdet) {
+layernorm_bwd_full_kernel(bf16 *dinp16, const bf16 *dres, int acc, float *dweight, float *dbias, float *sum,
+                          float *part, const bf16 *dout, const bf16 *inp, const float *w, const float *mean,
+                          const float *rstd, int N, int det, int sumdet) {
     const int C = 128 * NV4, C4 = 32 * NV4;
     extern __shared__ float4 sh4[];
     float *sh = reinterpret_cast<float *>(sh4);
@@ -800,9 +800,9 @@ layernorm_bwd_full_kernel(bf16 *dinp16, const bf16 *dres, int acc, float *dweigh
 }
 
 template <int NV4, int SUMV>
-static void ln_bwd_full_go(unsigned nparts, cudaStream_t s, bf16 *dinp16, const bf16 *dres, int acc, float *dweight, float *dbias,
-                           float *sum, float *part, const bf16 *dout, const bf16 *inp, const float *w,
-                           const float *mean, const float *rstd, int N, int det, int sumdet) {
+static void ln_bwd_full_go(unsigned nparts, cudaStream_t s, bf16 *dinp16, const bf16 *dres, int acc,
+                           float *dweight, float *dbias, float *sum, float *part, const bf16 *dout, const bf16 *inp,
+                           const float *w, const float *mean, const float *rstd, int N, int det, int sumdet) {
     const size_t shm = dt_cu_ln_bwd_full_smem(128 * NV4, SUMV);
     static int attr;
     if (!attr) {
@@ -838,10 +838,10 @@ static void ln_bwd(bf16 *dinp16, const bf16 *dres, int acc, float *dweight, floa
      * the same bits (unless the benchmark switch asks for the register kernel) */
     const int full = dt_cu_ln_full_rows(C, nv) && !g_ln_bwd_general;
 #define LN_FULL(NV)                                                                                              \
-    (fused ? ln_bwd_full_go<2 * NV, 1>(nparts, s, dinp16, dres, acc, dweight, dbias, sum, part, dout, inp, weight, mean, \
-                                       rstd, N, det, sumv == LN_SUM_DET)                                          \
-           : ln_bwd_full_go<2 * NV, 0>(nparts, s, dinp16, dres, acc, dweight, dbias, sum, part, dout, inp, weight, mean, \
-                                       rstd, N, det, 0))
+    (fused ? ln_bwd_full_go<2 * NV, 1>(nparts, s, dinp16, dres, acc, dweight, dbias, sum, part, dout, inp, weight,  \
+                                       mean, rstd, N, det, sumv == LN_SUM_DET)                                    \
+           : ln_bwd_full_go<2 * NV, 0>(nparts, s, dinp16, dres, acc, dweight, dbias, sum, part, dout, inp, weight,  \
+                                       mean, rstd, N, det, 0))
 #define LN_BWD(NV)                                                                                               \
     ln_bwd_go<2 * NV, (2 * NV > LN_BWD_REG_ACC), (2 * NV <= LN_BWD_REG_ACC ? 2 : 1)>(                                \
         nparts, shm, s, dinp16, dres, acc, dweight, dbias, sum, part, dout, inp, weight, mean, rstd, N, C, det, sumv)

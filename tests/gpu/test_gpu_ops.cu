@@ -468,8 +468,10 @@ static void test_layernorm_colsum(void) {
                        "%s: the out-of-place call%s changed its incoming gradient", what, fz ? " (fused)" : "");
                 if (!ln_fast) {
                     vf ow = down32(ogw, C), ob = down32(ogb, C);
-                    CHECKF(!memcmp(ow.data(), fw.data(), sizeof(float) * C) && !memcmp(ob.data(), fb.data(), sizeof(float) * C),
-                           "%s: out-of-place%s dweight/dbias differ from the in-place call's", what, fz ? " fused" : "");
+                    CHECKF(!memcmp(ow.data(), fw.data(), sizeof(float) * C) &&
+                               !memcmp(ob.data(), fb.data(), sizeof(float) * C),
+                           "%s: out-of-place%s dweight/dbias differ from the in-place call's", what,
+                           fz ? " fused" : "");
                 }
                 if (fz && !sum_fast) {
                     vf os = down32(osum, C);
