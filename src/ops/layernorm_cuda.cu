@@ -214,10 +214,12 @@ template <int NV4> struct ln_bwd_in {
     uint2 x[NV4], g[NV4], d[NV4];
     float m, r;
 };
-/* Issues all loads of a row at once (inp, dout, the incoming dinp16 when acc, the row's
- * statistics): one memory round trip a row instead of one for inp/dout and a second for
- * dinp16 after the row sums. Without acc the incoming gradient is zero (bf16 +0: the sums
- * below then have the bits of an accumulation into a zeroed buffer). */
+/* Issues all loads of a row at once (inp, dout, the incoming gradient when acc, the row's
+ * statistics): one memory round trip a row instead of one for inp/dout and a second for the
+ * incoming gradient after the row sums. The kernels read that from dres (dinp16 itself in
+ * place, another buffer for dt_cu_layernorm_bwd_from) and write dinp16. Without acc the
+ * incoming gradient is zero (bf16 +0: the sums below then have the bits of an accumulation
+ * into a zeroed buffer). */
 template <int NV4>
 static __device__ __forceinline__ void ln_bwd_load(ln_bwd_in<NV4> &t, const bf16 *inp, const bf16 *dout,
                                                    const bf16 *dres, int acc, const float *mean,

@@ -12,7 +12,8 @@
 #    records the attention backward's D from the attproj GEMM's DOT epilogue (so run f's
 #    equal bits also say the mma.sync flash backward took that LD), DT_GEMM_OWN=off and
 #    DT_GEMM_DOT=off the D kernel, and DT_GEMM_DOT=off runs are bitwise reproducible too;
-#    the default run records DT_DW_BATCH on (batched qkv and fc weight gradients);
+#    the default run records DT_DW_BATCH on (every layer's qkv, fc, fcproj and attproj
+#    weight gradients batched);
 #    DT_DW_BATCH=off is recorded, reproducible bitwise and within 1e-3 of the default run's
 #    last loss; a run traced at op level has the default run's bits and the batched GEMMs'
 #    events;
@@ -73,12 +74,13 @@ DT_GEMM_DOT=off "$D" train $nodrop --deterministic-mode --log-dir "$W/k" >/dev/n
 grep -q '"attention_d":"the D kernel"' "$W/j/env.json" || fail "run j (DT_GEMM_DOT=off) did not record the D kernel"
 "$D" compare "$W/j" "$W/k" || fail "two deterministic GPU runs with DT_GEMM_DOT=off differ"
 "$D" compare "$W/h" "$W/i" || fail "two deterministic GPU runs with DT_GEMM_OWN=off differ"
-# DT_DW_BATCH (default on): the qkv and fc weight gradients of every layer in one batched
-# GEMM a kind after the layers. The default run records it; DT_DW_BATCH=off (one GEMM a
-# layer) is recorded, two runs are bitwise identical, and its last loss is within 1e-3 of
-# the default run's (the batched plans' bits need not equal the single calls': said, not
-# required)
-grep -q '"dw_batch":"qkv, fc' "$W/d/env.json" || fail "run d did not record dw_batch qkv, fc (the default)"
+# DT_DW_BATCH (default on): the qkv, fc, fcproj and attproj weight gradients of every layer
+# in one batched GEMM a kind after the layers. The default run (no hidden dropout) records
+# all four; DT_DW_BATCH=off (one GEMM a layer) is recorded, two runs are bitwise identical,
+# and its last loss is within 1e-3 of the default run's (the batched plans' bits need not
+# equal the single calls': said, not required)
+grep -q '"dw_batch":"qkv, fc, fcproj, attproj' "$W/d/env.json" \
+  || fail "run d did not record dw_batch qkv, fc, fcproj, attproj (the default)"
 DT_DW_BATCH=off "$D" train $nodrop --deterministic-mode --log-dir "$W/m" >/dev/null || fail "run m (DT_DW_BATCH=off)"
 DT_DW_BATCH=off "$D" train $nodrop --deterministic-mode --log-dir "$W/n" >/dev/null || fail "run n (DT_DW_BATCH=off)"
 grep -q '"dw_batch":"off' "$W/m/env.json" || fail "run m did not record DT_DW_BATCH=off"
