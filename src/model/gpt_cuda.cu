@@ -94,8 +94,8 @@ struct dt_gpt_cuda {
     /* dwb_res: the fcproj and attproj weight gradients batched too (no hidden dropout, the
      * LayerNorm backward's column sums making their bias gradients): every LayerNorm backward
      * writes the residual gradient out of place into its own slot of dres_all (L, 2, B T, C;
-     * slot 2 l + 1 is what layer l's fcproj reads, 2 l its attproj; layer 0's LN1 writes
-     * dres16 for the embedding backward) */
+     * cuda_plan.h's dt_cu_res_slot: slot 2 l + 1 is what layer l's fcproj reads, 2 l its
+     * attproj; layer 0's LN1 writes dres16 for the embedding backward) */
     bf16 *dres_all;
     bf16 *dres; /* the backward's residual gradient now: dres16, or a slot of dres_all */
     cudaStream_t wgs;
@@ -1267,12 +1267,13 @@ static bf16 *dqkv_of(const dt_gpt_cuda *m, int l) {
 static bf16 *dfch_of(const dt_gpt_cuda *m, int l) {
     return m->dwb_fc ? m->dfch_all + (size_t)l * m->B * m->T * 4 * m->cfg.channels : m->dfch;
 }
-/* Where a LayerNorm backward writes the residual gradient: slot k of dres_all when the
- * backward keeps them (m->dwb_res; k < 0: dres16, for the embedding backward), else dres16
- * in place. */
+/* Where LayerNorm backward ln (DT_CU_RES_LN2 or _LN1) of layer l writes the residual
+ * gradient: its slot of dres_all when the backward keeps them (m->dwb_res; cuda_plan.h's
+ * dt_cu_res_slot_ln, -1: dres16, for the embedding backward), else dres16 in place. */
 static bf16 *dres_slot(const dt_gpt_cuda *m, int k) {
     return m->dwb_res && k >= 0 ? m->dres_all + (size_t)k * m->B * m->T * m->cfg.channels : m->dres16;
 }
+static bf16 *dres_of_ln(const dt_gpt_cuda *m, int l, int ln) { return dres_slot(m, dt_cu_res_slot_ln(l, ln)); }
 
 /* Attention backward of layer l into dqkv_of(m, l). db (flash only, else NULL): the qkv bias
  * gradient, += the column sums of dqkv fused into the flash kernels (finished on m->fin);
@@ -1375,7 +1376,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
     rbegin(m, DT_R_LN_BWD);
     m->dres = m->dres16;
     TRY(t_layernorm_bwd(m, 0, G(DT_P_LNFW), G(DT_P_LNFB), m->res3 + (size_t)(L - 1) * sc, P(DT_P_LNFW),
-                        m->lnf_mean, m->lnf_rstd, NEXT_DB(DT_P_FCPROJB, L - 1), dres_slot(m, 2 * (L - 1) + 1)));
+                        m->lnf_mean, m->lnf_rstd, NEXT_DB(DT_P_FCPROJB, L - 1), dres_of_ln(m, L, DT_CU_RES_LN1)));
     rend(m, DT_R_LN_BWD);
     dt_trace_scope_pop();
     for (int l = L - 1; l >= 0; l--) {
@@ -1414,7 +1415,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
         rbegin(m, DT_R_LN_BWD);
         TRY(t_layernorm_bwd(m, 1, G(DT_P_LN2W) + lC, G(DT_P_LN2B) + lC, m->res2 + l * sc, P(DT_P_LN2W) + lC,
                             m->ln2_mean + (size_t)l * BT, m->ln2_rstd + (size_t)l * BT, NEXT_DB(DT_P_ATTPROJB, l),
-                            dres_slot(m, 2 * l)));
+                            dres_of_ln(m, l, DT_CU_RES_LN2)));
         rend(m, DT_R_LN_BWD);
         TRY(through_dropout(m, &hd, 2u * (uint32_t)l, &dproj));
         rbegin(m, DT_R_MATMUL_BWD);
@@ -1435,7 +1436,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
         rbegin(m, DT_R_LN_BWD);
         TRY(t_layernorm_bwd(m, 1, G(DT_P_LN1W) + lC, G(DT_P_LN1B) + lC, res, P(DT_P_LN1W) + lC,
                             m->ln1_mean + (size_t)l * BT, m->ln1_rstd + (size_t)l * BT,
-                            l > 0 ? NEXT_DB(DT_P_FCPROJB, l - 1) : NULL, dres_slot(m, 2 * l - 1)));
+                            l > 0 ? NEXT_DB(DT_P_FCPROJB, l - 1) : NULL, dres_of_ln(m, l, DT_CU_RES_LN1)));
         rend(m, DT_R_LN_BWD);
         TRY(block_end(m, blk, DT_PHASE_BWD, l, m->dres, DT_DT_BF16));
     }
@@ -1447,9 +1448,11 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
         rbegin(m, DT_R_MATMUL_BWD);
         if (m->dwb_qkv) TRY(dw_batched(m, m->dqkv_all, 3 * s1, m->ln1, G(DT_P_QKVW), C, 3 * C));
         if (m->dwb_fc) TRY(dw_batched(m, m->dfch_all, 4 * s1, m->ln2, G(DT_P_FCW), C, 4 * C));
-        if (m->dwb_res) {
-            TRY(dw_batched(m, dres_slot(m, 1), 2 * s1, m->fchg, G(DT_P_FCPROJW), 4 * C, C));
-            TRY(dw_batched(m, dres_slot(m, 0), 2 * s1, m->atty, G(DT_P_ATTPROJW), C, C));
+        if (m->dwb_res) { /* a kind's slots: its first, DT_CU_RES_STRIDE apart */
+            TRY(dw_batched(m, dres_slot(m, dt_cu_res_slot(0, DT_CU_RES_FCPROJ)), DT_CU_RES_STRIDE * s1, m->fchg,
+                           G(DT_P_FCPROJW), 4 * C, C));
+            TRY(dw_batched(m, dres_slot(m, dt_cu_res_slot(0, DT_CU_RES_ATTPROJ)), DT_CU_RES_STRIDE * s1, m->atty,
+                           G(DT_P_ATTPROJW), C, C));
         }
         rend(m, DT_R_MATMUL_BWD);
     }

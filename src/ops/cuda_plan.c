@@ -16,6 +16,13 @@ size_t dt_cu_ln_bwd_full_smem(int C, int colsum) { return dt_cu_ln_bwd_smem(C, c
 
 int dt_cu_ln_full_rows(int C, int nv) { return nv >= 1 && nv <= 3 && C == 256 * nv; }
 
+int dt_cu_res_slot(int l, int kind) { return DT_CU_RES_STRIDE * l + kind; }
+
+int dt_cu_res_slot_ln(int l, int ln) {
+    if (ln == DT_CU_RES_LN2) return dt_cu_res_slot(l, DT_CU_RES_ATTPROJ);
+    return l > 0 ? dt_cu_res_slot(l - 1, DT_CU_RES_FCPROJ) : -1;
+}
+
 int dt_cu_ln_colsum_fused(int C, int wide) { return !wide || dt_cu_ln_bwd_smem(C, 1) <= DT_CU_LN_SMEM_MAX; }
 
 size_t dt_cu_ln_part_floats(int rows, int C, int colsum) {

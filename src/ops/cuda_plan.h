@@ -50,6 +50,18 @@ size_t dt_cu_ln_bwd_full_smem(int C, int colsum);
  * rows, C = 256 nv, and nv <= 3 (the backward keeps its accumulators in registers up to
  * there): C 256, 512, 768. 1 or 0. */
 int dt_cu_ln_full_rows(int C, int nv);
+
+/* DT_DW_BATCH's residual-gradient slots (gpt_cuda.cu's dres_all: 2 L slots of (B T, C)).
+ * Layer l's attproj reads slot dt_cu_res_slot(l, DT_CU_RES_ATTPROJ) = 2 l, its fcproj
+ * dt_cu_res_slot(l, DT_CU_RES_FCPROJ) = 2 l + 1, so each kind's L douts are one strided
+ * batch: first slot dt_cu_res_slot(0, kind), DT_CU_RES_STRIDE slots apart. The LayerNorm
+ * backward before a linear writes the slot that linear reads (dt_cu_res_slot_ln): layer
+ * l's LN2 its attproj's, its LN1 layer l - 1's fcproj's (layer 0's: -1, the one buffer the
+ * embedding backward reads), lnf (ln DT_CU_RES_LN1 of layer L) layer L - 1's fcproj's. */
+enum { DT_CU_RES_ATTPROJ = 0, DT_CU_RES_FCPROJ = 1, DT_CU_RES_STRIDE = 2 };
+enum { DT_CU_RES_LN2 = 0, DT_CU_RES_LN1 = 1 };
+int dt_cu_res_slot(int l, int kind);
+int dt_cu_res_slot_ln(int l, int ln);
 /* Whether the fused column sum runs inside the backward kernel: always in the register
  * kernel (C <= 2048, 16-byte aligned weights); in the wide kernel (wide != 0) while the
  * three vectors fit DT_CU_LN_SMEM_MAX (C <= 2133); otherwise the launcher sums dinp16 with

@@ -160,6 +160,32 @@ static void test_launch_log(void) {
     dt_cu_launch_log(0);
 }
 
+/* DT_DW_BATCH's residual-gradient slots, in the backward's order: lnf, then for l = L - 1
+ * down to 0 fcproj reads, LN2 writes, attproj reads, LN1 writes. Each linear reads the slot
+ * the LayerNorm backward just before it wrote; every slot of the 2 L is written once, so
+ * each still holds its layer's dout when the batched GEMMs read them after the layers; a
+ * kind's slots are its first plus l strides; layer 0's LN1 writes the embedding's buffer. */
+static void test_res_slots(void) {
+    for (int L = 1; L <= 5; L++) {
+        int written[16] = {0}, last = dt_cu_res_slot_ln(L, DT_CU_RES_LN1); /* lnf */
+        CHECK(last == dt_cu_res_slot(L - 1, DT_CU_RES_FCPROJ));
+        written[last]++;
+        for (int l = L - 1; l >= 0; l--) {
+            CHECK(dt_cu_res_slot(l, DT_CU_RES_FCPROJ) == last);
+            last = dt_cu_res_slot_ln(l, DT_CU_RES_LN2);
+            CHECK(last >= 0 && last < 2 * L);
+            if (last >= 0 && last < 16) written[last]++;
+            CHECK(dt_cu_res_slot(l, DT_CU_RES_ATTPROJ) == last);
+            last = dt_cu_res_slot_ln(l, DT_CU_RES_LN1);
+            CHECK(l > 0 ? last >= 0 && last < 2 * L : last == -1);
+            if (last >= 0 && last < 16) written[last]++;
+            for (int kind = DT_CU_RES_ATTPROJ; kind <= DT_CU_RES_FCPROJ; kind++)
+                CHECK(dt_cu_res_slot(l, kind) == dt_cu_res_slot(0, kind) + l * DT_CU_RES_STRIDE);
+        }
+        for (int k = 0; k < 2 * L; k++) CHECKF(written[k] == 1, "L %d: slot %d written %d times", L, k, written[k]);
+    }
+}
+
 /* The backward's table of buffers a second stream still reads (dt_cu_reads_*). */
 static void test_pending_reads(void) {
     dt_cu_reads r;
@@ -282,6 +308,7 @@ int main(void) {
     RUN(test_gemm_splits);
     RUN(test_launch_log);
     RUN(test_pending_reads);
+    RUN(test_res_slots);
     RUN(test_graph_decide);
     RUN(test_gemm_wgmma_fits);
     return dt_test_report();
