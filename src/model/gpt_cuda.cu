@@ -1334,8 +1334,8 @@ static dt_status t_encoder_bwd(dt_gpt_cuda *m, const dt_dropout *hd) {
  * another; dw the weights' gradient, (OC, IC) a layer), each layer's linear_bwd's call
  * (dw_gemm) batched: the same operands, alpha, beta; cuBLASLt's pinned plan for the batched
  * shape, no split of K in place; whether its bytes equal the single calls' depends on that
- * plan (bench_dw_batch compares them). On m->wgs when overlapping, after m->s wrote the last
- * layer's dout (layer 0's). */
+ * plan (bench_dw_batch compares them). On m->wgs when overlapping: the caller forks it
+ * after m->s wrote the last layer's dout (layer 0's), once for every kind. */
 static dt_status dw_batched(dt_gpt_cuda *m, const bf16 *dout_all, long long sdout, const bf16 *inp_all, float *dw,
                            int IC, int OC) {
     const int BT = m->B * m->T, L = m->cfg.num_layers;
@@ -1350,7 +1350,6 @@ static dt_status dw_batched(dt_gpt_cuda *m, const bf16 *dout_all, long long sdou
     g.sA = sdout;
     g.sB = (long long)BT * IC;
     g.sC = (long long)OC * IC;
-    TRY(wgs_after_main(m));
     TRY(dt_cu_gemm(m->ov ? m->blas_w : m->blas, &g, m->ov ? m->wgs : m->s));
     gemm_info(m, h_, "dw of every layer (one strided-batched GEMM)"); /* traced: one stream, m->blas */
     OP_END(OUT("dw", dw, F32, (int64_t)L * OC, IC));
@@ -1446,6 +1445,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
     if (m->dwb_qkv || m->dwb_fc || m->dwb_res) {
         const long long s1 = (long long)BT * C;
         rbegin(m, DT_R_MATMUL_BWD);
+        TRY(wgs_after_main(m)); /* every layer's douts are made: the batched GEMMs follow on m->wgs */
         if (m->dwb_qkv) TRY(dw_batched(m, m->dqkv_all, 3 * s1, m->ln1, G(DT_P_QKVW), C, 3 * C));
         if (m->dwb_fc) TRY(dw_batched(m, m->dfch_all, 4 * s1, m->ln2, G(DT_P_FCW), C, 4 * C));
         if (m->dwb_res) { /* a kind's slots: its first, DT_CU_RES_STRIDE apart */
