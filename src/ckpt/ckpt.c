@@ -45,6 +45,9 @@ void dt_ckpt_config_u64(dt_ckpt_config *c, const char *key, const char *flag, ui
 void dt_ckpt_config_f32(dt_ckpt_config *c, const char *key, const char *flag, float v, int binding) {
     add(c, key, flag, fmt("%.9g", (double)v), binding);
 }
+void dt_ckpt_config_json(dt_ckpt_config *c, const char *key, const char *flag, const char *json, int binding) {
+    add(c, key, flag, strdup(json), binding);
+}
 void dt_ckpt_config_str(dt_ckpt_config *c, const char *key, const char *flag, const char *v, int binding) {
     if (!v) { add(c, key, flag, strdup("null"), binding); return; }
     char *buf = NULL;

@@ -68,6 +68,8 @@ void dt_ckpt_config_int(dt_ckpt_config *c, const char *key, const char *flag, in
 void dt_ckpt_config_u64(dt_ckpt_config *c, const char *key, const char *flag, uint64_t v, int binding);
 void dt_ckpt_config_f32(dt_ckpt_config *c, const char *key, const char *flag, float v, int binding);
 void dt_ckpt_config_str(dt_ckpt_config *c, const char *key, const char *flag, const char *v, int binding);
+/* Appends one item whose value is already JSON text (copied). */
+void dt_ckpt_config_json(dt_ckpt_config *c, const char *key, const char *flag, const char *json, int binding);
 void dt_ckpt_config_free(dt_ckpt_config *c);
 
 /* Where a run stands after `step` optimizer steps. The RNG is counter-based (Philox): init

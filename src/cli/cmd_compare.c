@@ -70,7 +70,8 @@ static void warn_fingerprints(const char *env_a, const char *env_b) {
         fprintf(stderr, "warning: environments not compared: %s\n", dt_errmsg());
     else if (ndiff)
         fprintf(stderr, "warning: environment fingerprints differ in %d contract field%s: %s; "
-                "runs in different environments are outside the determinism contract\n",
+                "runs in different environments (or with different binding flags, config.*) are outside the "
+                "determinism contract\n",
                 ndiff, ndiff == 1 ? "" : "s", keys);
 }
 

@@ -21,6 +21,18 @@
 
 const char *dt_build_rev(void) { return DT_GIT_REV; }
 
+static char *g_config_binding, *g_config_run;
+
+dt_status dt_fingerprint_set_config(const char *binding_json, const char *run_json) {
+    free(g_config_binding);
+    free(g_config_run);
+    g_config_binding = binding_json ? strdup(binding_json) : NULL;
+    g_config_run = run_json ? strdup(run_json) : NULL;
+    if ((binding_json && !g_config_binding) || (run_json && !g_config_run))
+        return dt_fail(DT_ENOMEM, "out of memory for the run's config");
+    return DT_OK;
+}
+
 static void cpu_model(char *buf, size_t n) {
     snprintf(buf, n, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -93,7 +105,10 @@ dt_status dt_fingerprint_write(const char *dir, const char *extra_json) {
         for (size_t i = 0; i < sizeof thread_env / sizeof thread_env[0]; i++)
             kv(f, &first, thread_env[i], getenv(thread_env[i]) ? getenv(thread_env[i]) : "(unset)");
     }
-    fprintf(f, "\n  }\n}\n");
+    fprintf(f, "\n  }");
+    if (g_config_binding && g_config_run)
+        fprintf(f, ",\n  \"config\": {\n    \"binding\": %s,\n    \"run\": %s\n  }", g_config_binding, g_config_run);
+    fprintf(f, "\n}\n");
     int bad = ferror(f);
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) bad = 1;
     if (fclose(f) != 0) bad = 1;

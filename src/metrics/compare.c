@@ -147,6 +147,22 @@ dt_status dt_compare_fingerprints(const char *env_a, const char *env_b, char *ke
         }
         for (size_t k = 0; k < cb->n; k++)
             if (!dt_json_get(ca, cb->keys[k])) append_key(keys, n, ndiff, cb->keys[k]);
+        /* the flags that bind the trajectory: two runs with different ones are two recipes */
+        const dt_json_value *fa = dt_json_get(ja, "config"), *fb = dt_json_get(jb, "config");
+        fa = fa ? dt_json_get(fa, "binding") : NULL;
+        fb = fb ? dt_json_get(fb, "binding") : NULL;
+        if (fa && fb && fa->type == DT_JSON_OBJECT && fb->type == DT_JSON_OBJECT) {
+            char name[96];
+            for (size_t k = 0; k < fa->n; k++) {
+                const dt_json_value *o = dt_json_get(fb, fa->keys[k]);
+                snprintf(name, sizeof name, "config.%s", fa->keys[k]);
+                if (!o || !dt_json_equal(&fa->items[k], o)) append_key(keys, n, ndiff, name);
+            }
+            for (size_t k = 0; k < fb->n; k++) {
+                snprintf(name, sizeof name, "config.%s", fb->keys[k]);
+                if (!dt_json_get(fa, fb->keys[k])) append_key(keys, n, ndiff, name);
+            }
+        }
     }
     dt_json_free(ja);
     dt_json_free(jb);

@@ -42,9 +42,10 @@ int dt_compare_ignored_key(const char *key);
  * when a file cannot be read or parsed, or (DT_EMISMATCH) when the logs share no step. */
 dt_status dt_compare_metrics(const char *path_a, const char *path_b, dt_compare_report *r);
 
-/* Compares the "contract" objects of two env.json files. Writes the names of the keys that
- * differ (present in one only, or with different values) into keys as "a, b, c" and
- * their count into *ndiff. An error only when a file cannot be read or has no
+/* Compares the "contract" objects of two env.json files, and their binding configs
+ * ("config"/"binding", where both record one: the flags that bind the trajectory). Writes
+ * the names of the keys that differ (present in one only, or with different values) into
+ * keys as "a, b, config.lr" and their count into *ndiff. An error only when a file cannot be read or has no
  * "contract" object. */
 dt_status dt_compare_fingerprints(const char *env_a, const char *env_b, char *keys, size_t n,
                                   int *ndiff);

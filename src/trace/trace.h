@@ -102,6 +102,8 @@ typedef struct dt_range_list {
 dt_status dt_range_list_parse(const char *s, const char *flag, dt_range_list *out);
 /* 1 if x is in the list (always 1 for an empty list). */
 int dt_range_list_has(const dt_range_list *l, int64_t x);
+/* 1 when the list selects at least one x in [lo, hi] (an empty list selects all). */
+int dt_range_list_meets(const dt_range_list *l, int64_t lo, int64_t hi);
 
 /* "off" | "metrics" | "semantic" | "module" | "op" | "kernel". */
 dt_status dt_trace_level_parse(const char *s, int *level);

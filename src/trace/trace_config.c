@@ -62,6 +62,14 @@ int dt_range_list_has(const dt_range_list *l, int64_t x) {
     return 0;
 }
 
+int dt_range_list_meets(const dt_range_list *l, int64_t lo, int64_t hi) {
+    if (lo > hi) return 0;
+    if (l->n == 0) return 1;
+    for (int i = 0; i < l->n; i++)
+        if (l->lo[i] <= hi && l->hi[i] >= lo) return 1;
+    return 0;
+}
+
 static const char *level_names[] = {"off", "metrics", "semantic", "module", "op", "kernel"};
 
 dt_status dt_trace_level_parse(const char *s, int *level) {

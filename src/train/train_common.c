@@ -128,10 +128,26 @@ dt_status dt_train_save(const dt_train_state *r, int64_t step, const char *env_e
     return dt_ckpt_save_env(cfg->save_dir, r->model, &r->opt, &s, &r->ck, env_extra);
 }
 
+/* env.json's "config" (core/fingerprint.h): every env.json of the run records its flags. */
+static dt_status record_config(const dt_train_config *cfg) {
+    size_t cap = 1 << 17;
+    char *bind = malloc(cap), *run = malloc(cap);
+    dt_status st = bind && run ? DT_OK : dt_fail(DT_ENOMEM, "out of memory for the run's config");
+    if (st == DT_OK) {
+        dt_train_config_json(cfg, 1, bind, cap);
+        dt_train_config_json(cfg, 0, run, cap);
+        st = dt_fingerprint_set_config(bind, run);
+    }
+    free(bind);
+    free(run);
+    return st;
+}
+
 dt_status dt_train_state_open(dt_train_state *r, const dt_train_config *cfg) {
     memset(r, 0, sizeof *r);
     r->cfg = cfg;
-    dt_status st = train_accum(cfg, &r->accum);
+    dt_status st = record_config(cfg);
+    if (st == DT_OK) st = train_accum(cfg, &r->accum);
     if (st != DT_OK) return st;
     /* an old trace stops the run before any log or checkpoint is created */
     if ((st = dt_trace_precheck(&cfg->trace, 0)) != DT_OK) return st;
