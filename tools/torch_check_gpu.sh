@@ -5,7 +5,7 @@
 # bf16 autocast, both loaded with detrain's parameters before every step:
 #   gpt2-124m  L12 C768 NH12 V50257 T1024, B4, 3 steps, flash attention (the default)
 #   small      L4 C256 NH4, V300 (Vp 384), T128 of 256, B8, 5 steps, lr 3e-3, no clipping,
-#              GEMM attention (DT_ATTENTION=gemm)
+#              GEMM attention (--attention-impl gemm)
 # After the small configuration passes, two negative controls damage a copy of its dump
 # and require the comparison to fail where it should: one gradient tensor (ln2b, step 2)
 # scaled by 1.02, below the fixed 5e-2 gradient tolerance but 2.5x above the floor check's
@@ -65,15 +65,15 @@ declare -A flags=(
   [gpt2-124m]="--model gpt2-124m --micro-batch-size 4 --steps 3"
   [small]="--model small --vocab-size 300 --seq-length 128 --micro-batch-size 8 --steps 5 --lr 3e-3 --clip-grad 0"
 )
-# flash is the model's default where the shape allows; DT_ATTENTION=gemm forces the other
-declare -A attention=([gpt2-124m]="-u DT_ATTENTION" [small]="DT_ATTENTION=gemm")
+# flash is the model's default where the shape allows; --attention-impl gemm forces the other
+declare -A attention=([gpt2-124m]="--attention-impl auto" [small]="--attention-impl gemm")
 rc=0
 for c in ${CONFIGS:-gpt2-124m small}; do
   [ -n "${flags[$c]:-}" ] || { echo "torch_check_gpu: unknown configuration $c" >&2; exit 2; }
-  echo "== $c: ${flags[$c]} (env ${attention[$c]})"
+  echo "== $c: ${attention[$c]} ${flags[$c]}"
   rm -rf "$tmp/dump"
   # shellcheck disable=SC2086  # the flags are words
-  if ! env ${attention[$c]} "$bin" ${flags[$c]} --out "$tmp/dump" > "$out/dump_$c.txt" 2>&1; then
+  if ! "$bin" ${attention[$c]} ${flags[$c]} --out "$tmp/dump" > "$out/dump_$c.txt" 2>&1; then
     echo "FAIL $c: the dump tool failed:"; tail -5 "$out/dump_$c.txt"; rc=1; continue
   fi
   "$py" "$here/torch_reference.py" "$tmp/dump" --device "$dev" --json "$out/torch_$c.json" \

@@ -3,6 +3,7 @@
 #include "model/gpt.h"
 
 #include "core/philox.h"
+#include "model/blocks.h"
 #include "model/traced_ops.h"
 #include "trace/trace.h"
 
@@ -104,18 +105,32 @@ static void init_params(dt_gpt *m, uint64_t seed) {
     }
 }
 
-dt_status dt_gpt_create(dt_gpt **out, const dt_gpt_config *cfg, int B, int T, uint64_t seed) {
+dt_status dt_gpt_create_params(dt_gpt **out, const dt_gpt_config *cfg, uint64_t seed) {
     *out = NULL;
-    if (B < 1 || T < 1) return dt_fail(DT_EINVAL, "micro-batch %d and sequence length %d must be >= 1", B, T);
-    if (T > cfg->max_seq_len)
-        return dt_fail(DT_EINVAL, "--seq-length %d exceeds --max-position-embeddings %d", T,
-                       cfg->max_seq_len);
     dt_gpt *m = calloc(1, sizeof *m);
     if (!m) return dt_fail(DT_ENOMEM, "out of memory allocating the model");
     m->cfg = *cfg;
     m->num_params = dt_gpt_param_table(cfg, m->params);
     m->param_mem = malloc(sizeof(float) * m->num_params);
-    m->grad_mem = calloc(m->num_params, sizeof(float));
+    if (!m->param_mem) {
+        size_t np = m->num_params;
+        dt_gpt_free(m);
+        return dt_fail(DT_ENOMEM, "out of memory: the model has %zu parameters", np);
+    }
+    for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++) m->param[i] = m->param_mem + m->params[i].offset;
+    m->seed = seed;
+    init_params(m, seed);
+    *out = m;
+    return DT_OK;
+}
+
+dt_status dt_gpt_alloc_train(dt_gpt *m, int B, int T) {
+    const dt_gpt_config *cfg = &m->cfg;
+    if (m->act_mem) return dt_fail(DT_ESTATE, "dt_gpt_alloc_train: the model has its training buffers already");
+    if (B < 1 || T < 1) return dt_fail(DT_EINVAL, "micro-batch %d and sequence length %d must be >= 1", B, T);
+    if (T > cfg->max_seq_len)
+        return dt_fail(DT_EINVAL, "--seq-length %d exceeds --max-position-embeddings %d", T,
+                       cfg->max_seq_len);
     m->B = B;
     m->T = T;
     size_t L = (size_t)cfg->num_layers, C = (size_t)cfg->channels, NH = (size_t)cfg->num_heads;
@@ -142,24 +157,30 @@ dt_status dt_gpt_create(dt_gpt **out, const dt_gpt_config *cfg, int B, int T, ui
     };
     size_t nbuf = sizeof sizes / sizeof sizes[0], total = 0;
     for (size_t i = 0; i < nbuf; i++) total += sizes[i];
-    m->num_acts = total;
+    m->grad_mem = calloc(m->num_params, sizeof(float));
     m->act_mem = calloc(total, sizeof(float));
-    if (!m->param_mem || !m->grad_mem || !m->act_mem) {
-        size_t np = m->num_params;
-        dt_gpt_free(m);
-        return dt_fail(DT_ENOMEM, "out of memory: model needs %zu parameters and %zu activation "
-                       "floats; reduce --micro-batch-size or --seq-length", np, total);
+    if (!m->grad_mem || !m->act_mem) {
+        free(m->grad_mem);
+        free(m->act_mem);
+        m->grad_mem = m->act_mem = NULL;
+        return dt_fail(DT_ENOMEM, "out of memory: the model needs %zu gradient and %zu activation floats; "
+                       "reduce --micro-batch-size or --seq-length", m->num_params, total);
     }
+    m->num_acts = total;
     float *p = m->act_mem;
     for (size_t i = 0; i < nbuf; i++) { *ptrs[i] = p; p += sizes[i]; }
-    for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++) {
-        m->param[i] = m->param_mem + m->params[i].offset;
-        m->grad[i] = m->grad_mem + m->params[i].offset;
-    }
-    m->seed = seed;
-    init_params(m, seed);
-    *out = m;
+    for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++) m->grad[i] = m->grad_mem + m->params[i].offset;
     return DT_OK;
+}
+
+dt_status dt_gpt_create(dt_gpt **out, const dt_gpt_config *cfg, int B, int T, uint64_t seed) {
+    if (B < 1 || T < 1) return dt_fail(DT_EINVAL, "micro-batch %d and sequence length %d must be >= 1", B, T);
+    dt_status st = dt_gpt_create_params(out, cfg, seed);
+    if (st == DT_OK && (st = dt_gpt_alloc_train(*out, B, T)) != DT_OK) {
+        dt_gpt_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 void dt_gpt_free(dt_gpt *m) {
@@ -242,9 +263,51 @@ static void block_end(const dt_gpt *m, dt_trace_op *h, int phase, const float *y
     dt_trace_scope_pop();
 }
 
+/* Layer l's attention block: res2 = res + dropout(attproj(attention(qkv(LN1(res))))). */
+static void attention_fwd(dt_gpt *m, int l, const float *res, const dt_dropout *hd, const dt_dropout *ad) {
+    dt_gpt_acts *a = &m->acts;
+    float *const *w = m->param;
+    int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads, BT = B * T;
+    size_t sc = (size_t)BT * C, lC = (size_t)l * C;
+    float *ln1 = a->ln1 + l * sc, *qkv = a->qkv + l * sc * 3, *atty = a->atty + l * sc;
+    float *att = a->att + (size_t)l * B * NH * T * T, *attproj = a->attproj + l * sc;
+    dt_t_layernorm_fwd(m, ln1, a->ln1_mean + (size_t)l * BT, a->ln1_rstd + (size_t)l * BT, res, w[DT_P_LN1W] + lC,
+                       w[DT_P_LN1B] + lC);
+    dt_t_matmul_fwd(m, qkv, ln1, w[DT_P_QKVW] + lC * 3 * C, w[DT_P_QKVB] + lC * 3, C, 3 * C);
+    dt_t_attention_fwd(m, atty, att, qkv, ad, (uint32_t)l);
+    dt_t_matmul_fwd(m, attproj, atty, w[DT_P_ATTPROJW] + lC * C, w[DT_P_ATTPROJB] + lC, C, C);
+    dt_t_dropout(m, "dropout_fwd", attproj, sc, hd, DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l);
+    dt_t_residual_fwd(m, a->residual2 + l * sc, res, attproj, sc);
+}
+
+/* Layer l's dense MLP: res3 = res2 + dropout(fcproj(GELU(fc(LN2(res2))))). */
+static void dense_mlp_fwd(dt_gpt *m, int l, const dt_dropout *hd) {
+    dt_gpt_acts *a = &m->acts;
+    float *const *w = m->param;
+    int BT = m->B * m->T, C = m->cfg.channels;
+    size_t sc = (size_t)BT * C, lC = (size_t)l * C;
+    float *res2 = a->residual2 + l * sc, *ln2 = a->ln2 + l * sc;
+    float *fch = a->fch + l * sc * 4, *fchg = a->fch_gelu + l * sc * 4, *fcproj = a->fcproj + l * sc;
+    dt_t_layernorm_fwd(m, ln2, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT, res2,
+                       w[DT_P_LN2W] + lC, w[DT_P_LN2B] + lC);
+    dt_t_matmul_fwd(m, fch, ln2, w[DT_P_FCW] + lC * 4 * C, w[DT_P_FCB] + lC * 4, C, 4 * C);
+    dt_t_gelu_fwd(m, fchg, fch, sc * 4);
+    dt_t_matmul_fwd(m, fcproj, fchg, w[DT_P_FCPROJW] + lC * 4 * C, w[DT_P_FCPROJB] + lC, 4 * C, C);
+    dt_t_dropout(m, "dropout_fwd", fcproj, sc, hd, DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l + 1u);
+    dt_t_residual_fwd(m, a->residual3 + l * sc, res2, fcproj, sc);
+}
+
+/* Layer l's MLP slot: the block its kind names (blocks.h). */
+static void mlp_fwd(dt_gpt *m, int l, const dt_dropout *hd) {
+    switch (dt_gpt_mlp_kind(&m->cfg, l)) {
+    case DT_BLOCK_MLP_DENSE: dense_mlp_fwd(m, l, hd); return;
+    default: return; /* dt_gpt_config_finish accepts no other kind yet */
+    }
+}
+
 dt_status dt_gpt_forward(dt_gpt *m, const int *inputs, const int *targets, double *loss) {
     const dt_gpt_config *c = &m->cfg;
-    int B = m->B, T = m->T, C = c->channels, NH = c->num_heads, L = c->num_layers;
+    int B = m->B, T = m->T, C = c->channels, L = c->num_layers;
     int V = c->vocab_size, Vp = c->padded_vocab, BT = B * T;
     for (int i = 0; i < BT; i++) {
         if (inputs[i] < 0 || inputs[i] >= V || targets[i] < 0 || targets[i] >= V)
@@ -264,28 +327,10 @@ dt_status dt_gpt_forward(dt_gpt *m, const int *inputs, const int *targets, doubl
     dt_trace_scope_pop();
     for (int l = 0; l < L; l++) {
         const float *res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * sc;
-        float *ln1 = a->ln1 + l * sc, *qkv = a->qkv + l * sc * 3, *atty = a->atty + l * sc;
-        float *att = a->att + (size_t)l * B * NH * T * T, *attproj = a->attproj + l * sc;
-        float *res2 = a->residual2 + l * sc, *ln2 = a->ln2 + l * sc;
-        float *fch = a->fch + l * sc * 4, *fchg = a->fch_gelu + l * sc * 4;
-        float *fcproj = a->fcproj + l * sc, *res3 = a->residual3 + l * sc;
-        size_t lC = (size_t)l * C;
         dt_trace_op *blk = block_begin(m, DT_PHASE_FWD, "block_fwd", l, res);
-        dt_t_layernorm_fwd(m, ln1, a->ln1_mean + (size_t)l * BT, a->ln1_rstd + (size_t)l * BT, res,
-                           w[DT_P_LN1W] + lC, w[DT_P_LN1B] + lC);
-        dt_t_matmul_fwd(m, qkv, ln1, w[DT_P_QKVW] + lC * 3 * C, w[DT_P_QKVB] + lC * 3, C, 3 * C);
-        dt_t_attention_fwd(m, atty, att, qkv, &ad, (uint32_t)l);
-        dt_t_matmul_fwd(m, attproj, atty, w[DT_P_ATTPROJW] + lC * C, w[DT_P_ATTPROJB] + lC, C, C);
-        dt_t_dropout(m, "dropout_fwd", attproj, sc, &hd, DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l);
-        dt_t_residual_fwd(m, res2, res, attproj, sc);
-        dt_t_layernorm_fwd(m, ln2, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT, res2,
-                           w[DT_P_LN2W] + lC, w[DT_P_LN2B] + lC);
-        dt_t_matmul_fwd(m, fch, ln2, w[DT_P_FCW] + lC * 4 * C, w[DT_P_FCB] + lC * 4, C, 4 * C);
-        dt_t_gelu_fwd(m, fchg, fch, sc * 4);
-        dt_t_matmul_fwd(m, fcproj, fchg, w[DT_P_FCPROJW] + lC * 4 * C, w[DT_P_FCPROJB] + lC, 4 * C, C);
-        dt_t_dropout(m, "dropout_fwd", fcproj, sc, &hd, DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l + 1u);
-        dt_t_residual_fwd(m, res3, res2, fcproj, sc);
-        block_end(m, blk, DT_PHASE_FWD, res3, l);
+        attention_fwd(m, l, res, &hd, &ad);
+        mlp_fwd(m, l, &hd);
+        block_end(m, blk, DT_PHASE_FWD, a->residual3 + l * sc, l);
     }
     const float *last = a->residual3 + (size_t)(L - 1) * sc;
     dt_trace_scope_push("head");
@@ -307,9 +352,55 @@ static const float *through_dropout(const dt_gpt *m, const dt_dropout *hd, uint3
     return d->dtmp;
 }
 
+/* Layer l's dense MLP backward: dres (the gradient of res3, and so of res2 and the
+ * branch) gains LN2's input gradient; the MLP's parameter gradients accumulate. */
+static void dense_mlp_bwd(dt_gpt *m, int l, const dt_dropout *hd) {
+    dt_gpt_acts *a = &m->acts;
+    dt_gpt_dacts *d = &m->dacts;
+    float *const *w = m->param, *const *g = m->grad;
+    int BT = m->B * m->T, C = m->cfg.channels;
+    size_t sc = (size_t)BT * C, lC = (size_t)l * C;
+    /* residual3 = residual2 + dropout(fcproj): dres is the gradient of both */
+    const float *dproj = through_dropout(m, hd, 2u * (uint32_t)l + 1u);
+    dt_t_matmul_bwd(m, d->dfch_gelu, g[DT_P_FCPROJW] + lC * 4 * C, g[DT_P_FCPROJB] + lC, dproj,
+                    a->fch_gelu + l * sc * 4, w[DT_P_FCPROJW] + lC * 4 * C, 4 * C, C);
+    dt_t_gelu_bwd(m, d->dfch, a->fch + l * sc * 4, d->dfch_gelu, sc * 4);
+    dt_t_matmul_bwd(m, d->dc1, g[DT_P_FCW] + lC * 4 * C, g[DT_P_FCB] + lC * 4, d->dfch, a->ln2 + l * sc,
+                    w[DT_P_FCW] + lC * 4 * C, C, 4 * C);
+    dt_t_layernorm_bwd(m, d->dres, g[DT_P_LN2W] + lC, g[DT_P_LN2B] + lC, d->dc1, a->residual2 + l * sc,
+                       w[DT_P_LN2W] + lC, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT);
+}
+
+static void mlp_bwd(dt_gpt *m, int l, const dt_dropout *hd) {
+    switch (dt_gpt_mlp_kind(&m->cfg, l)) {
+    case DT_BLOCK_MLP_DENSE: dense_mlp_bwd(m, l, hd); return;
+    default: return;
+    }
+}
+
+/* Layer l's attention block backward: dres (the gradient of res2) gains LN1's input
+ * gradient. */
+static void attention_bwd(dt_gpt *m, int l, const float *res, const dt_dropout *hd, const dt_dropout *ad) {
+    dt_gpt_acts *a = &m->acts;
+    dt_gpt_dacts *d = &m->dacts;
+    float *const *w = m->param, *const *g = m->grad;
+    int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads, BT = B * T;
+    size_t sc = (size_t)BT * C, lC = (size_t)l * C;
+    /* residual2 = residual + dropout(attproj): dres is the gradient of both */
+    const float *dproj = through_dropout(m, hd, 2u * (uint32_t)l);
+    dt_t_matmul_bwd(m, d->dc1, g[DT_P_ATTPROJW] + lC * C, g[DT_P_ATTPROJB] + lC, dproj, a->atty + l * sc,
+                    w[DT_P_ATTPROJW] + lC * C, C, C);
+    dt_t_attention_bwd(m, d->dqkv, d->dc1, a->qkv + l * sc * 3, a->att + (size_t)l * B * NH * T * T,
+                       a->atty + l * sc, ad, (uint32_t)l);
+    dt_t_matmul_bwd(m, d->dc1, g[DT_P_QKVW] + lC * 3 * C, g[DT_P_QKVB] + lC * 3, d->dqkv, a->ln1 + l * sc,
+                    w[DT_P_QKVW] + lC * 3 * C, C, 3 * C);
+    dt_t_layernorm_bwd(m, d->dres, g[DT_P_LN1W] + lC, g[DT_P_LN1B] + lC, d->dc1, res, w[DT_P_LN1W] + lC,
+                       a->ln1_mean + (size_t)l * BT, a->ln1_rstd + (size_t)l * BT);
+}
+
 void dt_gpt_backward(dt_gpt *m, float loss_scale) {
     const dt_gpt_config *c = &m->cfg;
-    int B = m->B, T = m->T, C = c->channels, NH = c->num_heads, L = c->num_layers;
+    int B = m->B, T = m->T, C = c->channels, L = c->num_layers;
     int Vp = c->padded_vocab, BT = B * T;
     dt_gpt_acts *a = &m->acts;
     dt_gpt_dacts *d = &m->dacts;
@@ -326,27 +417,9 @@ void dt_gpt_backward(dt_gpt *m, float loss_scale) {
     dt_trace_scope_pop();
     for (int l = L - 1; l >= 0; l--) {
         const float *res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * sc;
-        size_t lC = (size_t)l * C;
         dt_trace_op *blk = block_begin(m, DT_PHASE_BWD, "block_bwd", l, d->dres);
-        /* residual3 = residual2 + dropout(fcproj): dres is the gradient of both */
-        const float *dproj = through_dropout(m, &hd, 2u * (uint32_t)l + 1u);
-        dt_t_matmul_bwd(m, d->dfch_gelu, g[DT_P_FCPROJW] + lC * 4 * C, g[DT_P_FCPROJB] + lC, dproj,
-                        a->fch_gelu + l * sc * 4, w[DT_P_FCPROJW] + lC * 4 * C, 4 * C, C);
-        dt_t_gelu_bwd(m, d->dfch, a->fch + l * sc * 4, d->dfch_gelu, sc * 4);
-        dt_t_matmul_bwd(m, d->dc1, g[DT_P_FCW] + lC * 4 * C, g[DT_P_FCB] + lC * 4, d->dfch,
-                        a->ln2 + l * sc, w[DT_P_FCW] + lC * 4 * C, C, 4 * C);
-        dt_t_layernorm_bwd(m, d->dres, g[DT_P_LN2W] + lC, g[DT_P_LN2B] + lC, d->dc1, a->residual2 + l * sc,
-                           w[DT_P_LN2W] + lC, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT);
-        /* residual2 = residual + dropout(attproj): dres is now the gradient of both */
-        dproj = through_dropout(m, &hd, 2u * (uint32_t)l);
-        dt_t_matmul_bwd(m, d->dc1, g[DT_P_ATTPROJW] + lC * C, g[DT_P_ATTPROJB] + lC, dproj,
-                        a->atty + l * sc, w[DT_P_ATTPROJW] + lC * C, C, C);
-        dt_t_attention_bwd(m, d->dqkv, d->dc1, a->qkv + l * sc * 3, a->att + (size_t)l * B * NH * T * T,
-                           a->atty + l * sc, &ad, (uint32_t)l);
-        dt_t_matmul_bwd(m, d->dc1, g[DT_P_QKVW] + lC * 3 * C, g[DT_P_QKVB] + lC * 3, d->dqkv,
-                        a->ln1 + l * sc, w[DT_P_QKVW] + lC * 3 * C, C, 3 * C);
-        dt_t_layernorm_bwd(m, d->dres, g[DT_P_LN1W] + lC, g[DT_P_LN1B] + lC, d->dc1, res,
-                           w[DT_P_LN1W] + lC, a->ln1_mean + (size_t)l * BT, a->ln1_rstd + (size_t)l * BT);
+        mlp_bwd(m, l, &hd);
+        attention_bwd(m, l, res, &hd, &ad);
         block_end(m, blk, DT_PHASE_BWD, d->dres, l);
     }
     dt_trace_scope_push("embed");

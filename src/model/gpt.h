@@ -6,8 +6,10 @@
  * Shape letters, used everywhere: B batch (micro-batch), T sequence length, C channels,
  * V vocabulary, Vp padded vocabulary, L layers, NH heads, HS = C / NH head size.
  *
- * Ownership: dt_gpt_create allocates one slab for parameters, one for gradients, one for
- * activations (sized for B, T); dt_gpt_free releases all of them. */
+ * Ownership: dt_gpt_create_params allocates the parameter slab (all a model needs to be
+ * saved, loaded, exported or uploaded to a device); dt_gpt_alloc_train adds one slab for
+ * gradients and one for activations (sized for B, T), which training on the CPU needs;
+ * dt_gpt_free releases all of them. */
 #ifndef DT_MODEL_GPT_H
 #define DT_MODEL_GPT_H
 
@@ -116,10 +118,15 @@ typedef struct dt_gpt {
     int training;
 } dt_gpt;
 
-/* Allocates the model for micro-batch B and sequence length T (T <= max_seq_len) and
- * initialises the parameters from the seed with the counter-based RNG (GPT-2 init:
- * N(0, 0.02), residual projections scaled by 1/sqrt(2L), biases 0, LayerNorm weight 1,
- * padded vocab rows 0). The caller frees with dt_gpt_free. */
+/* Allocates the parameters of a model (B = T = 0, no gradients or activations) and
+ * initialises them from the seed with the counter-based RNG (GPT-2 init: N(0, 0.02),
+ * residual projections scaled by 1/sqrt(2L), biases 0, LayerNorm weight 1, padded vocab
+ * rows 0). The caller frees with dt_gpt_free. */
+dt_status dt_gpt_create_params(dt_gpt **out, const dt_gpt_config *cfg, uint64_t seed);
+/* Adds the gradient slab (zeroed) and the activations for micro-batch B and sequence
+ * length T (T <= max_seq_len): what dt_gpt_forward and dt_gpt_backward need. */
+dt_status dt_gpt_alloc_train(dt_gpt *m, int B, int T);
+/* dt_gpt_create_params, then dt_gpt_alloc_train(B, T). */
 dt_status dt_gpt_create(dt_gpt **out, const dt_gpt_config *cfg, int B, int T, uint64_t seed);
 void dt_gpt_free(dt_gpt *m);
 

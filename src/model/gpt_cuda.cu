@@ -43,25 +43,17 @@ struct dt_gpt_cuda {
     int flash_wgmma;    /* flash kernels on warpgroup MMA (attention_wgmma*_cuda.cu, sm_90 only) */
     int fuse_gelu;      /* GELU in the fc GEMM's epilogue, its backward in the fcproj input-gradient GEMM */
     int fuse_bgrad;     /* bias gradients from the weight-gradient GEMMs' epilogue */
-    /* Linears on our own TMA-fed warpgroup-MMA kernel (dt_cu_gemm_wgmma) instead of
-     * cuBLASLt, sm_90 only, calls that do not fit its tiles staying on cuBLASLt:
-     * DT_GEMM_OWN=gelu (the default) the two GELU GEMMs (fc forward, fcproj input gradient
-     * with dGELU), faster than cuBLASLt's in the step by 0.04-0.1 ms (bench/RESULTS.md,
-     * session 8); on: the forward linears with a bias (qkv, attproj, fc with GELU, fcproj),
-     * and with DT_GEMM_OWN_BWD=on every input gradient (slower in the step); dgelu: the
-     * fcproj input gradient only; off: none (every GEMM on cuBLASLt). */
-    int gemm_own, gemm_own_bwd;
-    /* DT_GEMM_DOT (default on, with our own GEMM and flash attention): the attproj input
+    /* --gemm-own gelu: the two GELU GEMMs (fc forward, fcproj input gradient with dGELU) on
+     * our own TMA-fed warpgroup-MMA kernel (dt_cu_gemm_wgmma, sm_90 only) instead of
+     * cuBLASLt, calls that do not fit its tiles staying on cuBLASLt; off: every GEMM on
+     * cuBLASLt. */
+    int gemm_own;
+    /* --gemm-dot on (with our own GEMM and flash attention): the attproj input
      * gradient on our kernel with the DOT epilogue, which writes the flash backward's LD (both
-     * flash backwards take it, so DT_ATTENTION=flash-mma still gives the same bits), so no D
+     * flash backwards take it, so --attention-impl flash-mma still gives the same bits), so no D
      * kernel runs (linear_bwd tells backward_launches, which tells t_attention_bwd) */
     int gemm_dot;
-#define OWN_OFF 0
-#define OWN_ON 1
-#define OWN_GELU 2
-#define OWN_DGELU 3
-    int ksplit_off;     /* DT_GEMM_SPLITK=off: no GEMM cuts K into chunks */
-    const char *fusion_note; /* the fusions asked for (DT_GEMM_EPILOGUES: off, gelu, bgrad, all) */
+    const char *fusion_note; /* the fusions asked for (--gemm-epilogues: off, gelu, bgrad, all) */
     cudaStream_t s, fin;  /* main stream; det partial finishes (joined at the end of backward) */
     cudaEvent_t join;
     /* recorded after the latest launches that copy from the pinned batch buffers (the
@@ -72,14 +64,14 @@ struct dt_gpt_cuda {
     /* set by zero_grad: the next backward's weight-gradient GEMMs write their gradients
      * (beta 0) instead of adding to them, so zero_grad clears only the other tensors */
     int grad_fresh;
-    /* Weight gradients on a second stream (DT_BWD_OVERLAP, default on): the backward's
+    /* Weight gradients on a second stream (--bwd-overlap on): the backward's
      * weight-gradient GEMMs run on wgs, through their own cuBLASLt handle and workspace
      * (blas_w: the same plans, so the same bits), while m->s goes on with the input
      * gradients. A dW GEMM reads its dout buffer after m->s made it (ev_ready); before
      * m->s writes that buffer again it waits for the GEMM's event in reads (claim). */
     int overlap;     /* asked for (create); this backward uses it when m->ov */
     int ov;
-    /* DT_DW_BATCH (default on): the qkv and fc (and below fcproj and attproj) weight
+    /* --dw-batch on: the qkv and fc (and below fcproj and attproj) weight
      * gradients of every layer in one strided-batched GEMM a kind after the layers, instead
      * of one a layer on wgs beside the next layer's input gradients, which it slows about as
      * much as it runs (the GEMMs fill every SM): batched, the products run at the full rate
@@ -103,7 +95,7 @@ struct dt_gpt_cuda {
     cudaEvent_t ev_ready, ev_wdone, ev_read[DT_CU_READS_MAX];
     dt_cu_reads reads;
     dt_cu_blas *blas;
-    /* CUDA graphs of the launch sequences (DT_CUDA_GRAPH, default on; cuda_plan.h), one a
+    /* CUDA graphs of the launch sequences (--cuda-graphs on; cuda_plan.h), one a
      * slot */
     int graphs, ncapture, nreplay, nrelaxed;
     dt_cu_graph_state gstate[G_SLOTS];
@@ -213,34 +205,24 @@ static dt_status dmalloc(dt_gpt_cuda *m, void **p, size_t bytes, const char *wha
         if (st_ != DT_OK) { dt_gpt_cuda_free(m); return st_; }                         \
     } while (0)
 
-/* Picks the GEMM epilogue fusions and makes their plans for the current branch; a fusion is
- * on when it is asked for and cuBLASLt has an algorithm for every one of its plans.
+/* Picks the GEMM epilogue fusions (--gemm-epilogues) and makes their plans for the current
+ * branch; a fusion is on when it is asked for and cuBLASLt has an algorithm for every one of
+ * its plans.
  *  - GELU (default): GELU (tanh form) in the fc GEMM's epilogue with the pre-activation
  *    stored for the backward, dGELU in the fcproj input-gradient GEMM, instead of
  *    gelu_cuda.cu's kernels; the fc bias gradient is then a column sum of dfch;
- *  - bias gradients (DT_GEMM_EPILOGUES=bgrad or all): the four biased linears' bias
+ *  - bias gradients (--gemm-epilogues bgrad or all): the four biased linears' bias
  *    gradients from their weight-gradient GEMMs (BGRAD: a partial per K chunk, added in a
  *    fixed order) instead of column sums of dout (reduce_cuda.cu). Off by default: on the
  *    H200 with cuBLASLt 13.1 the epilogue costs the weight-gradient GEMM more than the
  *    column sum it replaces (docs/cuda.md, "GEMMs").
- * DT_GEMM_EPILOGUES=off|gelu|bgrad|all (default gelu) and DT_GEMM_SPLITK=off (no K chunks in
- * any GEMM; default: dt_cu_gemm_splits) are for comparison runs; env.json records the
- * outcome. Buffers must exist. */
-static dt_status probe_fusions(dt_gpt_cuda *m) {
-    const char *e = getenv("DT_GEMM_EPILOGUES"), *k = getenv("DT_GEMM_SPLITK");
-    if (e && strcmp(e, "off") && strcmp(e, "gelu") && strcmp(e, "bgrad") && strcmp(e, "all"))
-        return dt_fail(DT_EINVAL, "DT_GEMM_EPILOGUES='%s': accepted: off, gelu (the default), bgrad, all", e);
-    if (k && strcmp(k, "on") && strcmp(k, "off"))
-        return dt_fail(DT_EINVAL, "DT_GEMM_SPLITK='%s': accepted: on (the default), off", k);
-    m->ksplit_off = k && !strcmp(k, "off");
-    if (m->ksplit_off) {
-        dt_cu_blas_force(m->blas, -1, 1);
-        if (m->blas_w) dt_cu_blas_force(m->blas_w, -1, 1);
-    }
+ * env.json records the outcome. Buffers must exist. */
+static dt_status probe_fusions(dt_gpt_cuda *m, int epilogues) {
+    static const char *names[] = {"off", "gelu", "bgrad", "all"};
     m->fuse_gelu = m->fuse_bgrad = 0;
-    m->fusion_note = e ? e : "gelu";
-    int want_gelu = !strcmp(m->fusion_note, "gelu") || !strcmp(m->fusion_note, "all");
-    int want_bgrad = !strcmp(m->fusion_note, "bgrad") || !strcmp(m->fusion_note, "all");
+    m->fusion_note = names[epilogues];
+    int want_gelu = epilogues == DT_EPI_GELU || epilogues == DT_EPI_ALL;
+    int want_bgrad = epilogues == DT_EPI_BGRAD || epilogues == DT_EPI_ALL;
     int BT = m->B * m->T, C = m->cfg.channels;
     const bf16 *w16 = m->param16;
     const dt_param_desc *pd = m->params;
@@ -265,20 +247,14 @@ static dt_status probe_fusions(dt_gpt_cuda *m) {
     return DT_OK;
 }
 
-/* An on/off switch in the environment: unset or "on" is on; any other value is refused,
- * naming the accepted ones and what on (the default) means. */
-static dt_status env_switch(const char *name, const char *on_means, int *on) {
-    const char *v = getenv(name);
-    if (v && strcmp(v, "on") && strcmp(v, "off"))
-        return dt_fail(DT_EINVAL, "%s='%s': accepted: on (the default: %s), off", name, v, on_means);
-    *on = !(v && !strcmp(v, "off"));
-    return DT_OK;
-}
-
-dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
+dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host, const dt_gpt_cuda_spec *spec) {
     *out = NULL;
     const dt_gpt_config *c = &host->cfg;
-    int B = host->B, T = host->T, C = c->channels, NH = c->num_heads, L = c->num_layers;
+    const dt_cuda_options *opt = &spec->opt;
+    int B = spec->B, T = spec->T, C = c->channels, NH = c->num_heads, L = c->num_layers;
+    if (B < 1 || T < 1 || T > c->max_seq_len)
+        return dt_fail(DT_EINVAL, "--device cuda: micro-batch %d and sequence length %d (at most %d)", B, T,
+                       c->max_seq_len);
     if (C % 8 || (C / NH) % 8)
         return dt_fail(DT_EUNSUPPORTED, "--device cuda needs --hidden-size (%d) and the head size "
                        "(%d) to be multiples of 8", C, C / NH);
@@ -290,8 +266,8 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     m->num_params = host->num_params;
     m->B = B;
     m->T = T;
-    m->hidden_dropout = host->hidden_dropout;
-    m->attn_dropout = host->attn_dropout;
+    m->hidden_dropout = spec->hidden_dropout;
+    m->attn_dropout = spec->attn_dropout;
     m->seed = host->seed;
     for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++) {
         snprintf(m->pname[i], sizeof m->pname[i], "%s", m->params[i].name);
@@ -307,36 +283,11 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_stats, cudaEventDisableTiming), "cudaEventCreate");
     if (st != DT_OK) { free(m); return dt_fail_context(st, "--device cuda: no usable GPU"); }
     if ((st = dt_cu_blas_create(&m->blas)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
-    if ((st = env_switch("DT_BWD_OVERLAP", "weight gradients on a second stream", &m->overlap)) != DT_OK ||
-        (st = env_switch("DT_GEMM_DOT", "the attention backward's D from the attproj input-gradient GEMM's epilogue",
-                         &m->gemm_dot)) != DT_OK ||
-        (st = env_switch("DT_CUDA_GRAPH", "each step's launches replayed from CUDA graphs", &m->graphs)) != DT_OK) {
-        dt_gpt_cuda_free(m);
-        return st;
-    }
-    const char *own = getenv("DT_GEMM_OWN");
-    if (own && strcmp(own, "on") && strcmp(own, "off") && strcmp(own, "gelu") && strcmp(own, "dgelu")) {
-        dt_gpt_cuda_free(m);
-        return dt_fail(DT_EINVAL, "DT_GEMM_OWN='%s': accepted: gelu (the default: the fc forward and fcproj input "
-                       "gradient on our own kernel, sm_90 only), off (every GEMM on cuBLASLt), on (the forward "
-                       "linears with a bias), dgelu (the fcproj input gradient only)", own);
-    }
-    m->gemm_own = !own ? OWN_GELU : !strcmp(own, "on") ? OWN_ON : !strcmp(own, "gelu") ? OWN_GELU
-                : !strcmp(own, "dgelu") ? OWN_DGELU : OWN_OFF;
-    const char *dwb = getenv("DT_DW_BATCH");
-    if (dwb && strcmp(dwb, "on") && strcmp(dwb, "qkv") && strcmp(dwb, "off")) {
-        dt_gpt_cuda_free(m);
-        return dt_fail(DT_EINVAL, "DT_DW_BATCH='%s': accepted: on (the default: the qkv, fc, fcproj and attproj weight "
-                       "gradients of every layer in one batched GEMM a kind after the layers), qkv (the qkv ones "
-                       "only), off (one GEMM a layer: less memory)", dwb);
-    }
-    m->dw_batch = dwb && !strcmp(dwb, "off") ? 0 : dwb && !strcmp(dwb, "qkv") ? 1 : 2;
-    const char *own_bwd = getenv("DT_GEMM_OWN_BWD");
-    if (own_bwd && strcmp(own_bwd, "on") && strcmp(own_bwd, "off")) {
-        dt_gpt_cuda_free(m);
-        return dt_fail(DT_EINVAL, "DT_GEMM_OWN_BWD='%s': accepted: off (the default), on (with DT_GEMM_OWN=on, "
-                       "every input gradient on our own kernel too)", own_bwd);
-    }
+    m->overlap = opt->bwd_overlap;
+    m->gemm_dot = opt->gemm_dot;
+    m->graphs = opt->graphs;
+    m->gemm_own = opt->gemm_own;
+    m->dw_batch = opt->dw_batch ? 2 : 0;
     if (m->overlap) {
         st = dt_cu_check(cudaStreamCreateWithFlags(&m->wgs, cudaStreamNonBlocking), "cudaStreamCreate");
         if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_ready, cudaEventDisableTiming), "cudaEventCreate");
@@ -348,26 +299,24 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     }
     size_t n = m->num_params, BT = (size_t)B * T, sc = BT * C, Vp = (size_t)c->padded_vocab;
     size_t att = (size_t)L * B * NH * T * T;
-    /* Flash attention by default where the shape allows (2.3x faster than the GEMM
-     * formulation on GPT-2 124M: bench/RESULTS.md); DT_ATTENTION=gemm forces the GEMM
-     * formulation (the only one with attention dropout or head sizes other than 64). On an
-     * sm_90 GPU the flash forward and backward run on warpgroup MMA (16% and 20% faster on
-     * the H200), which give the mma.sync kernels' bits (tests/gpu/test_gpu_wgmma.cu and
-     * test_gpu_wgmma_bwd.cu compare the bytes), so the choice does not change a run's
-     * results; DT_ATTENTION=flash-mma keeps the mma.sync kernels. The choice is recorded in
-     * env.json. */
-    dt_dropout ad = {host->attn_dropout, 0, 0};
-    const char *force = getenv("DT_ATTENTION");
-    if (force && strcmp(force, "flash") && strcmp(force, "flash-mma") && strcmp(force, "gemm")) {
+    /* --attention-impl auto: flash attention where the shape allows (faster than the GEMM
+     * formulation, the only one with attention dropout or head sizes other than 64), on an
+     * sm_90 GPU on warpgroup MMA, which gives the mma.sync kernels' bits
+     * (tests/gpu/test_gpu_wgmma.cu and test_gpu_wgmma_bwd.cu compare the bytes); flash
+     * asks for flash attention and refuses a shape it cannot take; flash-mma keeps the
+     * mma.sync kernels; gemm the GEMM formulation. The choice is recorded in env.json. */
+    dt_dropout ad = {spec->attn_dropout, 0, 0};
+    int flash_ok = dt_cu_flash_supported(C, NH, T, &ad);
+    if (!flash_ok && (opt->attention == DT_ATTN_FLASH || opt->attention == DT_ATTN_FLASH_MMA)) {
         dt_gpt_cuda_free(m);
-        return dt_fail(DT_EINVAL, "DT_ATTENTION='%s': accepted: flash (the default where the shape allows), "
-                       "flash-mma (flash without the sm_90 warpgroup-MMA kernels), gemm", force);
+        return dt_fail(DT_EUNSUPPORTED, "--attention-impl %s: flash attention does not take this shape (head size "
+                       "%d, T %d%s); use auto or gemm", opt->attention == DT_ATTN_FLASH ? "flash" : "flash-mma",
+                       C / NH, T, spec->attn_dropout > 0.0f ? ", attention dropout" : "");
     }
-    m->flash = dt_cu_flash_supported(C, NH, T, &ad) && !(force && !strcmp(force, "gemm"));
-    m->flash_wgmma = m->flash && dt_cu_device_cc() == 90 && !(force && !strcmp(force, "flash-mma"));
-    if (dt_cu_device_cc() != 90) m->gemm_own = OWN_OFF;
-    m->gemm_own_bwd = m->gemm_own == OWN_ON && own_bwd && !strcmp(own_bwd, "on");
-    m->gemm_dot = m->gemm_dot && m->gemm_own != OWN_OFF && m->flash; /* gemm_own: sm_90 only */
+    m->flash = flash_ok && opt->attention != DT_ATTN_GEMM;
+    m->flash_wgmma = m->flash && dt_cu_device_cc() == 90 && opt->attention != DT_ATTN_FLASH_MMA;
+    if (dt_cu_device_cc() != 90) m->gemm_own = 0;
+    m->gemm_dot = m->gemm_dot && m->gemm_own && m->flash; /* gemm_own: sm_90 only */
     DMALLOC(m->param, n, "parameters");
     DMALLOC(m->grad, n, "gradients");
     DMALLOC(m->adam_m, n, "AdamW m");
@@ -422,14 +371,14 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
     DMALLOC(m->dc1, sc, "scratch");
     DMALLOC(m->dqkv, 3 * sc, "scratch");
     if (m->dw_batch && m->flash)
-        DMALLOC(m->dqkv_all, 3 * sc * (size_t)L, "every layer's dqkv (DT_DW_BATCH: =off saves it)");
+        DMALLOC(m->dqkv_all, 3 * sc * (size_t)L, "every layer's dqkv (--dw-batch off saves it)");
     DMALLOC(m->dfch, 4 * sc, "scratch");
-    if ((st = probe_fusions(m)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
+    if ((st = probe_fusions(m, opt->epilogues)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
     if (!m->fuse_gelu) DMALLOC(m->dfchg, 4 * sc, "scratch"); /* the GEMM's dGELU input, unfused only */
     if (m->dw_batch == 2 && !m->fuse_bgrad)
-        DMALLOC(m->dfch_all, 4 * sc * (size_t)L, "every layer's dfch (DT_DW_BATCH: =off saves it)");
+        DMALLOC(m->dfch_all, 4 * sc * (size_t)L, "every layer's dfch (--dw-batch off saves it)");
     if (m->dw_batch == 2 && !m->fuse_bgrad && m->hidden_dropout == 0.0f)
-        DMALLOC(m->dres_all, 2 * sc * (size_t)L, "every layer's residual gradient (DT_DW_BATCH: =off saves it)");
+        DMALLOC(m->dres_all, 2 * sc * (size_t)L, "every layer's residual gradient (--dw-batch off saves it)");
     DMALLOC(m->red_part, 2 * DT_CU_RED_MAX_BLOCKS, "scratch");
     DMALLOC(m->stats, 8, "scratch");
     DMALLOC(m->zeros, 1, "scratch");
@@ -686,7 +635,7 @@ static uint64_t graph_sig(const dt_gpt_cuda *m, int g) {
  * bits (a graph changes how the kernels are launched, not what they compute). */
 static void graphs_off(dt_gpt_cuda *m, int g, const char *why) {
     fprintf(stderr, "detrain: recording the %s launches as a CUDA graph failed (%s); running every step's "
-            "launches one by one from now on (same results; set DT_CUDA_GRAPH=off to skip the attempt, and "
+            "launches one by one from now on (same results; --cuda-graphs off skips the attempt; "
             "please report this)\n", graph_names[g], why);
     (void)cudaGetLastError();
     for (int i = 0; i < G_SLOTS; i++) {
@@ -722,9 +671,6 @@ static dt_status run_phase(dt_gpt_cuda *m, int g, dt_status (*fn)(dt_gpt_cuda *)
     /* cuBLASLt's workspace memsets off the stream's path (ops_cuda.h) */
     cudaGraph_t ok = st == DT_OK && e == cudaSuccess ? graph : NULL;
     int moved = dt_cu_blas_graph_relax(m->blas, ok), moved_w = m->blas_w ? dt_cu_blas_graph_relax(m->blas_w, ok) : 0;
-    if (ok && getenv("DT_CUDA_GRAPH_VERBOSE"))
-        fprintf(stderr, "detrain: %s recorded; cuBLASLt workspace memsets moved off the path: %d + %d%s\n",
-                graph_names[g], moved, moved_w, moved < 0 || moved_w < 0 ? " (an API error stopped the move)" : "");
     m->nrelaxed += (moved > 0 ? moved : 0) + (moved_w > 0 ? moved_w : 0);
     cudaGraphExec_t exec = NULL;
     if (st == DT_OK && e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
@@ -748,7 +694,7 @@ static void launch_info(dt_trace_op *h) {
     if (dt_cu_launch_take(buf, sizeof buf) > 0) dt_trace_kernel_info(h, "%s", buf);
 }
 
-/* Whether a GEMM runs on our own kernel: the caller's DT_GEMM_OWN mode asks for it (want)
+/* Whether a GEMM runs on our own kernel: the caller asks for it (want, with --gemm-own gelu)
  * and the call fits its tiles; else cuBLASLt. */
 static int own_fits(const dt_gpt_cuda *m, const dt_cu_gemm_args *a, int want) {
     return want && m->gemm_own && dt_cu_gemm_wgmma_fits(a->ta, a->tb, a->M, a->N, a->K, a->lda, a->ldb, a->ldc,
@@ -760,10 +706,8 @@ static int own_fits(const dt_gpt_cuda *m, const dt_cu_gemm_args *a, int want) {
 static dt_status run_gemm(dt_gpt_cuda *m, const dt_cu_gemm_args *a, int own) {
     return own ? dt_cu_gemm_wgmma_fin(a, m->s, m->fin) : dt_cu_gemm(m->blas, a, m->s);
 }
-/* DT_GEMM_OWN puts the fcproj input gradient (dGELU) on our kernel. */
-static int own_dgelu(const dt_gpt_cuda *m) {
-    return m->gemm_own == OWN_GELU || m->gemm_own == OWN_DGELU || m->gemm_own_bwd;
-}
+/* --gemm-own gelu puts the fcproj input gradient (dGELU) on our kernel. */
+static int own_dgelu(const dt_gpt_cuda *m) { return m->gemm_own; }
 
 /* Kernel-level detail of the GEMM just queued (algorithm, tile, split-K). */
 static void gemm_info(dt_gpt_cuda *m, dt_trace_op *h, const char *what) {
@@ -779,7 +723,7 @@ static void gemm_info(dt_gpt_cuda *m, dt_trace_op *h, const char *what) {
  * that tensor is one of block l's backward gradients too ("dfcprojb.prev"). */
 static void layer_tensors(dt_gpt_cuda *m, dt_gtrace_set *s, int l, int grads) {
     for (int i = DT_P_LN1W; i <= DT_P_FCPROJB; i++) {
-        /* a weight gradient made after the layers (DT_DW_BATCH) belongs to that op's event */
+        /* a weight gradient made after the layers (--dw-batch on) belongs to that op's event */
         if (grads && ((i == DT_P_QKVW && m->dwb_qkv) || (i == DT_P_FCW && m->dwb_fc) ||
                       ((i == DT_P_FCPROJW || i == DT_P_ATTPROJW) && m->dwb_res)))
             continue;
@@ -831,10 +775,9 @@ static dt_status linear_fwd(dt_gpt_cuda *m, bf16 *out, const bf16 *inp, const bf
     OP_BEGIN(DT_PHASE_FWD, "matmul_fwd", DT_OP_GEMM,
              (IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC), IN("b", b, BF, 1, b ? OC : 0)));
     dt_cu_gemm_args a = {0, 1, N, OC, IC, inp, IC, 0, w, IC, 0, out, OC, 0, 0, 1.0f, 0.0f, 1, b};
-    /* the head (no bias) stays on cuBLASLt (faster there: bench/RESULTS.md) */
-    int own = own_fits(m, &a, b && m->gemm_own == OWN_ON);
-    TRY(run_gemm(m, &a, own));
-    if (!own) gemm_info(m, h_, "y");
+    /* the linears without GELU stay on cuBLASLt (faster there) */
+    TRY(run_gemm(m, &a, 0));
+    gemm_info(m, h_, "y");
     TRY(inject(m, "matmul_fwd", out, (size_t)N * OC, 2));
     OP_END(OUT("y", out, BF, N, OC));
     return DT_OK;
@@ -849,7 +792,7 @@ static dt_status linear_gelu_fwd(dt_gpt_cuda *m, bf16 *out, bf16 *pre, const bf1
              (IN("x", inp, BF, N, IC), IN("w", w, BF, OC, IC), IN("b", b, BF, 1, OC)));
     dt_cu_gemm_args a = {0, 1, N, OC, IC, inp, IC, 0, w, IC, 0, out, OC, 0, 0, 1.0f, 0.0f, 1, b,
                          DT_CU_EPI_GELU, pre, NULL, NULL};
-    int own = own_fits(m, &a, m->gemm_own == OWN_ON || m->gemm_own == OWN_GELU);
+    int own = own_fits(m, &a, 1);
     TRY(run_gemm(m, &a, own));
     if (!own) gemm_info(m, h_, "pre, y = gelu(pre)"); /* ours: OP_END reports its launch */
     TRY(inject(m, "matmul_gelu_fwd", out, (size_t)N * OC, 2));
@@ -859,7 +802,7 @@ static dt_status linear_gelu_fwd(dt_gpt_cuda *m, bf16 *out, bf16 *pre, const bf1
 
 /* The weight gradient of a linear, dw (OC, IC) fp32 = dout^T (OC x N) inp (N x IC), added to
  * dw unless zero_grad asked for fresh gradients (beta 0): linear_bwd's call, and each layer's
- * of the batched one (DT_DW_BATCH). */
+ * of the batched one (--dw-batch on). */
 static dt_cu_gemm_args dw_gemm(const dt_gpt_cuda *m, const bf16 *dout, const bf16 *inp, float *dw, int N, int IC,
                                int OC) {
     dt_cu_gemm_args g = {1, 0, OC, IC, N, dout, OC, 0, inp, IC, 0, dw, IC, 0, 1, 1.0f, m->grad_fresh ? 0.0f : 1.0f,
@@ -890,7 +833,7 @@ static dt_status wgs_after_main(dt_gpt_cuda *m) {
  * O) per head and row) into the attention scratch, an output of this event ("ld"), and
  * *ld_made (with dot_l >= 0) says whether it did: then the attention backward that follows
  * runs no D kernel. dw NULL: the caller makes the weight gradient (batched over the layers
- * with DT_DW_BATCH); dinp is made here, and db where asked (summed already, or a column sum:
+ * with --dw-batch on); dinp is made here, and db where asked (summed already, or a column sum:
  * never the bias-gradient epilogue, m->fuse_bgrad). */
 static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, const bf16 *dout,
                             const bf16 *inp, const bf16 *w, int N, int IC, int OC, const bf16 *gelu_pre,
@@ -915,9 +858,8 @@ static dt_status linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, co
             ld = d.dot_ld;
         }
     }
-    /* the input gradients on our kernel with DT_GEMM_OWN_BWD=on, dGELU's with =gelu, =dgelu,
-     * attproj's with its DOT epilogue */
-    const int own = ld || own_fits(m, &a, m->gemm_own_bwd || (gelu_pre && own_dgelu(m)));
+    /* dGELU's input gradient on our kernel with --gemm-own gelu, attproj's with its DOT epilogue */
+    const int own = ld || own_fits(m, &a, gelu_pre && own_dgelu(m));
     float *csum = NULL; /* dx_db from the dGELU epilogue, where its partials fit their sites */
     if (gelu_pre && own && dt_cu_gemm_wgmma_csum_floats(N, IC, OC) <= (size_t)m->csum_sites * m->part_site)
         csum = dx_db;
@@ -1260,7 +1202,7 @@ static dt_status t_gelu_bwd(dt_gpt_cuda *m, bf16 *dinp, float *db, const bf16 *i
 }
 
 /* Layer l's dqkv and dfch: its own slice of dqkv_all (dfch_all) when this backward batches
- * the qkv (fc) weight gradients (DT_DW_BATCH), else the one buffer every layer reuses. */
+ * the qkv (fc) weight gradients (--dw-batch on), else the one buffer every layer reuses. */
 static bf16 *dqkv_of(const dt_gpt_cuda *m, int l) {
     return m->dwb_qkv ? m->dqkv_all + (size_t)l * m->B * m->T * 3 * m->cfg.channels : m->dqkv;
 }
@@ -1329,7 +1271,7 @@ static dt_status t_encoder_bwd(dt_gpt_cuda *m, const dt_dropout *hd) {
     return DT_OK;
 }
 
-/* DT_DW_BATCH: dW_l (OC, IC) = dout_l^T inp_l for every layer l in one strided-batched GEMM
+/* --dw-batch on: dW_l (OC, IC) = dout_l^T inp_l for every layer l in one strided-batched GEMM
  * (dout_all: the layers' (B T, OC), sdout elements apart; inp_all their (B T, IC) one after
  * another; dw the weights' gradient, (OC, IC) a layer), each layer's linear_bwd's call
  * (dw_gemm) batched: the same operands, alpha, beta; cuBLASLt's pinned plan for the batched
@@ -1441,7 +1383,7 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
     }
 #undef NEXT_DB
     /* every layer's weight gradients of a batched kind: one strided-batched GEMM a kind
-     * (DT_DW_BATCH) */
+     * (--dw-batch on) */
     if (m->dwb_qkv || m->dwb_fc || m->dwb_res) {
         const long long s1 = (long long)BT * C;
         rbegin(m, DT_R_MATMUL_BWD);
@@ -1695,23 +1637,15 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
              "\"cuda_graphs\":\"%s\",\"gemm_own\":\"%s\",\"fc_bias_grad\":\"%s\",\"attention_d\":\"%s\","
              "\"dw_batch\":\"%s\"}",
              attention_name(m), m->fuse_gelu ? "true" : "false", m->fuse_bgrad ? "true" : "false",
-             m->fusion_note, m->ksplit_off ? "off (DT_GEMM_SPLITK=off)" : "dt_cu_gemm_splits",
+             m->fusion_note, "dt_cu_gemm_splits",
              m->fuse_bgrad ? "off (bias gradients from the GEMM epilogue)"
              : m->hidden_dropout > 0.0f ? "off while training (hidden dropout)" : "attproj, fcproj", p.name, p.major,
              p.minor, p.multiProcessorCount, drv, rt, cublasLtGetVersion(), DT_NVCC_FLAGS, DT_CU_GEMM_WORKSPACE,
-             table, algos, m->overlap ? "weight gradients on a second stream (DT_BWD_OVERLAP=on)" : "off", algos_w,
-             m->graphs ? "on: zero_grad, forward and backward replayed from CUDA graphs (DT_CUDA_GRAPH=on)" : "off",
-             m->gemm_own == OWN_GELU && m->fuse_gelu
+             table, algos, m->overlap ? "weight gradients on a second stream (--bwd-overlap on)" : "off", algos_w,
+             m->graphs ? "on: zero_grad, forward and backward replayed from CUDA graphs (--cuda-graphs on)" : "off",
+             m->gemm_own && m->fuse_gelu
                  ? "gelu: fc forward and fcproj input gradient on gemm_wgmma_cuda.cu where their shapes fit its tiles, "
-                   "else cuBLASLt (DT_GEMM_OWN=gelu)"
-             : m->gemm_own == OWN_DGELU && m->fuse_gelu
-                 ? "dgelu: fcproj input gradient on gemm_wgmma_cuda.cu where its shape fits, else cuBLASLt "
-                   "(DT_GEMM_OWN=dgelu)"
-             : m->gemm_own == OWN_ON
-                 ? (m->gemm_own_bwd ? "on: forward linears and input gradients on gemm_wgmma_cuda.cu where their "
-                                      "shapes fit, else cuBLASLt (DT_GEMM_OWN=on, DT_GEMM_OWN_BWD=on)"
-                                    : "on: forward linears with a bias on gemm_wgmma_cuda.cu where their shapes "
-                                      "fit, else cuBLASLt (DT_GEMM_OWN=on)")
+                   "else cuBLASLt (--gemm-own gelu)"
                  : "off",
              m->fuse_bgrad ? "the fc weight-gradient GEMM's epilogue"
              : !m->fuse_gelu ? "the GELU backward's column sums"
@@ -1720,21 +1654,21 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
                    "of dfch"
                  : "a column sum of dfch",
              m->gemm_dot ? "the attproj input-gradient GEMM's DOT epilogue (gemm_wgmma_cuda.cu) where its shape fits, "
-                           "else the D kernel (DT_GEMM_DOT=on)"
+                           "else the D kernel (--gemm-dot on)"
              : m->flash ? "the D kernel"
                         : "none (GEMM attention)",
-             !m->dw_batch ? "off (DT_DW_BATCH=off: one weight-gradient GEMM a layer)"
+             !m->dw_batch ? "off (--dw-batch off: one weight-gradient GEMM a layer)"
              : m->dqkv_all && m->dfch_all && m->dres_all
                  ? "qkv, fc, fcproj, attproj: every layer's weight gradients in one batched GEMM a kind after the "
-                   "layers (DT_DW_BATCH=on, the default; fcproj and attproj where the bias gradients come from the "
+                   "layers (--dw-batch on; fcproj and attproj where the bias gradients come from the "
                    "LayerNorm backward's column sums)"
              : m->dqkv_all && m->dfch_all ? "qkv, fc: every layer's qkv and fc weight gradients in one batched GEMM "
-                                            "a kind after the layers (DT_DW_BATCH=on, the default; fcproj and "
+                                            "a kind after the layers (--dw-batch on; fcproj and "
                                             "attproj not with hidden dropout)"
              : m->dqkv_all ? "qkv: every layer's qkv weight gradient in one batched GEMM after the layers"
              : m->dfch_all ? "fc: every layer's fc weight gradient in one batched GEMM after the layers (qkv's "
                              "needs flash attention)"
-                           : "off: DT_DW_BATCH needs flash attention (qkv) or the fc bias gradient from a column "
+                           : "off: --dw-batch needs flash attention (qkv) or the fc bias gradient from a column "
                              "sum (fc)");
     return m->desc;
 }

@@ -14,15 +14,25 @@
 extern "C" {
 #endif
 
+#include "config/train_config.h"
 #include "model/gpt.h"
 #include "optim/optim.h"
 #include "trace/trace.h"
 
 typedef struct dt_gpt_cuda dt_gpt_cuda;
 
-/* Copies config, B, T, parameters and dropout settings of `host` to a new GPU model.
- * Requires C % 8 == 0 and HS % 8 == 0 (DT_EUNSUPPORTED naming the size otherwise). */
-dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host);
+/* What the GPU model is made for besides the model config: the batch shape, the dropout
+ * rates and the CUDA choices (the --device cuda flags of config/train_flags.def). */
+typedef struct dt_gpt_cuda_spec {
+    int B, T;
+    float hidden_dropout, attn_dropout;
+    dt_cuda_options opt;
+} dt_gpt_cuda_spec;
+
+/* A new GPU model of host's config with host's parameters (a parameters-only model, see
+ * dt_gpt_create_params, will do) for spec. Requires C % 8 == 0 and HS % 8 == 0
+ * (DT_EUNSUPPORTED naming the size otherwise). */
+dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host, const dt_gpt_cuda_spec *spec);
 void dt_gpt_cuda_free(dt_gpt_cuda *m);
 
 /* Dropout is active while training; masks keyed by rng_step (the global micro-batch). */
@@ -90,7 +100,7 @@ const char *dt_gpt_cuda_range_name(int r);
 void dt_gpt_cuda_profile(dt_gpt_cuda *m, int on);
 /* How many phase launches (zero_grad, forward, backward) so far were recorded into a CUDA
  * graph, how many replayed one, and how many cuBLASLt workspace memsets the recordings moved
- * off the stream's path (DT_CUDA_GRAPH; gpt_cuda.cu "CUDA graphs"). */
+ * off the stream's path (--cuda-graphs; gpt_cuda.cu "CUDA graphs"). */
 void dt_gpt_cuda_graph_counts(const dt_gpt_cuda *m, int *captures, int *replays, int *relaxed);
 /* Adds the milliseconds of each range recorded since the last call into ms[DT_R_COUNT]
  * (waits for the stream) and clears the record. */

@@ -36,8 +36,12 @@ void dt_grad_stats_compute(const dt_gpt *m, dt_grad_stats *s) {
 }
 
 void dt_adamw_step(dt_adamw *opt, dt_gpt *m, float lr, double grad_norm) {
+    dt_adamw_update(opt, m, lr, grad_norm, opt->t + 1);
+}
+
+void dt_adamw_update(dt_adamw *opt, dt_gpt *m, float lr, double grad_norm, int64_t t) {
     const dt_adamw_config *c = &opt->cfg;
-    opt->t++;
+    opt->t = t;
     float clip = 1.0f;
     if (c->clip_grad > 0.0f && grad_norm > c->clip_grad)
         clip = (float)(c->clip_grad / (grad_norm + 1e-6));

@@ -32,8 +32,11 @@ typedef struct dt_grad_stats {
 } dt_grad_stats;
 void dt_grad_stats_compute(const dt_gpt *m, dt_grad_stats *s);
 
-/* One AdamW step at learning rate lr, clipping with the given grad_norm. */
+/* One AdamW step at learning rate lr, clipping with the given grad_norm: opt->t + 1, then
+ * dt_adamw_update with that t. */
 void dt_adamw_step(dt_adamw *opt, dt_gpt *m, float lr, double grad_norm);
+/* The update of step t (1-based, AdamW's bias correction) with opt->cfg; sets opt->t = t. */
+void dt_adamw_update(dt_adamw *opt, dt_gpt *m, float lr, double grad_norm, int64_t t);
 
 typedef struct dt_lr_schedule {
     float lr, min_lr;

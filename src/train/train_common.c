@@ -153,23 +153,18 @@ dt_status dt_train_state_open(dt_train_state *r, const dt_train_config *cfg) {
     if ((st = dt_trace_precheck(&cfg->trace, 0)) != DT_OK) return st;
     dt_train_ckpt_config(cfg, &r->ck);
     if ((st = open_data(cfg, &r->data)) != DT_OK) return st;
-    if ((st = dt_gpt_create(&r->model, &cfg->gpt, cfg->micro_batch, cfg->seq_length, cfg->seed)) != DT_OK)
-        return st;
-    r->model->hidden_dropout = cfg->hidden_dropout;
-    r->model->attn_dropout = cfg->attn_dropout;
+    /* the parameters only: a backend adds what it trains with (backend.h) */
+    if ((st = dt_gpt_create_params(&r->model, &cfg->gpt, cfg->seed)) != DT_OK) return st;
     dt_adamw_config ac = {cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, cfg->clip_grad};
     if ((st = dt_adamw_init(&r->opt, &ac, r->model->num_params)) != DT_OK) return st;
     /* a checkpoint or Hugging Face weights replace the seeded init */
     return start_state(cfg, &r->ck, r->accum, r->data, r->model, &r->opt, &r->start_step);
 }
 
-dt_status dt_train_state_outputs(dt_train_state *r, int write_env) {
+dt_status dt_train_state_outputs(dt_train_state *r) {
     const dt_train_config *cfg = r->cfg;
     dt_status st;
-    if (cfg->log_dir) {
-        if ((st = make_log_dir(cfg->log_dir)) != DT_OK) return st;
-        if (write_env && (st = dt_train_write_env(r, NULL)) != DT_OK) return st;
-    }
+    if (cfg->log_dir && (st = make_log_dir(cfg->log_dir)) != DT_OK) return st;
     if ((st = make_save_dir(cfg)) != DT_OK) return st;
     size_t bt = (size_t)cfg->micro_batch * cfg->seq_length;
     r->inputs = malloc(sizeof(int) * bt);
@@ -183,11 +178,11 @@ dt_status dt_train_state_outputs(dt_train_state *r, int write_env) {
     return DT_OK;
 }
 
-dt_status dt_train_write_env(const dt_train_state *r, const char *env_extra) {
+dt_status dt_train_write_env(const dt_train_state *r, const char *env_extra, int warn) {
     const dt_train_config *cfg = r->cfg;
     if (!cfg->log_dir) return DT_OK;
     dt_status st = dt_fingerprint_write(cfg->log_dir, env_extra);
-    if (st == DT_OK && cfg->load_dir) warn_environment(cfg->load_dir, cfg->log_dir);
+    if (st == DT_OK && warn && cfg->load_dir) warn_environment(cfg->load_dir, cfg->log_dir);
     return st;
 }
 

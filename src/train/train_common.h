@@ -1,9 +1,10 @@
-/* Pieces of the training loop shared by the CPU loop (trainer.c) and the CUDA loop
- * (train_cuda.cu), so both read their flags, data, logs and checkpoints the same way.
+/* The host side of a training run (loop.c): data, the host views of the parameters and
+ * the AdamW state, batch buffers, the metrics log, checkpoints, the schedule, console lines.
  *
- * Checkpoints go through a host model and a host AdamW state (dt_train_state): the CPU loop
- * trains in them; the CUDA loop uses them as staging, so both backends write and read the
- * same checkpoint files. */
+ * Checkpoints go through the host views (dt_train_state.model: parameters only, and .opt):
+ * the CPU backend trains in them; a device backend copies its state into them
+ * (backend.h's sync_state) before a save, so every backend writes and reads the same
+ * checkpoint files. */
 #ifndef DT_TRAIN_COMMON_H
 #define DT_TRAIN_COMMON_H
 
@@ -17,10 +18,9 @@ extern "C" {
 #include "optim/optim.h"
 #include "train/trainer.h"
 
-/* The host side of a training run, set up the same way by both loops: the data, a host
- * model and AdamW state (the CPU loop trains in them; the CUDA loop uploads them after
- * dt_train_state_open and downloads into them before dt_train_save), the batch buffers, the
- * metrics log and the checkpoint config. */
+/* The host side of a training run: the data, the host views (the parameters and the AdamW
+ * state; a backend starts from them), the batch buffers, the metrics log and the checkpoint
+ * config. */
 typedef struct dt_train_state {
     const dt_train_config *cfg;
     dt_dataset *data;
@@ -35,22 +35,23 @@ typedef struct dt_train_state {
 
 /* Everything read before anything is written, so a bad input leaves no files behind: the
  * micro-batch count (the global batch must be a multiple), the refusal of an old trace
- * file (dt_trace_precheck), the data (eval needs a validation split), the seeded host
- * model and AdamW state, then the initial state: --init-from-hf loads Hugging Face
+ * file (dt_trace_precheck), the data (eval needs a validation split), the seeded
+ * parameters (no gradients or activations: the backend adds its own) and AdamW state, then
+ * the initial state: --init-from-hf loads Hugging Face
  * weights; --load verifies the checkpoint against this run's config and restores the
  * parameters, the optimizer state (unless --no-load-optim) and the data cursor, checks
  * that the data's size and the step's counters agree and that --train-iters leaves steps
  * to do, and sets start_step. On failure call dt_train_state_close. */
 dt_status dt_train_state_open(dt_train_state *r, const dt_train_config *cfg);
-/* The run's outputs: --log-dir (with env.json now when write_env, else the caller writes it
- * with dt_train_write_env), --save's directory (created durably, so a bad path fails
- * before the first step), the batch buffers and the metrics log (appended to on resume). */
-dt_status dt_train_state_outputs(dt_train_state *r, int write_env);
-/* env.json in --log-dir (env_extra: NULL on the CPU; the device description on the GPU),
- * then, after a --load, a warning on stderr when the checkpoint was saved in another
+/* The run's outputs: --log-dir, --save's directory (created durably, so a bad path fails
+ * before the first step), the batch buffers and the metrics log (appended to on resume).
+ * env.json follows with dt_train_write_env. */
+dt_status dt_train_state_outputs(dt_train_state *r);
+/* env.json in --log-dir (env_extra: the backend's device description, or NULL), then, with
+ * warn after a --load, a warning on stderr when the checkpoint was saved in another
  * environment (its "contract" differs: outside the determinism contract, as `detrain
  * compare` says). No-op without --log-dir. */
-dt_status dt_train_write_env(const dt_train_state *r, const char *env_extra);
+dt_status dt_train_write_env(const dt_train_state *r, const char *env_extra, int warn);
 /* Closes the metrics log and frees the run; returns st, or the close's error when st is
  * DT_OK. */
 dt_status dt_train_state_close(dt_train_state *r, dt_status st);

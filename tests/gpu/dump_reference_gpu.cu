@@ -9,13 +9,14 @@
  * Not a test (bench/gpu.sh runs build/gpu-tests/test_* only); built by `make cuda` as
  * build/gpu-tests/dump_reference_gpu.
  *
- * Each step k = 1..N does what the GPU trainer (src/train/train_cuda.cu) does with one
+ * Each step k = 1..N does what the training loop (src/train/loop.c) does on the CUDA backend with one
  * micro-batch per step: the next training batch of the built-in corpus, zero the
  * gradients, forward with the cross-entropy backward fused in (loss scale 1), backward,
  * then dt_gpt_cuda_step (grad norm, clipping, AdamW at lr = dt_lr_at(k)). The gradients
  * are read back between backward and step, the parameters after it. The initial
  * parameters are the host model's (the same init as the CPU dump with the same flags).
- * DT_ATTENTION=gemm selects the GEMM attention formulation as in the trainer. */
+ * --attention-impl gemm (before the other flags) selects the GEMM attention formulation as
+ * the trainer's flag does. */
 #include "model/gpt_cuda.h"
 
 extern "C" {
@@ -26,6 +27,7 @@ extern "C" {
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int main(int argc, char **argv) {
     const char *tool = "dump_reference_gpu";
@@ -34,6 +36,17 @@ int main(int argc, char **argv) {
     if (dt_determinism_apply(&req) != DT_OK || dt_runtime_init() != DT_OK) {
         fprintf(stderr, "%s: %s\n", tool, dt_errmsg());
         return 2;
+    }
+    dt_cuda_options copt = dt_cuda_options_default();
+    if (argc > 2 && !strcmp(argv[1], "--attention-impl")) {
+        if (!strcmp(argv[2], "gemm")) copt.attention = DT_ATTN_GEMM;
+        else if (strcmp(argv[2], "auto")) {
+            fprintf(stderr, "%s: --attention-impl '%s': accepted: auto, gemm\n", tool, argv[2]);
+            return 2;
+        }
+        argv[2] = argv[0];
+        argv += 2;
+        argc -= 2;
     }
     dt_refdump_args a;
     int prc = dt_refdump_parse_args(argc, argv, tool,
@@ -44,6 +57,7 @@ int main(int argc, char **argv) {
     if (dt_refdump_prepare(&a, &cfg, &T)) return 2;
 
     int rc = 2, B = a.batch;
+    dt_gpt_cuda_spec spec = {B, T, 0.0f, 0.0f, copt};
     dt_gpt *host = NULL;
     dt_gpt_cuda *m = NULL;
     dt_dataset *ds = NULL;
@@ -57,7 +71,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: out of memory\n", tool);
         goto done;
     }
-    if (dt_gpt_create(&host, &cfg, B, T, a.seed) != DT_OK || dt_gpt_cuda_create(&m, host) != DT_OK ||
+    if (dt_gpt_create_params(&host, &cfg, a.seed) != DT_OK || dt_gpt_cuda_create(&m, host, &spec) != DT_OK ||
         dt_dataset_open(&ds, NULL, cfg.vocab_size, a.seed, 0.05f, B, T) != DT_OK) {
         fprintf(stderr, "%s: %s\n", tool, dt_errmsg());
         goto done;

@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
-# End to end on the GPU (build/detrain-cuda, src/train/train_cuda.cu, src/model/gpt_cuda.cu):
+# End to end on the GPU (build/detrain-cuda: src/train/loop.c on src/backend/cuda_backend.cu,
+# src/model/gpt_cuda.cu):
 #  - two deterministic-mode runs are bitwise identical (`detrain compare`, exit 0), with
 #    dropout (GEMM attention) and without (flash attention, the default for that shape);
 #  - a third run with a different seed differs (the comparison can fail);
 #  - GPU and CPU runs of the same config start from the same loss (first step within 2%);
 #  - env.json records the GPU and the pinned GEMM algorithms;
-#  - DT_ATTENTION=flash-mma with DT_BWD_OVERLAP=off gives the default run's bits, and so
-#    does DT_CUDA_GRAPH=off (every op launched one by one instead of replayed graphs); the
-#    default run records DT_GEMM_OWN=gelu (the GELU GEMMs on our own kernel), and two runs
-#    with DT_GEMM_OWN=off (every GEMM on cuBLASLt) are bitwise identical; the default run
+#  - --attention-impl flash-mma with --bwd-overlap off gives the default run's bits, and so
+#    does --cuda-graphs off (every op launched one by one instead of replayed graphs); the
+#    default run records --gemm-own gelu (the GELU GEMMs on our own kernel), and two runs
+#    with --gemm-own off (every GEMM on cuBLASLt) are bitwise identical; the default run
 #    records the attention backward's D from the attproj GEMM's DOT epilogue (so run f's
-#    equal bits also say the mma.sync flash backward took that LD), DT_GEMM_OWN=off and
-#    DT_GEMM_DOT=off the D kernel, and DT_GEMM_DOT=off runs are bitwise reproducible too;
-#    the default run records DT_DW_BATCH on (every layer's qkv, fc, fcproj and attproj
+#    equal bits also say the mma.sync flash backward took that LD), --gemm-own off and
+#    --gemm-dot off the D kernel, and --gemm-dot off runs are bitwise reproducible too;
+#    the default run records --dw-batch on (every layer's qkv, fc, fcproj and attproj
 #    weight gradients batched);
-#    DT_DW_BATCH=off is recorded, reproducible bitwise and within 1e-3 of the default run's
+#    --dw-batch off is recorded, reproducible bitwise and within 1e-3 of the default run's
 #    last loss; a run traced at op level has the default run's bits and the batched GEMMs'
 #    events;
-#    bad values of any of them (and of DT_GEMM_OWN, DT_GEMM_OWN_BWD, DT_GEMM_DOT, DT_DW_BATCH) are refused;
+#    bad values of every CUDA flag are refused before anything runs, and --attention-impl
+#    flash where the shape has no flash kernel;
 #  - checkpoints: a 30-step run saving at 15 and 30 vs 15 steps saved then resumed to 30:
 #    metrics bitwise identical (`detrain compare`) and both checkpoints of each step
 #    identical tensor by tensor (`detrain compare` on checkpoints); a GPU checkpoint
@@ -46,8 +48,8 @@ if "$D" compare "$W/a" "$W/c" >/dev/null 2>&1; then fail "compare saw no differe
 grep -q '"attention":"flash' "$W/d/env.json" || fail "run d did not use flash attention"
 # the kernel choices that promise the same bits: the mma.sync flash kernels instead of the
 # sm_90 wgmma ones, one stream instead of the weight-gradient stream
-DT_ATTENTION=flash-mma DT_BWD_OVERLAP=off "$D" train $nodrop --deterministic-mode --log-dir "$W/f" >/dev/null \
-  || fail "run f (DT_ATTENTION=flash-mma DT_BWD_OVERLAP=off)"
+"$D" train $nodrop --attention-impl flash-mma --bwd-overlap off --deterministic-mode --log-dir "$W/f" >/dev/null \
+  || fail "run f (--attention-impl flash-mma --bwd-overlap off)"
 grep -q '"attention":"flash"' "$W/f/env.json" || fail "run f did not use the mma.sync flash kernels"
 grep -q '"bwd_overlap":"off"' "$W/f/env.json" || fail "run f did not turn the weight-gradient stream off"
 "$D" compare "$W/d" "$W/f" || fail "flash-mma / one stream changed the bits of a deterministic run"
@@ -55,43 +57,43 @@ grep -q '"bwd_overlap":"off"' "$W/f/env.json" || fail "run f did not turn the we
 # the default run replays CUDA graphs (no dropout there); launching every op instead gives
 # the same bits
 grep -q '"cuda_graphs":"on' "$W/d/env.json" || fail "run d did not record CUDA graphs as on"
-DT_CUDA_GRAPH=off "$D" train $nodrop --deterministic-mode --log-dir "$W/g" >/dev/null || fail "run g (DT_CUDA_GRAPH=off)"
+"$D" train $nodrop --cuda-graphs off --deterministic-mode --log-dir "$W/g" >/dev/null || fail "run g (--cuda-graphs off)"
 grep -q '"cuda_graphs":"off"' "$W/g/env.json" || fail "run g did not turn CUDA graphs off"
 "$D" compare "$W/d" "$W/g" || fail "CUDA graph replays changed the bits of a deterministic run"
 grep -q '"gemm_own":"gelu' "$W/d/env.json" || fail "run d did not record our own GEMM on the GELU GEMMs (the default)"
-# every GEMM on cuBLASLt (DT_GEMM_OWN=off): recorded, and two runs bitwise identical
-DT_GEMM_OWN=off "$D" train $nodrop --deterministic-mode --log-dir "$W/h" >/dev/null || fail "run h (DT_GEMM_OWN=off)"
-DT_GEMM_OWN=off "$D" train $nodrop --deterministic-mode --log-dir "$W/i" >/dev/null || fail "run i (DT_GEMM_OWN=off)"
-grep -q '"gemm_own":"off"' "$W/h/env.json" || fail "run h did not record DT_GEMM_OWN=off"
+# every GEMM on cuBLASLt (--gemm-own off): recorded, and two runs bitwise identical
+"$D" train $nodrop --gemm-own off --deterministic-mode --log-dir "$W/h" >/dev/null || fail "run h (--gemm-own off)"
+"$D" train $nodrop --gemm-own off --deterministic-mode --log-dir "$W/i" >/dev/null || fail "run i (--gemm-own off)"
+grep -q '"gemm_own":"off"' "$W/h/env.json" || fail "run h did not record --gemm-own off"
 # the fc bias gradient: from the dGELU GEMM's epilogue on our kernel, a column sum without it
 grep -q '"fc_bias_grad":"the fcproj dGELU GEMM' "$W/d/env.json" || fail "run d did not record the fused fc bias gradient"
 grep -q '"fc_bias_grad":"a column sum of dfch"' "$W/h/env.json" || fail "run h did not record the fc bias column sum"
 # the attention backward's D: from the attproj input-gradient GEMM (DOT epilogue), or the D kernel
 grep -q '"attention_d":"the attproj input-gradient GEMM' "$W/d/env.json" || fail "run d did not record D from the GEMM"
-grep -q '"attention_d":"the D kernel"' "$W/h/env.json" || fail "run h (DT_GEMM_OWN=off) did not record the D kernel"
-DT_GEMM_DOT=off "$D" train $nodrop --deterministic-mode --log-dir "$W/j" >/dev/null || fail "run j (DT_GEMM_DOT=off)"
-DT_GEMM_DOT=off "$D" train $nodrop --deterministic-mode --log-dir "$W/k" >/dev/null || fail "run k (DT_GEMM_DOT=off)"
-grep -q '"attention_d":"the D kernel"' "$W/j/env.json" || fail "run j (DT_GEMM_DOT=off) did not record the D kernel"
-"$D" compare "$W/j" "$W/k" || fail "two deterministic GPU runs with DT_GEMM_DOT=off differ"
-"$D" compare "$W/h" "$W/i" || fail "two deterministic GPU runs with DT_GEMM_OWN=off differ"
-# DT_DW_BATCH (default on): the qkv, fc, fcproj and attproj weight gradients of every layer
+grep -q '"attention_d":"the D kernel"' "$W/h/env.json" || fail "run h (--gemm-own off) did not record the D kernel"
+"$D" train $nodrop --gemm-dot off --deterministic-mode --log-dir "$W/j" >/dev/null || fail "run j (--gemm-dot off)"
+"$D" train $nodrop --gemm-dot off --deterministic-mode --log-dir "$W/k" >/dev/null || fail "run k (--gemm-dot off)"
+grep -q '"attention_d":"the D kernel"' "$W/j/env.json" || fail "run j (--gemm-dot off) did not record the D kernel"
+"$D" compare "$W/j" "$W/k" || fail "two deterministic GPU runs with --gemm-dot off differ"
+"$D" compare "$W/h" "$W/i" || fail "two deterministic GPU runs with --gemm-own off differ"
+# --dw-batch on (the default): the qkv, fc, fcproj and attproj weight gradients of every layer
 # in one batched GEMM a kind after the layers. The default run (no hidden dropout) records
-# all four; DT_DW_BATCH=off (one GEMM a layer) is recorded, two runs are bitwise identical,
+# all four; --dw-batch off (one GEMM a layer) is recorded, two runs are bitwise identical,
 # and its last loss is within 1e-3 of the default run's (the batched plans' bits need not
 # equal the single calls': said, not required)
 grep -q '"dw_batch":"qkv, fc, fcproj, attproj' "$W/d/env.json" \
   || fail "run d did not record dw_batch qkv, fc, fcproj, attproj (the default)"
-DT_DW_BATCH=off "$D" train $nodrop --deterministic-mode --log-dir "$W/m" >/dev/null || fail "run m (DT_DW_BATCH=off)"
-DT_DW_BATCH=off "$D" train $nodrop --deterministic-mode --log-dir "$W/n" >/dev/null || fail "run n (DT_DW_BATCH=off)"
-grep -q '"dw_batch":"off' "$W/m/env.json" || fail "run m did not record DT_DW_BATCH=off"
-"$D" compare "$W/m" "$W/n" || fail "two deterministic GPU runs with DT_DW_BATCH=off differ"
-if "$D" compare "$W/d" "$W/m" >/dev/null 2>&1; then echo "DT_DW_BATCH=off: the default run's bits"
-else echo "DT_DW_BATCH=off: other bits than the default run (the batched GEMMs' plans)"; fi
-python3 - "$W/d/metrics.jsonl" "$W/m/metrics.jsonl" <<'PY' || fail "DT_DW_BATCH=off: last loss off the default run's"
+"$D" train $nodrop --dw-batch off --deterministic-mode --log-dir "$W/m" >/dev/null || fail "run m (--dw-batch off)"
+"$D" train $nodrop --dw-batch off --deterministic-mode --log-dir "$W/n" >/dev/null || fail "run n (--dw-batch off)"
+grep -q '"dw_batch":"off' "$W/m/env.json" || fail "run m did not record --dw-batch off"
+"$D" compare "$W/m" "$W/n" || fail "two deterministic GPU runs with --dw-batch off differ"
+if "$D" compare "$W/d" "$W/m" >/dev/null 2>&1; then echo "--dw-batch off: the default run's bits"
+else echo "--dw-batch off: other bits than the default run (the batched GEMMs' plans)"; fi
+python3 - "$W/d/metrics.jsonl" "$W/m/metrics.jsonl" <<'PY' || fail "--dw-batch off: last loss off the default run's"
 import json, sys
 d = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"loss"' in l][-1]
 m = [json.loads(l)["loss"] for l in open(sys.argv[2]) if '"loss"' in l][-1]
-print(f"last loss: default {d:.6f} DT_DW_BATCH=off {m:.6f}")
+print(f"last loss: default {d:.6f} --dw-batch off {m:.6f}")
 sys.exit(0 if abs(d - m) / abs(d) < 1e-3 else 1)
 PY
 # tracing changes no bit: run d traced at op level (every op, module and semantic event, the
@@ -100,11 +102,15 @@ PY
   || fail "run o (traced at op level)"
 "$D" compare "$W/d" "$W/o" 2>/dev/null || fail "tracing at op level changed the bits of a deterministic run"
 grep -aq "matmul_dw_batched" "$W/tro"/rank_*.trace || fail "run o's trace has no matmul_dw_batched event"
-for bad in DT_ATTENTION DT_BWD_OVERLAP DT_CUDA_GRAPH DT_GEMM_OWN DT_GEMM_OWN_BWD DT_GEMM_DOT DT_DW_BATCH; do
-  env "$bad=bogus" "$D" train $nodrop --train-iters 1 --log-dir "$W/bad_$bad" >/dev/null 2>"$W/bad_$bad.err" \
-    && fail "$bad=bogus was accepted"
-  grep -q "$bad='bogus': accepted" "$W/bad_$bad.err" || fail "$bad=bogus: unexpected error: $(cat "$W/bad_$bad.err")"
+for bad in --attention-impl --bwd-overlap --cuda-graphs --gemm-own --gemm-dot --dw-batch --gemm-epilogues; do
+  "$D" train $nodrop --train-iters 1 "$bad" bogus --log-dir "$W/bad$bad" >/dev/null 2>"$W/bad$bad.err" \
+    && fail "$bad bogus was accepted"
+  grep -q -- "$bad 'bogus' is not a choice; accepted" "$W/bad$bad.err" || fail "$bad bogus: unexpected error: $(cat "$W/bad$bad.err")"
+  [ -e "$W/bad$bad" ] && fail "$bad bogus: the refused run made its log dir"
 done
+# the run asks for flash attention where the shape has none: refused, not run otherwise
+"$D" train $common --train-iters 1 --attention-impl flash >/dev/null 2>"$W/flash.err" && fail "--attention-impl flash with attention dropout ran"
+grep -q -- "--attention-impl flash: flash attention does not take this shape" "$W/flash.err" || fail "flash refusal: $(cat "$W/flash.err")"
 grep -q '"attention":"gemm"' "$W/a/env.json" || fail "run a (attention dropout) did not use GEMM attention"
 grep -q '"gemm_algos"' "$W/a/env.json" || fail "env.json lacks the GEMM algorithms"
 grep -q '"gpu"' "$W/a/env.json" || fail "env.json lacks the GPU"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tracing on the GPU (issue 5; src/train/train_cuda.cu, src/model/gpt_cuda.cu, src/trace/trace_cuda.cu,
+# Tracing on the GPU (issue 5; src/train/loop.c on src/backend/cuda_backend.cu, src/model/gpt_cuda.cu, src/trace/trace_cuda.cu,
 # src/trace/digest_cuda.cu, src/ops/gemm_cuda.cu's per-call algorithm line):
 #  - the CPU workflow test (tests/trace/test_trace_train.sh) on --device cuda: injection at
 #    each op is named as the origin candidate at its step with every later mismatch

@@ -961,20 +961,20 @@ static void model_grads(dt_gpt_cuda *g, const int *in, const int *tg, vf *grads,
 }
 
 /* nh 4: head size 32, GEMM attention; nh 2: head size 64, flash attention. epi: the GEMM
- * epilogue fusions asked for (DT_GEMM_EPILOGUES; NULL: the default, GELU), which env.json
+ * epilogue fusions asked for (--gemm-epilogues; NULL: the default, GELU), which env.json
  * must show on. Without bgrad the attproj/fcproj bias gradients come from the LayerNorm
  * backwards' fused column sums (checked against the CPU model's like every gradient). */
 static void test_model_nh(int nh, const char *epi) {
     dt_gpt_config cfg = {128, 512, 0, 2, nh, 128};
     fprintf(stderr, "  model with %d heads (%s attention), GEMM epilogues %s\n", nh, nh == 2 ? "flash" : "GEMM",
             epi ? epi : "default");
-    if (epi) setenv("DT_GEMM_EPILOGUES", epi, 1);
-    else unsetenv("DT_GEMM_EPILOGUES");
     CHECK_OK(dt_gpt_config_finish(&cfg));
     const int B = 4, T = 128, BT = B * T;
     dt_gpt *h = NULL;
-    if (nh == 2) setenv("DT_ATTENTION", "flash", 1); /* read by dt_gpt_cuda_create */
-    else unsetenv("DT_ATTENTION");
+    dt_gpt_cuda_spec spec = {B, T, 0.0f, 0.0f, dt_cuda_options_default()};
+    spec.opt.attention = nh == 2 ? DT_ATTN_FLASH : DT_ATTN_AUTO;
+    if (epi) spec.opt.epilogues = !strcmp(epi, "off") ? DT_EPI_OFF : !strcmp(epi, "bgrad") ? DT_EPI_BGRAD
+                                : !strcmp(epi, "all") ? DT_EPI_ALL : DT_EPI_GELU;
     CHECK_OK(dt_gpt_create(&h, &cfg, B, T, 42));
     if (!h) return;
     /* bf16-representable weights so both models start from the same numbers */
@@ -992,9 +992,7 @@ static void test_model_nh(int nh, const char *epi) {
     CHECK_OK(dt_gpt_forward(h, in.data(), tg.data(), &lcpu));
     dt_gpt_backward(h, 1.0f);
     dt_gpt_cuda *g = NULL;
-    CHECK_OK(dt_gpt_cuda_create(&g, h));
-    unsetenv("DT_ATTENTION");
-    unsetenv("DT_GEMM_EPILOGUES");
+    CHECK_OK(dt_gpt_cuda_create(&g, h, &spec));
     if (!g) { dt_gpt_free(h); return; }
     const char *mode = epi ? epi : "gelu";
     int gelu = !strcmp(mode, "gelu") || !strcmp(mode, "all"), bgrad = !strcmp(mode, "bgrad") || !strcmp(mode, "all");
@@ -1080,10 +1078,10 @@ static void test_model_graphs(void) {
         vf par[2], mom[2], vel[2];
         int captures[2] = {0, 0}, replays[2] = {0, 0}, relaxed[2] = {0, 0};
         for (int k = 0; k < 2; k++) {
-            setenv("DT_CUDA_GRAPH", k == 0 ? "on" : "off", 1);
+            dt_gpt_cuda_spec spec = {B, T, 0.0f, 0.0f, dt_cuda_options_default()};
+            spec.opt.graphs = k == 0;
             dt_gpt_cuda *g = NULL;
-            CHECK_OK(dt_gpt_cuda_create(&g, h));
-            unsetenv("DT_CUDA_GRAPH");
+            CHECK_OK(dt_gpt_cuda_create(&g, h, &spec));
             if (!g) break;
             CHECKF(strstr(dt_gpt_cuda_describe(g), k == 0 ? "\"cuda_graphs\":\"on" : "\"cuda_graphs\":\"off\""),
                    "cuda_graphs not as set: %s", dt_gpt_cuda_describe(g));

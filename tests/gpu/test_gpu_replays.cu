@@ -429,13 +429,13 @@ static void model_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     dt_gpt_cuda *g = NULL;
     static int calls;
     int k = calls++;
+    dt_gpt_cuda_spec spec = {(int)c->p[4], (int)c->p[5], ms->host->hidden_dropout, ms->host->attn_dropout,
+                             dt_cuda_options_default()};
     if (c->p[8]) {
-        setenv("DT_BWD_OVERLAP", k & 1 ? "off" : "on", 1);
-        setenv("DT_ATTENTION", k & 2 ? "flash-mma" : "flash", 1);
+        spec.opt.bwd_overlap = !(k & 1);
+        spec.opt.attention = k & 2 ? DT_ATTN_FLASH_MMA : DT_ATTN_FLASH;
     }
-    CHECK_OK(dt_gpt_cuda_create(&g, ms->host));
-    unsetenv("DT_BWD_OVERLAP");
-    unsetenv("DT_ATTENTION");
+    CHECK_OK(dt_gpt_cuda_create(&g, ms->host, &spec));
     if (!g) return;
     int flash = c->p[2] / c->p[1] == 64 && c->p[7] == 0 && c->p[5] % 64 == 0;
     const char *desc = dt_gpt_cuda_describe(g);

@@ -1,0 +1,178 @@
+/* The training loop (see loop.h and trainer.h). */
+#include "train/loop.h"
+
+#include "data/dataset.h"
+#include "train/train_common.h"
+#include "train/trainer.h"
+#include "trace/inject.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct run {
+    dt_train_state r;          /* data, host views, batch buffers, metrics, checkpoint config */
+    dt_comm *comm;
+    dt_backend *b;
+    dt_inject inj;             /* --inject-nondeterminism, parsed */
+    const char *env_written;   /* the device description env.json holds ("" none yet) */
+} run;
+
+/* Mean validation loss over eval_iters batches, summed in batch order. */
+static dt_status evaluate(run *t, double *out) {
+    dt_dataset_val_reset(t->r.data);
+    double sum = 0.0;
+    for (int i = 0; i < t->r.cfg->eval_iters; i++) {
+        double l = 0.0;
+        dt_status st = dt_dataset_next_val(t->r.data, t->r.inputs, t->r.targets);
+        if (st == DT_OK) st = t->b->ops->eval_loss(t->b, t->r.inputs, t->r.targets, &l);
+        if (st != DT_OK) return st;
+        sum += l;
+    }
+    *out = sum / t->r.cfg->eval_iters;
+    return DT_OK;
+}
+
+static dt_status train_step(run *t, int64_t step, dt_step_metrics *sm) {
+    const dt_train_config *cfg = t->r.cfg;
+    dt_backend *b = t->b;
+    double t0 = dt_train_now_ms();
+    int accum = t->r.accum;
+    b->ops->zero_grad(b);
+    for (int micro = 0; micro < accum; micro++) {
+        /* dropout masks are keyed by the global micro-batch index */
+        dt_fwd_args fa = {(uint32_t)((step - 1) * accum + micro), step, 1.0f / (float)accum, micro, accum};
+        dt_trace_set_step(step, micro);
+        dt_status st = dt_dataset_next_train(t->r.data, t->r.inputs, t->r.targets);
+        if (st == DT_OK) st = b->ops->forward(b, t->r.inputs, t->r.targets, &fa);
+        if (st == DT_OK) st = b->ops->backward(b);
+        if (st != DT_OK) return st;
+    }
+    dt_trace_set_step(step, -1); /* step-level work: the gradient reduction, statistics, optimizer */
+    dt_status st = b->ops->reduce_grads(b);
+    if (st != DT_OK) return st;
+    dt_step_args sa = {{cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, cfg->clip_grad},
+                       dt_train_lr(cfg, step), ++t->r.opt.t};
+    dt_grad_stats gs;
+    double losses[DT_BACKEND_MAX_MICRO];
+    if ((st = b->ops->step(b, &sa, &gs, losses)) != DT_OK) return st;
+    double loss_sum = 0.0;
+    for (int micro = 0; micro < accum; micro++) loss_sum += losses[micro]; /* micro-batches in order */
+    dt_train_fill_metrics(sm, cfg, step, loss_sum / accum, &gs, sa.lr);
+    if (dt_train_eval_due(cfg, step)) {
+        if ((st = evaluate(t, &sm->eval_loss)) != DT_OK) return st;
+        sm->has_eval = 1;
+    }
+    dt_tensor_ref mt[] = {{.name = "loss", .data = &sm->loss, .dtype = DT_DT_F64},
+                          {.name = "grad_norm", .data = &sm->grad_norm, .dtype = DT_DT_F64},
+                          {.name = "param_norm", .data = &sm->param_norm, .dtype = DT_DT_F64}};
+    if ((st = b->ops->trace_metrics(b, mt, 3)) != DT_OK) return st;
+    dt_train_finish_metrics(sm, cfg, t0);
+    return DT_OK;
+}
+
+/* env.json with the backend's device description, once it differs from what was written
+ * (the GPU's is complete after the first step, when every GEMM algorithm is pinned). */
+static dt_status write_env(run *t) {
+    const char *d = t->b->ops->describe(t->b);
+    if (t->env_written && !strcmp(t->env_written, d ? d : "")) return DT_OK;
+    dt_status st = dt_train_write_env(&t->r, d, !t->env_written);
+    t->env_written = d ? d : "";
+    return st;
+}
+
+/* --inject-nondeterminism must name an op of this backend and a step this run takes. */
+static dt_status check_injection(run *t) {
+    const dt_train_config *cfg = t->r.cfg;
+    if (!cfg->inject) return DT_OK;
+    dt_status st = dt_inject_parse(cfg->inject, &t->inj);
+    if (st != DT_OK) return dt_fail_context(st, "--inject-nondeterminism");
+    const dt_inject inj = t->inj;
+    const char *known = t->b->ops->inject_ops(t->b);
+    size_t n = strlen(inj.op);
+    int found = 0;
+    for (const char *p = known; p && *p && !found; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        found = !strncmp(p, inj.op, n) && (p[n] == ',' || p[n] == 0);
+    if (!found)
+        return dt_fail(DT_EINVAL, "--inject-nondeterminism %s: the %s backend has no op '%s'; its ops: %s",
+                       cfg->inject, t->b->ops->name, inj.op, known);
+    if (inj.step <= t->r.start_step)
+        return dt_fail(DT_EINVAL, "--inject-nondeterminism %s: step %lld is before this run's first step %lld "
+                       "(it resumes at step %lld)", cfg->inject, (long long)inj.step,
+                       (long long)t->r.start_step + 1, (long long)t->r.start_step);
+    return DT_OK;
+}
+
+/* --trace-steps must select a step this run takes (a resumed run starts later), and
+ * --trace-ranks a rank it has. */
+static dt_status check_trace(const run *t) {
+    const dt_train_config *cfg = t->r.cfg;
+    dt_range_list l;
+    dt_status st;
+    if (cfg->trace_steps) {
+        if ((st = dt_range_list_parse(cfg->trace_steps, "--trace-steps", &l)) != DT_OK) return st;
+        if (!dt_range_list_meets(&l, t->r.start_step + 1, cfg->train_iters))
+            return dt_fail(DT_EINVAL, "--trace-steps %s selects no step of this run (steps %lld-%lld): nothing "
+                           "would be traced", cfg->trace_steps, (long long)t->r.start_step + 1,
+                           (long long)cfg->train_iters);
+    }
+    if (cfg->trace_ranks) {
+        if ((st = dt_range_list_parse(cfg->trace_ranks, "--trace-ranks", &l)) != DT_OK) return st;
+        if (!dt_range_list_meets(&l, 0, dt_comm_size(t->comm) - 1))
+            return dt_fail(DT_EINVAL, "--trace-ranks %s selects no rank of this run (ranks 0-%d): nothing would "
+                           "be traced", cfg->trace_ranks, dt_comm_size(t->comm) - 1);
+    }
+    return DT_OK;
+}
+
+static dt_status open_run(run *t, const dt_train_config *cfg) {
+    dt_status st = dt_comm_create_single(&t->comm);
+    if (st == DT_OK) st = dt_train_state_open(&t->r, cfg);
+    if (st == DT_OK) st = dt_backend_create(&t->b, cfg, t->comm, t->r.model, &t->r.opt);
+    if (st == DT_OK) st = check_injection(t);
+    if (st == DT_OK) st = check_trace(t);
+    if (st == DT_OK) st = dt_train_state_outputs(&t->r);
+    if (st == DT_OK) st = write_env(t);
+    dt_trace_config tc = cfg->trace;
+    tc.digest = t->b ? t->b->ops->trace_digest : NULL;
+    if (st == DT_OK) st = dt_trace_open(&tc, dt_comm_rank(t->comm));
+    return st;
+}
+
+dt_status dt_train_loop(const dt_train_config *cfg, const dt_loop_hooks *hooks) {
+    run t;
+    memset(&t, 0, sizeof t);
+    dt_loop_hooks none = {0};
+    const dt_loop_hooks *h = hooks ? hooks : &none;
+    dt_status st = open_run(&t, cfg);
+    if (st == DT_OK && !cfg->quiet)
+        printf("detrain: %s | %zu parameters | %s mode%s | data: %s\n", cfg->model, t.r.model->num_params,
+               cfg->deterministic ? "deterministic" : "default", cfg->device ? " | cuda" : "",
+               dt_dataset_describe(t.r.data));
+    if (st == DT_OK && h->started) st = h->started(h->ctx, t.b, &t.r);
+    double elapsed = 0.0;
+    for (int64_t step = t.r.start_step + 1; st == DT_OK && step <= cfg->train_iters; step++) {
+        dt_step_metrics sm;
+        if (h->before_step && (st = h->before_step(h->ctx, t.b, step)) != DT_OK) break;
+        if ((st = train_step(&t, step, &sm)) != DT_OK) break;
+        if ((st = write_env(&t)) != DT_OK) break;
+        if (t.r.metrics && (st = dt_metrics_log(t.r.metrics, &sm)) != DT_OK) break;
+        if (dt_train_save_due(cfg, step)) {
+            if ((st = t.b->ops->sync_state(t.b)) != DT_OK) break;
+            if ((st = dt_train_save(&t.r, step, t.b->ops->describe(t.b))) != DT_OK) break;
+        }
+        dt_train_console(cfg, &sm, t.r.start_step + 1, &elapsed);
+        if (h->after_step && (st = h->after_step(h->ctx, t.b, &sm)) != DT_OK) break;
+    }
+    if (st == DT_OK && cfg->inject && !dt_inject_fired())
+        st = dt_fail(DT_ESTATE, "--inject-nondeterminism %s never fired: op '%s' did not run at that step on the %s "
+                     "backend (an op of a path this run does not take never runs: dropout at rate 0, the "
+                     "GEMM attention's ops under flash attention, ...)", cfg->inject, t.inj.op, t.b->ops->name);
+    if (st == DT_OK && h->finished) st = h->finished(h->ctx, t.b);
+    dt_status tst = dt_trace_close();
+    if (st == DT_OK) st = tst;
+    dt_backend_free(t.b);
+    dt_comm_free(t.comm);
+    return dt_train_state_close(&t.r, st);
+}
+
+dt_status dt_train_run(const dt_train_config *cfg) { return dt_train_loop(cfg, NULL); }
