@@ -77,6 +77,10 @@ typedef struct dt_train_config {
     const char *inject;           /* --inject-nondeterminism OP@STEP */
     int debug_allow_injection;
     int quiet;                    /* no console lines */
+    int exit_signal;              /* 1: the signal handler finishes the step, saves, exits 0 */
+    int64_t exit_interval;        /* stop after multiples of it (0: not given) */
+    float exit_minutes;           /* stop after this wall time (0: not given) */
+    int check_nonfinite;          /* 1: a non-finite loss or grad norm stops the run */
     dt_cuda_options cuda;
     dt_trace_config trace;        /* made from the trace flags by resolve */
     unsigned char given[DT_F_COUNT];

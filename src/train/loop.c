@@ -6,8 +6,68 @@
 #include "train/trainer.h"
 #include "trace/inject.h"
 
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+
+/* ---- run control: signals, exit interval and duration --------------------------------
+ * The handler only records the signal; the loop looks after each step, saves and stops.
+ * It then restores the default action, so a second signal stops the process at once. */
+static volatile sig_atomic_t g_signal;
+
+static void on_signal(int sig) {
+    g_signal = sig;
+    signal(sig, SIG_DFL);
+}
+
+static const int exit_signals[] = {SIGTERM, SIGINT, SIGUSR1};
+
+static void handle_signals(int on) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on ? on_signal : SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof exit_signals / sizeof exit_signals[0]; i++) sigaction(exit_signals[i], &sa, NULL);
+    g_signal = 0;
+}
+
+static const char *signal_name(int sig) {
+    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "a signal";
+}
+
+/* Why the run stops after `step` before --train-iters (NULL: it goes on). */
+static const char *stop_reason(const dt_train_config *cfg, int64_t step, double started_ms, char *buf, size_t cap) {
+    if (g_signal) {
+        snprintf(buf, cap, "%s", signal_name(g_signal));
+        return buf;
+    }
+    if (cfg->exit_interval > 0 && step % cfg->exit_interval == 0 && step < cfg->train_iters) {
+        snprintf(buf, cap, "--exit-interval %lld", (long long)cfg->exit_interval);
+        return buf;
+    }
+    if (cfg->exit_minutes > 0 && step < cfg->train_iters &&
+        dt_train_now_ms() - started_ms >= (double)cfg->exit_minutes * 60e3) {
+        snprintf(buf, cap, "--exit-duration-in-mins %g", (double)cfg->exit_minutes);
+        return buf;
+    }
+    return NULL;
+}
+
+/* --check-for-nan-in-loss-and-grad: the step's metric that is not finite. */
+static dt_status check_finite(const dt_step_metrics *sm) {
+    const struct { const char *name; double v; int on; } m[] = {
+        {"loss", sm->loss, 1}, {"grad_norm", sm->grad_norm, 1}, {"eval_loss", sm->eval_loss, sm->has_eval}};
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+        if (m[i].on && !isfinite(m[i].v)) {
+            uint64_t bits;
+            memcpy(&bits, &m[i].v, sizeof bits);
+            return dt_fail(DT_ECORRUPT, "step %lld: %s is %g (0x%016llx), not finite; the run stops here and "
+                           "saves nothing of this step (lower --lr, check the data, or resume from the last "
+                           "checkpoint)", (long long)sm->step, m[i].name, m[i].v, (unsigned long long)bits);
+        }
+    return DT_OK;
+}
 
 typedef struct run {
     dt_train_state r;          /* data, host views, batch buffers, metrics, checkpoint config */
@@ -149,21 +209,31 @@ dt_status dt_train_loop(const dt_train_config *cfg, const dt_loop_hooks *hooks) 
                cfg->deterministic ? "deterministic" : "default", cfg->device ? " | cuda" : "",
                dt_dataset_describe(t.r.data));
     if (st == DT_OK && h->started) st = h->started(h->ctx, t.b, &t.r);
-    double elapsed = 0.0;
-    for (int64_t step = t.r.start_step + 1; st == DT_OK && step <= cfg->train_iters; step++) {
+    double elapsed = 0.0, started = dt_train_now_ms();
+    const char *stopped = NULL;
+    char why[96];
+    handle_signals(cfg->exit_signal);
+    for (int64_t step = t.r.start_step + 1; st == DT_OK && !stopped && step <= cfg->train_iters; step++) {
         dt_step_metrics sm;
         if (h->before_step && (st = h->before_step(h->ctx, t.b, step)) != DT_OK) break;
         if ((st = train_step(&t, step, &sm)) != DT_OK) break;
+        if (cfg->check_nonfinite && (st = check_finite(&sm)) != DT_OK) break;
         if ((st = write_env(&t)) != DT_OK) break;
         if (t.r.metrics && (st = dt_metrics_log(t.r.metrics, &sm)) != DT_OK) break;
-        if (dt_train_save_due(cfg, step)) {
+        stopped = stop_reason(cfg, step, started, why, sizeof why);
+        if (dt_train_save_due(cfg, step) || (stopped && cfg->save_dir)) {
             if ((st = t.b->ops->sync_state(t.b)) != DT_OK) break;
             if ((st = dt_train_save(&t.r, step, t.b->ops->describe(t.b))) != DT_OK) break;
         }
         dt_train_console(cfg, &sm, t.r.start_step + 1, &elapsed);
         if (h->after_step && (st = h->after_step(h->ctx, t.b, &sm)) != DT_OK) break;
+        if (st == DT_OK && stopped)
+            printf("detrain: stopped after step %lld of %lld by %s; %s\n", (long long)step,
+                   (long long)cfg->train_iters, stopped, cfg->save_dir ? "saved a checkpoint of that step: resume with "
+                   "--load" : "nothing saved (no --save)");
     }
-    if (st == DT_OK && cfg->inject && !dt_inject_fired())
+    handle_signals(0);
+    if (st == DT_OK && !stopped && cfg->inject && !dt_inject_fired())
         st = dt_fail(DT_ESTATE, "--inject-nondeterminism %s never fired: op '%s' did not run at that step on the %s "
                      "backend (an op of a path this run does not take never runs: dropout at rate 0, the "
                      "GEMM attention's ops under flash attention, ...)", cfg->inject, t.inj.op, t.b->ops->name);

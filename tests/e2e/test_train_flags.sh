@@ -54,6 +54,10 @@ table="
 --trace-ranks S - --trace-level|metrics|--trace-dir|$d/tr
 --trace-dir S - --trace-level|metrics
 --inject-nondeterminism S - -
+--exit-signal-handler E - -
+--exit-interval I 1 -
+--exit-duration-in-mins F + -
+--check-for-nan-in-loss-and-grad E - -
 --attention-impl E - --device|cuda
 --gemm-epilogues E - --device|cuda
 --gemm-own E - --device|cuda
