@@ -97,6 +97,15 @@ dt_status dt_ckpt_save_env(const char *save_dir, const dt_gpt *model, const dt_a
  * iteration directory (holding state.json). Writes the iteration directory to out. */
 dt_status dt_ckpt_resolve(const char *path, char *out, size_t cap);
 
+/* Refuses (DT_EINVAL, naming the directory, what it holds and what to do) a --save
+ * directory that holds checkpoints of another run: it holds a tracker or an iteration
+ * directory (dt_ckpt_list_iters) and this run does not resume from it, i.e. `load` (NULL:
+ * no --load) does not resolve to a checkpoint inside save_dir. `overwrite`
+ * (--save-overwrite) accepts it: this run's saves then replace the iteration directories
+ * of the steps it saves (atomically) and the tracker; the others stay as they are.
+ * save_dir NULL, missing or holding no checkpoint: DT_OK. Reads only. */
+dt_status dt_ckpt_save_dir_check(const char *save_dir, const char *load, int overwrite);
+
 typedef struct dt_ckpt_load_opts {
     int load_optim;  /* 0: optimizer state starts fresh (m = v = 0, t = 0) */
     int load_rng;    /* 0: the run's own seed replaces the checkpoint's (seed may differ) */

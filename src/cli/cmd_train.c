@@ -36,7 +36,7 @@ typedef struct train_args {
     float hidden_dropout, attn_dropout;
     const char *save_dir, *load_dir, *init_from_hf;
     int64_t save_interval;
-    int no_load_optim, no_load_rng;
+    int no_load_optim, no_load_rng, save_overwrite;
     uint64_t seed;
     int deterministic, quiet, threads;
     const char *data_path, *log_dir;
@@ -78,6 +78,7 @@ static const flag flags[] = {
     {"--val-fraction", F_FLOAT, OFF(val_fraction), "0.05", "fraction of windows held out for eval"},
     {"--save", F_STR, OFF(save_dir), "", "save checkpoints to DIR/iter_NNNNNNN (docs/checkpoints.md)"},
     {"--save-interval", F_I64, OFF(save_interval), "", "save every N steps (default: only at the end)"},
+    {"--save-overwrite", F_SWITCH, OFF(save_overwrite), "", "allow --save into a directory holding another run's checkpoints (docs/checkpoints.md)"},
     {"--load", F_STR, OFF(load_dir), "", "resume bitwise from a save directory (its latest) or an iter_* directory"},
     {"--no-load-optim", F_SWITCH, OFF(no_load_optim), "", "resume with fresh optimizer state (refused in deterministic mode)"},
     {"--no-load-rng", F_SWITCH, OFF(no_load_rng), "", "resume with this run's --seed (refused in deterministic mode)"},
@@ -318,6 +319,7 @@ int dt_cmd_train(int argc, char **argv) {
     cfg.load_dir = a.load_dir;
     cfg.no_load_optim = a.no_load_optim;
     cfg.no_load_rng = a.no_load_rng;
+    cfg.save_overwrite = a.save_overwrite;
     cfg.init_from_hf = a.init_from_hf;
     cfg.log_dir = a.log_dir;
     cfg.log_interval = a.log_interval;

@@ -31,6 +31,7 @@ typedef struct dt_train_state {
     int accum;                    /* micro-batches per step */
     int64_t start_step;           /* steps already taken (a resumed run: the checkpoint's) */
     dt_ckpt_config ck;            /* the config as checkpoints record it */
+    struct dt_runlock *lock;      /* --save and --log-dir locks (core/runlock.h) */
 } dt_train_state;
 
 /* Everything read before anything is written, so a bad input leaves no files behind: the
