@@ -5,6 +5,7 @@
 
 #include "ckpt/hf_gpt2.h"
 #include "ckpt/tracker.h"
+#include "core/regular_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,8 +33,9 @@ char *dt_ckpt_self_digest_at(char *text, size_t n) {
 }
 
 dt_status dt_ckpt_file_digest(const char *path, uint64_t *bytes, uint8_t out[DT_SHA256_LEN]) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return dt_fail(DT_EIO, "cannot open '%s': %s", path, strerror(errno));
+    int fd;
+    dt_status ost = dt_open_regular(path, &fd, NULL);
+    if (ost != DT_OK) return ost;
     enum { CHUNK = 1 << 20 };
     uint8_t *buf = malloc(CHUNK);
     if (!buf) { close(fd); return dt_fail(DT_ENOMEM, "out of memory hashing '%s'", path); }
@@ -88,13 +90,15 @@ void dt_ckpt_json_text(const dt_json_value *v, char *buf, size_t cap) {
 }
 
 static dt_status read_text(const char *path, char **out, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT)
+    FILE *f;
+    int oerr;
+    dt_status ost = dt_fopen_regular(path, &f, &oerr);
+    if (ost != DT_OK) {
+        if (oerr == ENOENT)
             return dt_fail(DT_EIO, "'%s' does not exist: not a checkpoint directory, or its save did "
                            "not complete (load the save directory to use its last complete checkpoint)",
                            path);
-        return dt_fail(DT_EIO, "cannot open '%s': %s", path, strerror(errno));
+        return ost;
     }
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0 || sb.st_size < 0 || (uint64_t)sb.st_size > MAX_STATE_BYTES) {

@@ -2,6 +2,7 @@
 #include "ckpt/tracker.h"
 
 #include "ckpt/durable.h"
+#include "core/regular_file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -43,11 +44,9 @@ dt_status dt_ckpt_tracker_read(const char *save_dir, int64_t *iter, int *found) 
     *iter = -1;
     dt_status st = tracker_path(path, sizeof path, save_dir);
     if (st != DT_OK) return st;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT) return DT_OK;
-        return dt_fail(DT_EIO, "cannot open '%s': %s", path, strerror(errno));
-    }
+    FILE *f;
+    int oerr;
+    if ((st = dt_fopen_regular(path, &f, &oerr)) != DT_OK) return oerr == ENOENT ? DT_OK : st;
     size_t n = fread(text, 1, sizeof text, f);
     int err = ferror(f);
     fclose(f);

@@ -3,6 +3,7 @@
 #include "metrics/metrics.h"
 
 #include "core/json.h"
+#include "core/regular_file.h"
 #include "metrics/tfevents.h"
 
 #include <errno.h>
@@ -197,8 +198,9 @@ void dt_metrics_series_free(dt_metrics_series *s) {
 
 dt_status dt_metrics_read(const char *path, dt_metrics_series *out) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return dt_fail(DT_EIO, "cannot open %s: %s", path, strerror(errno));
+    FILE *f;
+    dt_status ost = dt_fopen_regular(path, &f, NULL);
+    if (ost != DT_OK) return ost;
     char *line = NULL;
     size_t cap = 0, scap = 0, lineno = 0;
     ssize_t len;

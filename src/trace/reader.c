@@ -2,6 +2,7 @@
 #include "trace/reader.h"
 
 #include "core/digest.h"
+#include "core/regular_file.h"
 #include "trace/format.h"
 
 #include <errno.h>
@@ -103,8 +104,9 @@ static dt_status parse_event(dt_trace_file *f, cur *c, dt_trace_rec *e, size_t *
 dt_status dt_trace_file_load(const char *path, int allow_unclosed, dt_trace_file *f) {
     memset(f, 0, sizeof *f);
     snprintf(f->path, sizeof f->path, "%s", path);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return dt_fail(DT_EIO, "cannot open trace %s: %s", path, strerror(errno));
+    FILE *fp;
+    dt_status ost = dt_fopen_regular(path, &fp, NULL);
+    if (ost != DT_OK) return dt_fail_context(ost, "trace");
     if (fseek(fp, 0, SEEK_END) != 0) { fclose(fp); return dt_fail(DT_EIO, "cannot seek trace %s", path); }
     long sz = ftell(fp);
     rewind(fp);
