@@ -3,7 +3,9 @@
  * A durable write creates `<path>.tmp` in the same directory, writes it, fsyncs it,
  * renames it over `<path>` and fsyncs the directory. A crash at any moment leaves either
  * the old `<path>` (possibly with a stale `.tmp` beside it, which readers ignore and the
- * next write truncates) or the complete new one, never a torn file under the final name.
+ * next write replaces) or the complete new one, never a torn file under the final name.
+ * Directories are renamed, exchanged and removed the same way (dt_durable_rename,
+ * dt_durable_exchange, dt_durable_remove_dir).
  *
  * Crash hook (tests only): DT_CRASH_AT=<point> makes the process stop abruptly the first
  * time it reaches that point; DT_CRASH_AT=<point>@N the N-th time (N >= 1). The stop is
