@@ -43,9 +43,12 @@ typedef struct dt_train_state {
  * that the data's size and the step's counters agree and that --train-iters leaves steps
  * to do, and sets start_step. On failure call dt_train_state_close. */
 dt_status dt_train_state_open(dt_train_state *r, const dt_train_config *cfg);
-/* The run's outputs: --log-dir (with env.json now when write_env, else the caller writes it
- * with dt_train_write_env), --save's directory (created durably, so a bad path fails
- * before the first step), the batch buffers and the metrics log (appended to on resume). */
+/* The run's outputs: first the refusal of a --save directory holding another run's
+ * checkpoints (dt_ckpt_save_dir_check) and the locks on --save and --log-dir for the
+ * run's lifetime (core/runlock.h; released by dt_train_state_close); then --log-dir (with
+ * env.json now when write_env, else the caller writes it with dt_train_write_env), --save's
+ * directory (created durably, so a bad path fails before the first step), the batch
+ * buffers and the metrics log (appended to on resume). */
 dt_status dt_train_state_outputs(dt_train_state *r, int write_env);
 /* env.json in --log-dir (env_extra: NULL on the CPU; the device description on the GPU),
  * then, after a --load, a warning on stderr when the checkpoint was saved in another
