@@ -17,7 +17,15 @@ BLAS_INC := -I/usr/include/x86_64-linux-gnu/openblas-openmp
 CFLAGS_ALL := -std=c11 $(OPT) -g -fopenmp $(NUMERIC) $(WARN) -D_GNU_SOURCE \
               -Iinclude -Isrc $(BLAS_INC) $(EXTRA_CFLAGS)
 LDLIBS  := -lopenblas -fopenmp -lm
-GIT_REV := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+# The revision the build reports (--version, env.json): git's, only when this source tree
+# is the top of its own repository; a tree copied into another repository (a tarball
+# unpacked inside one) must not report that repository's revision, so it reports
+# unknown-src-<first 12 hex of a SHA-256 over its sorted sources and their names>.
+SRC_TOP := $(realpath $(dir $(firstword $(MAKEFILE_LIST))))
+GIT_TOP := $(realpath $(shell git -C '$(SRC_TOP)' rev-parse --show-toplevel 2>/dev/null))
+SRC_DIGEST = $(shell cd '$(SRC_TOP)' && find Makefile include src tools -type f -print0 | LC_ALL=C sort -z | \
+               xargs -0 sha256sum | sha256sum | cut -c1-12)
+GIT_REV := $(or $(if $(filter $(SRC_TOP),$(GIT_TOP)),$(shell git -C '$(SRC_TOP)' describe --always --dirty --abbrev=12 2>/dev/null)),unknown-src-$(SRC_DIGEST))
 DEFS    := -DDT_BUILD_FLAGS='"$(CC) $(CFLAGS_ALL)"' -DDT_GIT_REV='"$(GIT_REV)"'
 
 LIB_SRC  := $(sort $(filter-out src/cli/main.c,$(wildcard src/*/*.c)))

@@ -9,10 +9,12 @@
 #include "core/fingerprint.h"
 #include "core/json.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 /* ---------------------------------------------------------------- config items */
@@ -183,6 +185,80 @@ static dt_status reopen(const char *path, int n, dt_st_file *f) {
     return DT_OK;
 }
 
+/* The newest checkpoint of save_dir other than step `skip` that verifies completely, in
+ * *step (-1: none). */
+static dt_status newest_other(const char *save_dir, int64_t skip, int64_t *step) {
+    int64_t *steps;
+    size_t n;
+    *step = -1;
+    dt_status st = dt_ckpt_list_iters(save_dir, &steps, &n);
+    if (st != DT_OK) return st;
+    for (size_t i = n; i-- > 0 && *step < 0;) {
+        char it[4096];
+        dt_ckpt_view v;
+        if (steps[i] == skip || dt_ckpt_iter_dir(it, sizeof it, save_dir, steps[i]) != DT_OK) continue;
+        if (dt_ckpt_view_open(it, &v) != DT_OK) continue;
+        if (v.s.step == steps[i]) *step = steps[i];
+        dt_ckpt_view_close(&v);
+    }
+    free(steps);
+    return DT_OK;
+}
+
+/* Puts the complete checkpoint in `dir` (<final>.tmp, every file durable) under the name
+ * `final` without a moment at which the tracker names a checkpoint that does not verify:
+ *  - no `final` yet: one rename;
+ *  - `final` exists (a resumed run saving a step it had saved before): the two
+ *    directories are exchanged atomically (renameat2), then the old one (now under `dir`)
+ *    is removed; at every instant `final` is the whole old or the whole new checkpoint;
+ *  - no atomic exchange on this file system: when the tracker names `final`, it is first
+ *    pointed (durably) at the newest other checkpoint of save_dir that verifies; then the
+ *    old one is renamed to `aside`, the new one in, and `aside` removed (a crash in between
+ *    leaves `final` missing, which the tracker no longer names). With no other checkpoint
+ *    that verifies the save is refused (DT_EUNSUPPORTED) rather than leave the tracker
+ *    naming a missing checkpoint. */
+static dt_status publish(const char *save_dir, int64_t step, const char *dir, const char *aside,
+                         const char *final) {
+    const char *base = strrchr(final, '/') ? strrchr(final, '/') + 1 : final;
+    dt_crash_point2("before-publish", base);
+    struct stat sb;
+    if (lstat(final, &sb) != 0) {
+        if (errno != ENOENT) return dt_fail(DT_EIO, "cannot stat '%s': %s", final, strerror(errno));
+        return dt_durable_rename(dir, final);
+    }
+    if (!S_ISDIR(sb.st_mode))
+        return dt_fail(DT_EIO, "'%s' exists and is not a directory: it cannot be replaced by a "
+                       "checkpoint; move it away", final);
+    dt_status st = dt_durable_exchange(dir, final);
+    if (st == DT_OK) return dt_durable_remove_dir(dir); /* dir now holds the old checkpoint */
+    if (st != DT_EUNSUPPORTED) return st;
+    int64_t named;
+    int found;
+    char why[1024];
+    snprintf(why, sizeof why, "%s", dt_errmsg());
+    if ((st = dt_ckpt_tracker_read(save_dir, &named, &found)) != DT_OK) return st;
+    if (found && named == step) {
+        int64_t other;
+        if ((st = newest_other(save_dir, step, &other)) != DT_OK) return st;
+        if (other < 0)
+            return dt_fail(DT_EUNSUPPORTED, "cannot replace %s, which %s/%s names, atomically: %s; "
+                           "and no other checkpoint there verifies to name meanwhile; save into "
+                           "another --save directory", final, save_dir, DT_TRACKER_NAME, why);
+        if ((st = dt_ckpt_tracker_write(save_dir, other)) != DT_OK) return st;
+    }
+    if ((st = dt_durable_rename(final, aside)) != DT_OK) return st;
+    dt_crash_point2("old-aside", base);
+    if ((st = dt_durable_rename(dir, final)) != DT_OK) {
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", dt_errmsg());
+        if (rename(aside, final) != 0) /* put the old one back; nothing names either */
+            return dt_fail(st, "%s (and restoring '%s' from '%s' failed too: %s)", msg, final, aside,
+                           strerror(errno));
+        return dt_fail(st, "%s", msg);
+    }
+    return dt_durable_remove_dir(aside);
+}
+
 dt_status dt_ckpt_save(const char *save_dir, const dt_gpt *model, const dt_adamw *opt,
                        const dt_ckpt_state *s, const dt_ckpt_config *cfg) {
     return dt_ckpt_save_env(save_dir, model, opt, s, cfg, NULL);
@@ -197,9 +273,16 @@ dt_status dt_ckpt_save_env(const char *save_dir, const dt_gpt *model, const dt_a
     dt_status st = check_padded_rows(model);
     if (st != DT_OK) return st;
 
-    char dir[4096], path[4200];
-    if ((st = dt_ckpt_iter_dir(dir, sizeof dir, save_dir, s->step)) != DT_OK) return st;
+    /* final: <save>/iter_N; the files are written into dir, <save>/iter_N.tmp, published
+     * by publish() once all of them are durable */
+    char final[4096], dir[4200], aside[4200], path[4300];
+    if ((st = dt_ckpt_iter_dir(final, sizeof final, save_dir, s->step)) != DT_OK) return st;
+    snprintf(dir, sizeof dir, "%s.tmp", final);
+    snprintf(aside, sizeof aside, "%s.old", final);
     if ((st = dt_durable_mkdir(save_dir)) != DT_OK) return dt_fail_context(st, "--save");
+    /* leftovers of an interrupted save of this step: never named by the tracker */
+    if ((st = dt_durable_remove_dir(dir)) != DT_OK || (st = dt_durable_remove_dir(aside)) != DT_OK)
+        return dt_fail_context(st, "saving checkpoint %s (a leftover of an interrupted save)", final);
     if ((st = dt_durable_mkdir(dir)) != DT_OK) return st;
 
     const dt_gpt_config *gc = &model->cfg;
@@ -255,11 +338,59 @@ dt_status dt_ckpt_save_env(const char *save_dir, const dt_gpt *model, const dt_a
     if (st == DT_OK) st = build_state(s, opt, cfg, fbytes, fdig, &mf, mdig, &of, odig, &state, &state_len);
     if (st == DT_OK) st = join(path, sizeof path, dir, DT_CKPT_STATE_NAME);
     if (st == DT_OK) st = dt_durable_write_file(path, state, state_len);
-    /* every file of the checkpoint is durable: only now may the tracker name it */
-    if (st == DT_OK) st = dt_ckpt_tracker_write(save_dir, s->step);
     if (mopen) dt_st_close(&mf);
     if (oopen) dt_st_close(&of);
     free(state);
     free(mdig);
-    return st == DT_OK ? DT_OK : dt_fail_context(st, "saving checkpoint %s", dir);
+    /* every file of the checkpoint is durable: publish it, and only then may the tracker
+     * name it */
+    if (st == DT_OK) st = publish(save_dir, s->step, dir, aside, final);
+    if (st == DT_OK) st = dt_ckpt_tracker_write(save_dir, s->step);
+    if (st != DT_OK) {
+        /* dir holds the unpublished new files (or, after an exchange, the replaced old
+         * ones): either way nothing the tracker names */
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", dt_errmsg());
+        dt_durable_remove_dir(dir);
+        dt_fail(st, "%s", msg);
+        return dt_fail_context(st, "saving checkpoint %s", final);
+    }
+    return DT_OK;
+}
+
+/* ---------------------------------------------------------------- the save directory */
+
+/* 1 when the iteration directory `it` lies in save_dir (same parent inode: symlinks and
+ * relative spellings of one directory agree). */
+static int inside(const char *it, const char *save_dir) {
+    char parent[4200];
+    struct stat a, b;
+    snprintf(parent, sizeof parent, "%s/..", it);
+    return stat(parent, &a) == 0 && stat(save_dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+dt_status dt_ckpt_save_dir_check(const char *save_dir, const char *load, int overwrite) {
+    if (!save_dir || overwrite) return DT_OK;
+    int64_t *steps, named;
+    size_t n;
+    int found;
+    dt_status st = dt_ckpt_list_iters(save_dir, &steps, &n);
+    if (st != DT_OK) return dt_fail_context(st, "--save %s", save_dir);
+    int64_t first = n ? steps[0] : -1, last = n ? steps[n - 1] : -1;
+    free(steps);
+    if ((st = dt_ckpt_tracker_read(save_dir, &named, &found)) != DT_OK)
+        return dt_fail_context(st, "--save %s", save_dir);
+    if (!found && n == 0) return DT_OK;
+    char it[4096];
+    if (load && dt_ckpt_resolve(load, it, sizeof it) == DT_OK && inside(it, save_dir)) return DT_OK;
+    char tracker[96] = "", iters[128] = "";
+    if (found) snprintf(tracker, sizeof tracker, "%s names step %lld%s", DT_TRACKER_NAME, (long long)named, n ? "; " : "");
+    if (n == 1) snprintf(iters, sizeof iters, "iteration directory iter_%07lld", (long long)first);
+    if (n > 1)
+        snprintf(iters, sizeof iters, "%zu iteration directories, iter_%07lld to iter_%07lld", n,
+                 (long long)first, (long long)last);
+    return dt_fail(DT_EINVAL, "--save %s holds checkpoints of another run (%s%s) and this run does "
+                   "not resume from it (%s): its saves would replace them. Resume that run with --load %s, "
+                   "pass --save-overwrite to replace its checkpoints, or choose another --save directory",
+                   save_dir, tracker, iters, load ? "--load names no checkpoint in it" : "no --load", save_dir);
 }

@@ -18,16 +18,22 @@
  *                          dtype, shape and SHA-256 of every tensor, and "state_sha256",
  *                          the SHA-256 of the file itself with that value's 64 hex digits
  *                          replaced by '0'.
- * Then `<save>/latest_checkpointed_iteration.txt` is written, after every file above is
- * durable (durable.h: temp name, fsync, rename, directory fsync). A crash at any point of
- * a save leaves the previous checkpoint and the tracker untouched; crash points are those
- * of durable.h for each file above plus dir-created:iter_%07d, before-tracker and
- * after-tracker.
+ * The files are written into a fresh `<save>/iter_%07d.tmp/` (durable.h: temp name, fsync,
+ * rename, directory fsync), which is then published as `iter_%07d/`: renamed, or, when
+ * that directory exists, exchanged with it atomically and the old one removed (ckpt.c:
+ * publish, with the fallback for file systems that cannot exchange). Then
+ * `<save>/latest_checkpointed_iteration.txt` is written. A crash at any point of a save
+ * leaves the tracker naming a checkpoint that verifies; crash points are those of
+ * durable.h for each file above plus dir-created:iter_%07d.tmp, before-publish,
+ * after-rename / after-dirsync of the directory, removing / removed, old-aside,
+ * before-tracker and after-tracker.
  *
  * Everything read is verified before anything is used: state.json parses strictly and
  * matches its own digest; every file has the recorded size and SHA-256; each safetensors
  * file parses strictly and holds exactly the recorded tensors (name, dtype, shape, SHA-256,
- * in order). Any violation is an error naming the file and the problem. */
+ * in order); the counters, the RNG seed and the file formats agree (ckpt_view.c:
+ * check_consistency); every file read is a regular file (core/regular_file.h). Any
+ * violation is an error naming the file and the problem. */
 #ifndef DT_CKPT_CKPT_H
 #define DT_CKPT_CKPT_H
 
@@ -84,8 +90,9 @@ typedef struct dt_ckpt_state {
     int64_t micro_steps;         /* dropout counter: global micro-batches drawn so far */
 } dt_ckpt_state;
 
-/* Saves `<save_dir>/iter_%07d/` for s->step and then the tracker (see above). Creates
- * save_dir (one level) if needed. Fails (DT_ESTATE, nothing written) if a padded
+/* Saves `<save_dir>/iter_%07d/` for s->step and then the tracker (see above), replacing an
+ * existing iteration directory of that step atomically. Creates save_dir (one level) if
+ * needed. Fails (DT_ESTATE, nothing written) if a padded
  * vocabulary row of wte is not zero. env.json is written by dt_fingerprint_write. */
 dt_status dt_ckpt_save(const char *save_dir, const dt_gpt *model, const dt_adamw *opt,
                        const dt_ckpt_state *s, const dt_ckpt_config *cfg);
@@ -98,6 +105,15 @@ dt_status dt_ckpt_save_env(const char *save_dir, const dt_gpt *model, const dt_a
 /* Resolves a --load argument: a save directory (its tracker names the iteration) or an
  * iteration directory (holding state.json). Writes the iteration directory to out. */
 dt_status dt_ckpt_resolve(const char *path, char *out, size_t cap);
+
+/* Refuses (DT_EINVAL, naming the directory, what it holds and what to do) a --save
+ * directory that holds checkpoints of another run: it holds a tracker or an iteration
+ * directory (dt_ckpt_list_iters) and this run does not resume from it, i.e. `load` (NULL:
+ * no --load) does not resolve to a checkpoint inside save_dir. `overwrite`
+ * (--save-overwrite) accepts it: this run's saves then replace the iteration directories
+ * of the steps it saves (atomically) and the tracker; the others stay as they are.
+ * save_dir NULL, missing or holding no checkpoint: DT_OK. Reads only. */
+dt_status dt_ckpt_save_dir_check(const char *save_dir, const char *load, int overwrite);
 
 typedef struct dt_ckpt_load_opts {
     int load_optim;  /* 0: optimizer state starts fresh (m = v = 0, t = 0) */

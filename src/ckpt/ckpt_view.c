@@ -5,6 +5,7 @@
 
 #include "ckpt/hf_gpt2.h"
 #include "ckpt/tracker.h"
+#include "core/regular_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,8 +33,9 @@ char *dt_ckpt_self_digest_at(char *text, size_t n) {
 }
 
 dt_status dt_ckpt_file_digest(const char *path, uint64_t *bytes, uint8_t out[DT_SHA256_LEN]) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return dt_fail(DT_EIO, "cannot open '%s': %s", path, strerror(errno));
+    int fd;
+    dt_status ost = dt_open_regular(path, &fd, NULL);
+    if (ost != DT_OK) return ost;
     enum { CHUNK = 1 << 20 };
     uint8_t *buf = malloc(CHUNK);
     if (!buf) { close(fd); return dt_fail(DT_ENOMEM, "out of memory hashing '%s'", path); }
@@ -88,13 +90,15 @@ void dt_ckpt_json_text(const dt_json_value *v, char *buf, size_t cap) {
 }
 
 static dt_status read_text(const char *path, char **out, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT)
+    FILE *f;
+    int oerr;
+    dt_status ost = dt_fopen_regular(path, &f, &oerr);
+    if (ost != DT_OK) {
+        if (oerr == ENOENT)
             return dt_fail(DT_EIO, "'%s' does not exist: not a checkpoint directory, or its save did "
                            "not complete (load the save directory to use its last complete checkpoint)",
                            path);
-        return dt_fail(DT_EIO, "cannot open '%s': %s", path, strerror(errno));
+        return ost;
     }
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0 || sb.st_size < 0 || (uint64_t)sb.st_size > MAX_STATE_BYTES) {
@@ -308,6 +312,65 @@ static dt_status read_t(dt_ckpt_view *v) {
     return DT_OK;
 }
 
+/* A config item recorded as an integer: 1 and *out set; absent: 0; anything else: -1. */
+static int config_int(const dt_ckpt_view *v, const char *key, int64_t *out) {
+    const dt_json_value *x = dt_json_get(v->config, key);
+    if (!x) return 0;
+    return dt_json_as_i64(x, out) ? 1 : -1;
+}
+
+/* The counters and keys that follow from each other: consumed samples and tokens and the
+ * dropout counter from the step and the recorded batch sizes and sequence length, the RNG
+ * seed from the recorded config seed (each when the config records its inputs: detrain
+ * train always does), the file formats, and a model file that holds tensors, all F32. */
+static dt_status check_consistency(const ctx *c, const dt_ckpt_view *v) {
+    const dt_ckpt_state *s = &v->s;
+    int64_t gb, mb, T, want;
+    int hg = config_int(v, "global_batch_size", &gb), hm = config_int(v, "micro_batch_size", &mb);
+    int ht = config_int(v, "seq_length", &T);
+    if (hg < 0 || hm < 0 || ht < 0 || (hg && gb < 1) || (hm && mb < 1) || (ht && T < 1) ||
+        (hg && hm && gb % mb != 0))
+        return dt_fail(DT_ECORRUPT, "'%s': config global_batch_size / micro_batch_size / seq_length "
+                       "must be positive integers, the global batch a multiple of the micro batch", c->path);
+    if (hg && (__builtin_mul_overflow(s->step, gb, &want) || want != s->consumed_samples))
+        return dt_fail(DT_ECORRUPT, "'%s': consumed_samples %" PRId64 " does not follow from step %" PRId64
+                       " x global_batch_size %" PRId64 ": the state is corrupt", c->path,
+                       s->consumed_samples, s->step, gb);
+    if (hg && ht && (__builtin_mul_overflow(s->consumed_samples, T, &want) || want != s->consumed_tokens))
+        return dt_fail(DT_ECORRUPT, "'%s': consumed_tokens %" PRId64 " does not follow from consumed_samples %"
+                       PRId64 " x seq_length %" PRId64 ": the state is corrupt", c->path,
+                       s->consumed_tokens, s->consumed_samples, T);
+    if (hg && hm && (__builtin_mul_overflow(s->step, gb / mb, &want) || want != s->micro_steps))
+        return dt_fail(DT_ECORRUPT, "'%s': rng.dropout_micro_steps %" PRId64 " does not follow from step %"
+                       PRId64 " x %" PRId64 " micro-batches per step: the state is corrupt", c->path,
+                       s->micro_steps, s->step, gb / mb);
+    const dt_json_value *seed = dt_json_get(v->config, "seed");
+    char sv[32];
+    snprintf(sv, sizeof sv, "%" PRIu64, s->seed);
+    if (seed && (seed->type != DT_JSON_NUMBER || strcmp(seed->text, sv) != 0))
+        return dt_fail(DT_ECORRUPT, "'%s': rng.seed %s differs from config seed %s: the state is corrupt",
+                       c->path, sv, seed->text ? seed->text : "(not a number)");
+    const char *mfmt = dt_st_meta_get(&v->model, "format"), *ofmt = dt_st_meta_get(&v->optim, "format");
+    if (!mfmt || strcmp(mfmt, "pt") != 0)
+        return dt_fail(DT_ECORRUPT, "'%s': metadata \"format\" is %s%s%s, not \"pt\": not a checkpoint's "
+                       "model file", v->model.label, mfmt ? "\"" : "", mfmt ? mfmt : "missing", mfmt ? "\"" : "");
+    if (!ofmt || strcmp(ofmt, "detrain-adamw") != 0)
+        return dt_fail(DT_ECORRUPT, "'%s': metadata \"format\" is %s%s%s, not \"detrain-adamw\": not "
+                       "detrain's AdamW state", v->optim.label, ofmt ? "\"" : "", ofmt ? ofmt : "missing",
+                       ofmt ? "\"" : "");
+    if (v->model.n == 0)
+        return dt_fail(DT_ECORRUPT, "'%s' holds no tensors: a checkpoint's model file holds the weights",
+                       v->model.label);
+    for (int i = 0; i < v->model.n; i++)
+        if (v->model.t[i].dtype != DT_F32)
+            return dt_fail(DT_EMISMATCH, "'%s': tensor \"%s\" is %s; checkpoints hold F32 master weights",
+                           v->model.label, v->model.t[i].name, dt_dtype_name(v->model.t[i].dtype));
+    if (v->optim.n < 2)
+        return dt_fail(DT_ECORRUPT, "'%s' holds no moment tensors (only %d tensor%s)", v->optim.label,
+                       v->optim.n, v->optim.n == 1 ? "" : "s");
+    return DT_OK;
+}
+
 dt_status dt_ckpt_resolve(const char *path, char *out, size_t cap) {
     int64_t iter;
     int found;
@@ -370,6 +433,7 @@ dt_status dt_ckpt_view_open(const char *path, dt_ckpt_view *v) {
     if (st == DT_OK) st = check_tensors(&c, DT_CKPT_OPTIM_NAME, dt_json_get(tensors, DT_CKPT_OPTIM_NAME), &v->optim);
     for (int i = 0; st == DT_OK && i < DT_CKPT_NFILES; i++) st = check_file(&c, v->dir, dt_ckpt_files[i], files);
     if (st == DT_OK) st = read_t(v);
+    if (st == DT_OK) st = check_consistency(&c, v);
     for (int i = 0; st == DT_OK && i < v->model.n; i++) v->model_floats += v->model.t[i].numel;
     if (st != DT_OK) {
         dt_ckpt_view_close(v);

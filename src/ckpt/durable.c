@@ -2,6 +2,7 @@
  * durable.h for the guarantees and the list of crash points. */
 #include "ckpt/durable.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -94,7 +95,18 @@ dt_status dt_durable_open(dt_durable_file *f, const char *path) {
     memcpy(f->tmp + n, ".tmp", 5);
     const char *slash = strrchr(f->path, '/');
     f->base = slash ? slash + 1 : f->path;
-    f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* A stale temp file is replaced, never opened: whatever sits under that name (a fifo
+     * would block the open, a symlink would redirect the write) the new file is a fresh
+     * regular file. */
+    if (unlink(f->tmp) != 0 && errno != ENOENT) {
+        dt_status st = dt_fail(DT_EIO, "cannot remove the stale temporary file '%s': %s", f->tmp,
+                               strerror(errno));
+        free(f->path); free(f->tmp);
+        memset(f, 0, sizeof *f);
+        f->fd = -1;
+        return st;
+    }
+    f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (f->fd < 0) {
         dt_status st = dt_fail(DT_EIO, "cannot create '%s': %s (is the directory writable?)",
                                f->tmp, strerror(errno));
@@ -184,4 +196,77 @@ dt_status dt_durable_write_parts(const char *path, const dt_buf *parts, int npar
 dt_status dt_durable_write_file(const char *path, const void *data, size_t n) {
     dt_buf b = {data, n};
     return dt_durable_write_parts(path, &b, 1);
+}
+
+/* The last path component of path (path itself when it has no slash). */
+static const char *base_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+dt_status dt_durable_rename(const char *from, const char *to) {
+    if (rename(from, to) != 0)
+        return dt_fail(DT_EIO, "renaming '%s' to '%s' failed: %s", from, to, strerror(errno));
+    dt_crash_point2("after-rename", base_of(to));
+    char *dir = dir_of(to);
+    dt_status st = dir ? dt_fsync_dir(dir) : dt_fail(DT_ENOMEM, "out of memory");
+    free(dir);
+    if (st == DT_OK) dt_crash_point2("after-dirsync", base_of(to));
+    return st;
+}
+
+dt_status dt_durable_exchange(const char *a, const char *b) {
+    const char *off = getenv("DT_CKPT_NO_EXCHANGE");
+    if (off && *off && strcmp(off, "0") != 0)
+        return dt_fail(DT_EUNSUPPORTED, "exchanging '%s' and '%s': disabled by DT_CKPT_NO_EXCHANGE "
+                       "(test hook)", a, b);
+    if (renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) != 0) {
+        int err = errno;
+        /* kernels or file systems without the flag (NFS, some FUSE and old kernels) */
+        if (err == EINVAL || err == ENOSYS || err == ENOTSUP || err == EOPNOTSUPP)
+            return dt_fail(DT_EUNSUPPORTED, "this file system cannot exchange '%s' and '%s' "
+                           "atomically (renameat2 RENAME_EXCHANGE: %s)", a, b, strerror(err));
+        return dt_fail(DT_EIO, "exchanging '%s' and '%s' failed: %s", a, b, strerror(err));
+    }
+    dt_crash_point2("after-rename", base_of(b));
+    char *dir = dir_of(b);
+    dt_status st = dir ? dt_fsync_dir(dir) : dt_fail(DT_ENOMEM, "out of memory");
+    free(dir);
+    if (st == DT_OK) dt_crash_point2("after-dirsync", base_of(b));
+    return st;
+}
+
+dt_status dt_durable_remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT) return DT_OK;
+        return dt_fail(DT_EIO, "cannot open directory '%s' to remove it: %s", dir, strerror(errno));
+    }
+    dt_status st = DT_OK;
+    int removed = 0;
+    struct dirent *e;
+    while (st == DT_OK && (errno = 0, e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        struct stat sb;
+        if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+            st = dt_fail(DT_EIO, "cannot stat '%s/%s': %s", dir, e->d_name, strerror(errno));
+        } else if (S_ISDIR(sb.st_mode)) {
+            st = dt_fail(DT_EIO, "'%s' holds a directory '%s': it is not a checkpoint this save "
+                         "may remove; remove it by hand", dir, e->d_name);
+        } else if (unlinkat(dirfd(d), e->d_name, 0) != 0) {
+            st = dt_fail(DT_EIO, "cannot remove '%s/%s': %s", dir, e->d_name, strerror(errno));
+        } else if (removed++ == 0) {
+            dt_crash_point2("removing", base_of(dir));
+        }
+    }
+    if (st == DT_OK && errno != 0) st = dt_fail(DT_EIO, "cannot list '%s': %s", dir, strerror(errno));
+    closedir(d);
+    if (st == DT_OK && rmdir(dir) != 0)
+        st = dt_fail(DT_EIO, "cannot remove directory '%s': %s", dir, strerror(errno));
+    if (st != DT_OK) return st;
+    char *parent = dir_of(dir);
+    st = parent ? dt_fsync_dir(parent) : dt_fail(DT_ENOMEM, "out of memory");
+    free(parent);
+    if (st == DT_OK) dt_crash_point2("removed", base_of(dir));
+    return st;
 }

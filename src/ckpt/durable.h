@@ -3,7 +3,9 @@
  * A durable write creates `<path>.tmp` in the same directory, writes it, fsyncs it,
  * renames it over `<path>` and fsyncs the directory. A crash at any moment leaves either
  * the old `<path>` (possibly with a stale `.tmp` beside it, which readers ignore and the
- * next write truncates) or the complete new one, never a torn file under the final name.
+ * next write replaces) or the complete new one, never a torn file under the final name.
+ * Directories are renamed, exchanged and removed the same way (dt_durable_rename,
+ * dt_durable_exchange, dt_durable_remove_dir).
  *
  * Crash hook (tests only): DT_CRASH_AT=<point> makes the process stop abruptly the first
  * time it reaches that point; DT_CRASH_AT=<point>@N the N-th time (N >= 1). The stop is
@@ -23,6 +25,13 @@
  *   tensor-written:<base>  after each tensor's bytes (use @N for the N-th) (safetensors.c)
  *   tensor-written         same, any file                                (safetensors.c)
  *   dir-created:<base>     dt_durable_mkdir made directory <base>         (durable.c)
+ *   after-rename:<base>, after-dirsync:<base>
+ *                          also for directories renamed or exchanged by
+ *                          dt_durable_rename / dt_durable_exchange          (durable.c)
+ *   removing:<base>        dt_durable_remove_dir removed the first entry  (durable.c)
+ *   removed:<base>         the directory is gone, its parent fsync'd      (durable.c)
+ *   before-publish:iter_N  a save's temporary directory is complete       (ckpt.c)
+ *   old-aside:iter_N       fallback replace: old iter_N renamed aside      (ckpt.c)
  *   before-tracker         checkpoint complete, tracker not yet written   (tracker.c)
  *   after-tracker          tracker durable                                (tracker.c)
  * Callers may add their own points; list them here. */
@@ -48,7 +57,9 @@ typedef struct dt_durable_file {
     uint64_t written;
 } dt_durable_file;
 
-/* Creates/truncates `<path>.tmp` (mode 0644). On failure nothing is left open. */
+/* Creates `<path>.tmp` (mode 0644) afresh: a stale entry of that name, whatever it is,
+ * is unlinked first and the new file is created exclusively. On failure nothing is left
+ * open. */
 dt_status dt_durable_open(dt_durable_file *f, const char *path);
 /* Appends n bytes (retries short writes and EINTR). On failure the caller must still
  * call dt_durable_abort. */
@@ -69,6 +80,21 @@ typedef struct dt_buf {
 /* Durably writes one buffer / the concatenation of `nparts` buffers as `path`. */
 dt_status dt_durable_write_file(const char *path, const void *data, size_t n);
 dt_status dt_durable_write_parts(const char *path, const dt_buf *parts, int nparts);
+
+/* Renames from over to (same directory: a file, or a directory over a missing or empty
+ * one) and fsyncs the directory. Crash points after-rename:<base of to>,
+ * after-dirsync:<base of to>. */
+dt_status dt_durable_rename(const char *from, const char *to);
+/* Atomically swaps the two existing entries a and b (renameat2 RENAME_EXCHANGE: no moment
+ * at which either name is missing) and fsyncs their directory (they must share it). Crash
+ * points after-rename:<base of b>, after-dirsync:<base of b>. DT_EUNSUPPORTED when the file
+ * system cannot do it, or when DT_CKPT_NO_EXCHANGE is set to anything but 0 (test hook
+ * for the fallback path); nothing has changed then. */
+dt_status dt_durable_exchange(const char *a, const char *b);
+/* Removes dir: every file and symlink in it (a subdirectory is refused, DT_EIO naming it),
+ * then dir itself, then fsyncs its parent. A missing dir is DT_OK. Crash points
+ * removing:<base> (after the first entry is gone) and removed:<base>. */
+dt_status dt_durable_remove_dir(const char *dir);
 
 /* fsyncs a directory so renames and creations inside it survive a crash. */
 dt_status dt_fsync_dir(const char *dir);

@@ -6,6 +6,7 @@
 #include "core/json_read.h"
 #include "ckpt/safetensors.h"
 #include "core/json.h"
+#include "core/regular_file.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -174,8 +175,9 @@ dt_status dt_hf_gpt2_export(const char *dir, const dt_gpt_config *cfg, const flo
 /* ---------------------------------------------------------------- config import */
 
 static dt_status read_small_file(const char *path, char **out, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return dt_fail(DT_EIO, "cannot open '%s': %s", path, strerror(errno));
+    FILE *f;
+    dt_status ost = dt_fopen_regular(path, &f, NULL);
+    if (ost != DT_OK) return ost;
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
     while (buf) {

@@ -4,6 +4,7 @@
 #include "ckpt/durable.h"
 #include "core/json_read.h"
 #include "core/json.h"
+#include "core/regular_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -355,11 +356,8 @@ dt_status dt_st_parse(const void *buf, size_t n, const char *label, dt_st_file *
 
 dt_status dt_st_open(const char *path, dt_st_file *f) {
     memset(f, 0, sizeof *f);
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (f->fd < 0) {
-        f->fd = -1;
-        return dt_fail(DT_EIO, "cannot open '%s': %s", path, strerror(errno));
-    }
+    dt_status ost = dt_open_regular(path, &f->fd, NULL);
+    if (ost != DT_OK) return ost;
     struct stat sb;
     f->label = strdup(path);
     dt_status st;

@@ -21,4 +21,10 @@ dt_status dt_ckpt_tracker_write(const char *save_dir, int64_t iter);
  * optional trailing newline (or a value over 10^15): DT_ECORRUPT naming the file. */
 dt_status dt_ckpt_tracker_read(const char *save_dir, int64_t *iter, int *found);
 
+/* Lists the iteration directories of save_dir: entries named "iter_" and 7 to 15 digits
+ * that are directories (temporary "iter_N.tmp" / "iter_N.old" leftovers of an interrupted
+ * save are not listed). *steps (malloc'd, caller frees; NULL when *n is 0) in increasing
+ * order. A missing save_dir is DT_OK with *n = 0. */
+dt_status dt_ckpt_list_iters(const char *save_dir, int64_t **steps, size_t *n);
+
 #endif

@@ -32,7 +32,7 @@ static int has_file(const char *dir, const char *name) {
     char p[4096];
     struct stat sb;
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    return !stat(p, &sb) && S_ISREG(sb.st_mode);
+    return !lstat(p, &sb); /* any entry: a special file there is refused by the reader, named */
 }
 
 /* A checkpoint: an iteration directory (model.safetensors) or a save directory

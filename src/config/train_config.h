@@ -67,6 +67,7 @@ typedef struct dt_train_config {
     int64_t save_interval;        /* save every N steps (0: not given, only at the end) */
     const char *load_dir;         /* --load: resume from a save or iteration directory */
     int no_load_optim, no_load_rng;
+    int save_overwrite;           /* --save-overwrite: save over another run's checkpoints */
     const char *init_from_hf;     /* --init-from-hf: start from HF GPT-2 weights */
     const char *log_dir;          /* NULL: no files */
     int log_interval, eval_interval, eval_iters;

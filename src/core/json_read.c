@@ -4,6 +4,8 @@
  * document and the line, column and byte offset of the offending byte. */
 #include "core/json_read.h"
 
+#include "core/regular_file.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,8 +348,9 @@ dt_status dt_json_parse(const char *text, size_t len, const char *what, dt_json_
 
 dt_status dt_json_read_file(const char *path, dt_json_value **out) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return dt_fail(DT_EIO, "cannot open %s: %s", path, strerror(errno));
+    FILE *f;
+    dt_status ost = dt_fopen_regular(path, &f, NULL);
+    if (ost != DT_OK) return ost;
     char *buf = NULL;
     size_t n = 0, cap = 0, got;
     int bad = 0;

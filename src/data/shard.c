@@ -92,7 +92,7 @@ static dt_status check_header(int fd, const char *path, dt_shard_header *h) {
 
 dt_status dt_shard_read_header(const char *path, dt_shard_header *h) {
     memset(h, 0, sizeof *h);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a fifo must not block: check_header refuses it */
     if (fd < 0) return dt_fail(DT_EIO, "shard %s: cannot open: %s", path, strerror(errno));
     dt_status st = check_header(fd, path, h);
     close(fd);
@@ -111,7 +111,7 @@ dt_status dt_shard_open(dt_shard **out, const char *path, int vocab_size) {
     if (vocab_size < 1 || vocab_size > 65536)
         return dt_fail(DT_EINVAL, "shard %s: vocab_size %d out of range [1, 65536]", path,
                        vocab_size);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a fifo must not block: check_header refuses it */
     if (fd < 0) return dt_fail(DT_EIO, "shard %s: cannot open: %s", path, strerror(errno));
     dt_shard_header h;
     dt_status st = check_header(fd, path, &h);

@@ -3,6 +3,7 @@
 #include "metrics/metrics.h"
 
 #include "core/json.h"
+#include "core/regular_file.h"
 #include "metrics/tfevents.h"
 
 #include <errno.h>
@@ -195,10 +196,29 @@ void dt_metrics_series_free(dt_metrics_series *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* Every "*_hex" member of a line must be the exact bits of a double ("0x" + 16 hex digits):
+ * compare reads them, so a malformed one is bad input, never a difference. */
+static dt_status check_hex_fields(const dt_json_value *v, const char *path, size_t lineno) {
+    for (size_t k = 0; k < v->n; k++) {
+        size_t n = strlen(v->keys[k]);
+        uint64_t bits;
+        if (n < 4 || strcmp(v->keys[k] + n - 4, "_hex") != 0) continue;
+        if (dt_json_get_hex64(v, v->keys[k], &bits) != DT_OK) {
+            const dt_json_value *x = &v->items[k];
+            return dt_fail(DT_ECORRUPT, "%s line %zu: field \"%s\" holds %s%.40s%s, not \"0x\" and 16 hex "
+                           "digits (the exact bits of a float): the log is malformed; re-run or repair it",
+                           path, lineno, v->keys[k], x->type == DT_JSON_STRING ? "\"" : "",
+                           x->text ? x->text : "an array or object", x->type == DT_JSON_STRING ? "\"" : "");
+        }
+    }
+    return DT_OK;
+}
+
 dt_status dt_metrics_read(const char *path, dt_metrics_series *out) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return dt_fail(DT_EIO, "cannot open %s: %s", path, strerror(errno));
+    FILE *f;
+    dt_status ost = dt_fopen_regular(path, &f, NULL);
+    if (ost != DT_OK) return ost;
     char *line = NULL;
     size_t cap = 0, scap = 0, lineno = 0;
     ssize_t len;
@@ -218,6 +238,10 @@ dt_status dt_metrics_read(const char *path, dt_metrics_series *out) {
             dt_json_free(v);
             st = dt_fail(DT_ECORRUPT, "%s line %zu: not an object with an integer \"step\" >= 1",
                          path, lineno);
+            break;
+        }
+        if ((st = check_hex_fields(v, path, lineno)) != DT_OK) {
+            dt_json_free(v);
             break;
         }
         /* Resume rule (metrics.h): a step that does not increase starts a resumed segment. */

@@ -89,8 +89,9 @@ typedef struct dt_metrics_series {
 } dt_metrics_series;
 
 /* Reads a metrics.jsonl file, applying the resume rule. Fails (DT_ECORRUPT, naming the
- * path and line) on a malformed line, a missing or non-positive step, or an incomplete
- * last line. Free with dt_metrics_series_free. */
+ * path and line) on a malformed line, a missing or non-positive step, a "*_hex" field that
+ * is not "0x" and 16 hex digits (naming the field), or an incomplete last line. Free with
+ * dt_metrics_series_free. */
 dt_status dt_metrics_read(const char *path, dt_metrics_series *out);
 void dt_metrics_series_free(dt_metrics_series *s);
 

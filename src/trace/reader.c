@@ -2,6 +2,7 @@
 #include "trace/reader.h"
 
 #include "core/digest.h"
+#include "core/regular_file.h"
 #include "trace/format.h"
 
 #include <errno.h>
@@ -103,8 +104,9 @@ static dt_status parse_event(dt_trace_file *f, cur *c, dt_trace_rec *e, size_t *
 dt_status dt_trace_file_load(const char *path, int allow_unclosed, dt_trace_file *f) {
     memset(f, 0, sizeof *f);
     snprintf(f->path, sizeof f->path, "%s", path);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return dt_fail(DT_EIO, "cannot open trace %s: %s", path, strerror(errno));
+    FILE *fp;
+    dt_status ost = dt_fopen_regular(path, &fp, NULL);
+    if (ost != DT_OK) return dt_fail_context(ost, "trace");
     if (fseek(fp, 0, SEEK_END) != 0) { fclose(fp); return dt_fail(DT_EIO, "cannot seek trace %s", path); }
     long sz = ftell(fp);
     rewind(fp);
@@ -132,11 +134,20 @@ dt_status dt_trace_file_load(const char *path, int allow_unclosed, dt_trace_file
     int have_header = 0;
     while (off < f->size) {
         if (f->closed) { st = corrupt(f, off, "data after the END record"); goto fail; }
-        if (f->size - off < DT_TRACE_REC_HEAD) { st = corrupt(f, off, "truncated record header"); goto fail; }
+        /* A record the file ends inside is torn (the writer died mid-append): with
+         * allow_unclosed the complete records before it are the trace. */
+        if (f->size - off < DT_TRACE_REC_HEAD) {
+            if (allow_unclosed && have_header) { f->torn = f->size - off; break; }
+            st = corrupt(f, off, "truncated record header (the file ends inside it; --allow-unclosed "
+                                 "reads the complete records before it)");
+            goto fail;
+        }
         uint32_t len = dt_get_u32(f->data + off), type = dt_get_u32(f->data + off + 4);
         if (len > DT_TRACE_MAX_RECORD) { st = corrupt(f, off, "record length out of range"); goto fail; }
         if (f->size - off < DT_TRACE_REC_HEAD + (size_t)len + DT_TRACE_REC_TAIL) {
-            st = corrupt(f, off, "truncated record (file ends inside it)");
+            if (allow_unclosed && have_header) { f->torn = f->size - off; break; }
+            st = corrupt(f, off, "truncated record (the file ends inside it; --allow-unclosed reads "
+                                 "the complete records before it)");
             goto fail;
         }
         const unsigned char *payload = f->data + off + DT_TRACE_REC_HEAD;

@@ -40,6 +40,7 @@ typedef struct dt_trace_file {
     const char *steps_spec, *ranks_spec;
     const char *digest;               /* how tensors were digested (trace.h: dt_trace_config) */
     int closed;                       /* END record present */
+    size_t torn;                      /* bytes of a torn last record (allow_unclosed), else 0 */
     dt_trace_rec *events;           /* in the rank's execution (completion) order */
     size_t nevents;
     dt_trace_rec_tensor *tensors;
@@ -48,7 +49,10 @@ typedef struct dt_trace_file {
 
 /* Loads and validates `path`. DT_ECORRUPT (naming file and offset) on any defect; a file
  * without its END record is refused unless allow_unclosed (a run that died before
- * dt_trace_close: complete records are still valid evidence). On failure *out is freed. */
+ * dt_trace_close: complete records are still valid evidence). With allow_unclosed a last
+ * record the file ends inside (torn by a crash mid-append, after the header record) is
+ * left out and its size kept in out->torn; a complete record that fails its checksum or
+ * bounds is still corrupt. On failure *out is freed. */
 dt_status dt_trace_file_load(const char *path, int allow_unclosed, dt_trace_file *out);
 void dt_trace_file_free(dt_trace_file *f);
 

@@ -5,6 +5,7 @@
 #include "ckpt/durable.h"
 #include "ckpt/hf_gpt2.h"
 #include "core/fingerprint.h"
+#include "core/runlock.h"
 #include "metrics/compare.h"
 #include "trace/trace.h"
 
@@ -164,6 +165,9 @@ dt_status dt_train_state_open(dt_train_state *r, const dt_train_config *cfg) {
 dt_status dt_train_state_outputs(dt_train_state *r) {
     const dt_train_config *cfg = r->cfg;
     dt_status st;
+    if ((st = dt_ckpt_save_dir_check(cfg->save_dir, cfg->load_dir, cfg->save_overwrite)) != DT_OK) return st;
+    if ((st = dt_runlock_acquire(&r->lock, (const char *[]){cfg->save_dir, cfg->log_dir},
+                                 (const char *[]){"--save", "--log-dir"}, 2)) != DT_OK) return st;
     if (cfg->log_dir && (st = make_log_dir(cfg->log_dir)) != DT_OK) return st;
     if ((st = make_save_dir(cfg)) != DT_OK) return st;
     size_t bt = (size_t)cfg->micro_batch * cfg->seq_length;
@@ -197,6 +201,7 @@ dt_status dt_train_state_close(dt_train_state *r, dt_status st) {
     free(r->inputs);
     free(r->targets);
     dt_ckpt_config_free(&r->ck);
+    dt_runlock_release(r->lock);
     memset(r, 0, sizeof *r);
     return st;
 }

@@ -31,6 +31,7 @@ typedef struct dt_train_state {
     int accum;                    /* micro-batches per step */
     int64_t start_step;           /* steps already taken (a resumed run: the checkpoint's) */
     dt_ckpt_config ck;            /* the config as checkpoints record it */
+    struct dt_runlock *lock;      /* --save and --log-dir locks (core/runlock.h) */
 } dt_train_state;
 
 /* Everything read before anything is written, so a bad input leaves no files behind: the
@@ -43,9 +44,12 @@ typedef struct dt_train_state {
  * that the data's size and the step's counters agree and that --train-iters leaves steps
  * to do, and sets start_step. On failure call dt_train_state_close. */
 dt_status dt_train_state_open(dt_train_state *r, const dt_train_config *cfg);
-/* The run's outputs: --log-dir, --save's directory (created durably, so a bad path fails
- * before the first step), the batch buffers and the metrics log (appended to on resume).
- * env.json follows with dt_train_write_env. */
+/* The run's outputs: first the refusal of a --save directory holding another run's
+ * checkpoints (dt_ckpt_save_dir_check) and the locks on --save and --log-dir for the
+ * run's lifetime (core/runlock.h; released by dt_train_state_close); then --log-dir, --save's
+ * directory (created durably, so a bad path fails before the first step), the batch
+ * buffers and the metrics log (appended to on resume). env.json follows with
+ * dt_train_write_env. */
 dt_status dt_train_state_outputs(dt_train_state *r);
 /* env.json in --log-dir (env_extra: the backend's device description, or NULL), then, with
  * warn after a --load, a warning on stderr when the checkpoint was saved in another

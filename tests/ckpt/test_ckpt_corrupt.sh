@@ -58,6 +58,47 @@ open(p, "wb").write(b)
 PY
 }
 
+forge_state() { # forge_state DIR KIND: a consistent-looking edit of state.json (and of a
+                # safetensors file for the format/empty kinds), every digest recomputed
+python3 - "$1" "$2" <<'PY'
+import hashlib, json, struct, sys
+d, kind = sys.argv[1], sys.argv[2]
+st = json.load(open(d + "/state.json"))
+def rewrite_header(name, edit):
+    p = d + "/" + name
+    raw = open(p, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    hdr, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+    hdr, data = edit(hdr, data)
+    text = json.dumps(hdr, separators=(",", ":")).encode()
+    text += b" " * (-(8 + len(text)) % 8)
+    open(p, "wb").write(struct.pack("<Q", len(text)) + text + data)
+if kind == "tokens":
+    st["consumed_tokens"] += 1
+elif kind == "samples":
+    st["consumed_samples"] += 4
+elif kind == "micro":
+    st["rng"]["dropout_micro_steps"] += 1
+elif kind == "seed":   # rng seed and permutation key agree with each other, not with config
+    st["rng"]["seed"] = st["data"]["permutation_key"] = 77
+elif kind == "optim_format":
+    def edit(h, data):
+        h["__metadata__"]["format"] = "pt"
+        return h, data
+    rewrite_header("optimizer.safetensors", edit)
+elif kind == "empty_model":
+    rewrite_header("model.safetensors", lambda h, data: ({"__metadata__": h["__metadata__"]}, b""))
+    st["tensors"]["model.safetensors"] = []
+for name in st["files"]:
+    b = open(d + "/" + name, "rb").read()
+    st["files"][name] = {"bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()}
+st["state_sha256"] = "0" * 64
+text = json.dumps(st, indent=2) + "\n"
+text = text.replace('"state_sha256": "' + "0" * 64, '"state_sha256": "' + hashlib.sha256(text.encode()).hexdigest())
+open(d + "/state.json", "w").write(text)
+PY
+}
+
 # case NAME EXPECTED-STDERR-TEXT SETUP [extra train flags...]
 case_() {
   local name=$1 want=$2 setup=$3; shift 3
@@ -103,6 +144,23 @@ case_ env_edit "env.json' does not match its recorded SHA-256" 'sed -i "s/determ
 case_ forged_shape 'transformer.wpe.weight' 'forge "$it" shape'
 "$DETRAIN" ckpt verify "$d/c_forged_shape" >/dev/null || fail "forged_shape: the forger did not re-digest"
 case_ forged_dtype 'checkpoints hold F32 master weights' 'forge "$it" dtype'
+
+# fields that must follow from each other; formats; a model file without tensors
+# (forged: every digest matches, only these checks can catch them)
+case_ forged_tokens "consumed_tokens 641 does not follow from consumed_samples 40 x seq_length 16" 'forge_state "$it" tokens'
+verify_rejects forged_tokens "consumed_tokens 641 does not follow"
+case_ forged_samples "consumed_samples 44 does not follow from step 10 x global_batch_size 4" 'forge_state "$it" samples'
+verify_rejects forged_samples "consumed_samples 44 does not follow"
+case_ forged_micro "rng.dropout_micro_steps 21 does not follow from step 10 x 2 micro-batches per step" 'forge_state "$it" micro'
+verify_rejects forged_micro "rng.dropout_micro_steps 21"
+case_ forged_seed "rng.seed 77 differs from config seed 1234" 'forge_state "$it" seed'
+verify_rejects forged_seed "rng.seed 77 differs from config seed 1234"
+case_ forged_optim_format 'optimizer.safetensors'"'"': metadata "format" is "pt", not "detrain-adamw"' 'forge_state "$it" optim_format'
+verify_rejects forged_optim_format 'not "detrain-adamw"'
+case_ forged_empty_model "model.safetensors' holds no tensors" 'forge_state "$it" empty_model'
+verify_rejects forged_empty_model "model.safetensors' holds no tensors"
+cp -r "$d/base" "$d/c_forge_check"; forge_state "$d/c_forge_check/iter_0000010" none
+"$DETRAIN" ckpt verify "$d/c_forge_check" >/dev/null || fail "the state forger does not re-digest"
 
 # configs that would change the trajectory
 case_ hidden "hidden_size = 64 but this run has 32 (--hidden-size)" : --hidden-size 32

@@ -14,7 +14,7 @@ ${CC:-gcc} -std=c11 -O1 -g -D_GNU_SOURCE -DDT_FUZZ_ONLY -Iinclude -Isrc -Itests 
   -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror \
   tests/ckpt/test_ckpt_state_fuzz.c src/ckpt/ckpt_view.c src/ckpt/safetensors.c \
   src/ckpt/sha256.c src/ckpt/durable.c src/ckpt/tracker.c src/core/status.c src/core/json.c \
-  src/core/json_read.c -lm -o "$out/ckpt_state_fuzz"
+  src/core/json_read.c src/core/regular_file.c -lm -o "$out/ckpt_state_fuzz"
 "$DETRAIN" train --model tiny --num-layers 1 --hidden-size 16 --num-attention-heads 2 --vocab-size 256 \
   --max-position-embeddings 16 --seq-length 16 --micro-batch-size 2 --train-iters 3 --eval-interval 0 \
   --deterministic-mode --threads 1 --quiet --hidden-dropout 0.1 --save "$work/ck"

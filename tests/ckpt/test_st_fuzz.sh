@@ -13,7 +13,8 @@ trap 'rm -rf "$work"' EXIT
 ${CC:-gcc} -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -fno-omit-frame-pointer \
   -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror \
   tests/ckpt/fuzz/st_fuzz.c src/ckpt/safetensors.c src/ckpt/sha256.c \
-  src/ckpt/durable.c src/core/status.c src/core/json.c src/core/json_read.c -lm -o "$out/st_fuzz"
+  src/ckpt/durable.c src/core/status.c src/core/json.c src/core/json_read.c src/core/regular_file.c \
+  -lm -o "$out/st_fuzz"
 export ASAN_OPTIONS=abort_on_error=0:detect_leaks=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 timeout 60 "$out/st_fuzz" 30000 1 "$work"

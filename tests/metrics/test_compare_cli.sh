@@ -56,6 +56,35 @@ expect ulp.out "0x3ff71c71c71c71c7"
 expect ulp.out "0x3ff71c71c71c71c8"
 expect ulp.out "steps 1-6 before it are bitwise identical"
 
+# malformed exact bits are bad input (exit 2, naming the run, the line and the field),
+# never a difference; in either log, and even when both logs hold the same bad value
+bad_hex() { # bad_hex DIR STEP FIELD NEW-JSON-VALUE
+python3 - "$1/metrics.jsonl" "$2" "$3" "$4" <<'PY' || fail "could not edit $1"
+import json, sys
+path, step, field, new = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+out = []
+for ln in open(path).read().splitlines():
+    d = json.loads(ln)
+    if d["step"] == step:
+        old = '"%s":"%s"' % (field, d[field])
+        assert old in ln
+        ln = ln.replace(old, '"%s":%s' % (field, new))
+    out.append(ln)
+open(path, "w").write("\n".join(out) + "\n")
+PY
+}
+n=0
+for v in '"0x3ff71c71c71c71cZ"' '"0x3ff71c71c71c71c"' '"3ff71c71c71c71c7ab"' '"0x3ff71c71c71c71c7 "' '1.4444' 'null' '"0X3ff71c71c71c71c7"'; do
+  n=$((n + 1)); rm -rf "$T/hex$n"; cp -r "$T/ulp" "$T/hex$n"; rm -f "$T/hex$n/env.json"
+  bad_hex "$T/hex$n" 3 grad_norm_hex "$v"
+  run hex$n 2 "$T/a" "$T/hex$n"
+  expect hex$n.err "$T/hex$n/metrics.jsonl line 3: field \"grad_norm_hex\" holds"
+  expect hex$n.err "not \"0x\" and 16 hex digits"
+done
+cp -r "$T/hex1" "$T/hex1b"
+run hex_both 2 "$T/hex1" "$T/hex1b"
+expect hex_both.err "hex1/metrics.jsonl line 3: field \"grad_norm_hex\""
+
 # a metrics.jsonl file works as an argument too
 run files 1 "$T/a/metrics.jsonl" "$T/ulp/metrics.jsonl"
 

@@ -235,8 +235,29 @@ static void test_truncated_and_corrupt(void) {
     if (fd >= 0) close(fd);
     CHECK(failures == n);
     /* Without END only: rejected by default, accepted with allow_unclosed (complete records). */
-    copy_prefix(src, dst, n - 16, -1); /* END record is 8 + 8 + 8 bytes; cut inside it */
-    CHECK(dt_trace_file_load(dst, 1, &f) == DT_ECORRUPT);
+    copy_prefix(src, dst, n - 16, -1); /* END record is 8 + 8 + 8 bytes; cut inside it: torn */
+    CHECK(dt_trace_file_load(dst, 0, &f) == DT_ECORRUPT && strstr(dt_errmsg(), "--allow-unclosed"));
+    CHECK_OK(dt_trace_file_load(dst, 1, &f));
+    CHECK(f.nevents == 10 && !f.closed && f.torn == 8);
+    dt_trace_file_free(&f);
+    /* every cut after the header record, inside an event record or between records, reads
+     * the complete events before it; a cut inside the preamble or the header fails */
+    copy_prefix(src, dst, n, -1);
+    size_t prev_events = 11, fine = 0;
+    for (long cut = n - 1; cut >= 0; cut--) {
+        CHECK(truncate(dst, cut) == 0);
+        dt_status st = dt_trace_file_load(dst, 1, &f);
+        if (st == DT_OK) {
+            CHECKF(f.nevents <= prev_events && f.nevents + 1 >= prev_events, "cut at %ld: %zu events", cut, f.nevents);
+            prev_events = f.nevents;
+            fine++;
+            dt_trace_file_free(&f);
+        } else {
+            CHECKF(prev_events == 0 && st == DT_ECORRUPT, "cut at %ld refused with events left: %s", cut, dt_errmsg());
+            prev_events = 0;
+        }
+    }
+    CHECK(fine > 0 && prev_events == 0);
     copy_prefix(src, dst, n - 24, -1);
     CHECK(dt_trace_file_load(dst, 0, &f) == DT_ECORRUPT && strstr(dt_errmsg(), "no END"));
     CHECK_OK(dt_trace_file_load(dst, 1, &f));

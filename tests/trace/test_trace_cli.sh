@@ -72,6 +72,19 @@ truncate -s -3 "$tmp/trunc/rank_000001.trace"
 "$DETRAIN" trace-diff "$tmp/a" "$tmp/trunc" >"$tmp/out" 2>&1; rc=$?
 check "truncated file exits 2 naming file and offset" '[ $rc -eq 2 ] && grep -q "trunc/rank_000001.trace" "$tmp/out" && grep -q "offset" "$tmp/out"'
 
+# the END record torn by the cut above: --allow-unclosed reads the complete records
+"$DETRAIN" trace-diff "$tmp/a" "$tmp/trunc" --allow-unclosed >"$tmp/out" 2>&1; rc=$?
+check "torn last record with --allow-unclosed reads the complete records" '[ $rc -eq 0 ] && grep -q "no mismatch" "$tmp/out"'
+"$DETRAIN" trace-diff "$tmp/a" "$tmp/trunc" >"$tmp/out" 2>&1; rc=$?
+check "torn last record without it names --allow-unclosed" '[ $rc -eq 2 ] && grep -q -- "--allow-unclosed reads the complete records" "$tmp/out"'
+# torn inside the last event record (the END record cut away too), with an injected
+# difference earlier in the file: the verdict still comes from the complete records
+cp "$tmp/inject_matmul/"*.trace "$tmp/trunc/"
+sz=$(stat -c %s "$tmp/trunc/rank_000001.trace")
+truncate -s $((sz - 40)) "$tmp/trunc/rank_000001.trace"
+"$DETRAIN" trace-diff "$tmp/a" "$tmp/trunc" --allow-unclosed --rank 1 >"$tmp/out" 2>&1; rc=$?
+check "torn event record with --allow-unclosed still finds the origin" '[ $rc -eq 1 ] && grep -q "^rank 1: ORIGIN CANDIDATE" "$tmp/out"'
+
 "$DETRAIN" trace-diff "$tmp/a" >/dev/null 2>&1; rc=$?
 check "one argument is a usage error" '[ $rc -eq 2 ]'
 "$DETRAIN" trace-diff "$tmp/a" "$tmp/a" --bogus >/dev/null 2>&1; rc=$?
