@@ -112,7 +112,7 @@ NVCCFLAGS := -std=c++17 -O3 $(NVCC_ARCH) -lineinfo \
              -Xcompiler -ffp-contract=off,-fno-fast-math,-fopenmp -Iinclude -Isrc $(BLAS_INC) $(EXTRA_CFLAGS)
 CUDA_BLAS ?= -lopenblas
 CUDA_LIBS := -lcublasLt -ldl
-CUDA_SRC  := $(sort $(wildcard src/*/*.cu))
+CUDA_SRC  := $(sort $(wildcard src/*/*.cu src/*/*/*.cu))
 CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/cuda/obj/%.cu.o)
 CUDA_CPU_OBJ := $(LIB_SRC:%.c=$(BUILD)/cuda/obj/%.o)
 GPU_TEST_SRC := $(sort $(wildcard tests/gpu/*.cu))

@@ -27,6 +27,8 @@
 #    one is refused with the named error and nothing is written;
 #  - `detrain bench` runs on a small recipe, timing steps end to end, with consistent figures.
 # Not named test_*.sh: tests/run.sh (CI, no GPU) must not pick it up.
+# The GPU model it checks: src/model/cuda/ (model.cuh, create.cu, linear.cu, forward.cu, backward.cu,
+# step.cu, graphs.cu, streams.cu, trace.cu, describe.cu).
 set -u
 cd "$(dirname "$0")/../.."
 D=${DETRAIN_CUDA:-build/detrain-cuda}

@@ -10,6 +10,8 @@
 #    and every launch's grid, block and shared memory (the launch log, src/ops/cuda_plan.c);
 #  - a run with another seed is reported as differing (the comparison can fail).
 # Not named test_*.sh: CI has no GPU.
+# The GPU model it checks: src/model/cuda/ (model.cuh, create.cu, linear.cu, forward.cu, backward.cu,
+# step.cu, graphs.cu, streams.cu, trace.cu, describe.cu).
 set -u
 cd "$(dirname "$0")/../.."
 D=${DETRAIN_CUDA:-build/detrain-cuda}

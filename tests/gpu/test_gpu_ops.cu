@@ -9,7 +9,9 @@
  * tests/gpu/test_gpu_replays.cu (through the kernel harness's CUDA backend).
  * Sources covered: gemm_cuda.cu (every entry of gemm_table.c at its shape), encoder_cuda.cu, layernorm_cuda.cu, reduce_cuda.cu,
  * attention_cuda.cu, attention_flash_cuda.cu, crossentropy_cuda.cu, gelu_cuda.cu, adamw_cuda.cu, cuda_common.cuh,
- * gpt_cuda.cu. */
+ * the GPU model (src/model/cuda/: model.cuh, create.cu, linear.cu, forward.cu, backward.cu,
+ * step.cu, graphs.cu, streams.cu, trace.cu, describe.cu).
+ */
 #include "ops/ops_cuda.h"
 
 #include "gpu_check.cuh"

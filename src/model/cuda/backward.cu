@@ -1,0 +1,326 @@
+/* The GPU model's backward, in the CPU model's order (gpt.c): the head, each layer's MLP slot
+ * and attention block, the batched weight gradients, the embedding; zero_grad. */
+#include "model/cuda/model.cuh"
+
+/* The bf16 gradient entering a dropout site's branch: a masked copy of dres16, or dres16. */
+static dt_status through_dropout(dt_gpt_cuda *m, const dt_dropout *hd, uint32_t site, const bf16 **out) {
+    *out = m->dres;
+    if (!dt_dropout_on(hd)) return DT_OK;
+    TRY(gcu_claim(m, m->dproj16));
+    size_t n = (size_t)m->B * m->T * m->cfg.channels;
+    gcu_rbegin(m, DT_R_DROPOUT);
+    OP_BEGIN(DT_PHASE_BWD, "dropout_bwd", -1, IN("dx", m->dres16, BF, BTC));
+    dt_cu_dropout_bf16(m->dproj16, m->dres16, n, hd, DT_RNG_DROPOUT_HIDDEN, site, m->s);
+    TRY(gcu_inject(m, "dropout_bwd", m->dproj16, n, 2));
+    OP_END(OUT("y", m->dproj16, BF, BTC));
+    gcu_rend(m, DT_R_DROPOUT);
+    *out = m->dproj16;
+    return DT_OK;
+}
+
+/* out = m->dres + LN backward of dy (acc 0: out = it, for the first LayerNorm of the
+ * backward), each element bf16(float(m->dres) + its gradient): the residual gradient is kept
+ * in bf16 like the residual stream it belongs to, each addition made in fp32 and rounded
+ * once; then m->dres = out. out is m->dres16 (in place, m->dres16 all along) unless the
+ * backward keeps every residual gradient (m->dwb_res: a slot of dres_all, written out of
+ * place, the same bits). dw, db += the parameter grads. next_db (m->ln_colsum; NULL for LN1
+ * of layer 0): the bias gradient of the linear whose backward reads out next (attproj after
+ * LN2, the previous layer's fcproj after LN1 and lnf), += the column sums of out from the
+ * same kernel (DT_OP_BIAS_BWD), an output of this event ("colsum_dx"); that linear_bwd then
+ * skips its column sum (m->db_summed). */
+static dt_status t_layernorm_bwd(dt_gpt_cuda *m, int acc, float *dw, float *db, const bf16 *x, const float *w,
+                                 const float *mean, const float *rstd, float *next_db, bf16 *out) {
+    TRY(gcu_claim(m, out));
+    int BT = m->B * m->T, C = m->cfg.channels;
+    const bf16 *in = m->dres;
+    OP_BEGIN(DT_PHASE_BWD, "layernorm_bwd", DT_OP_LAYERNORM_BWD,
+             (IN("dy", m->dc1, BF, BTC), IN("x", x, BF, BTC), IN("w", w, F32, 1, C), IN("mean", mean, F32, BT, 1),
+              IN("rstd", rstd, F32, BT, 1), IN("dx", in, BF, acc ? BT : 0, C), IN("dw", dw, F32, 1, C),
+              IN("db", db, F32, 1, C), IN("colsum_dx", next_db, F32, 1, next_db ? C : 0)));
+    if (acc && out != in)
+        dt_cu_layernorm_bwd_from(out, in, dw, db, next_db, gcu_next_part(m), m->dc1, x, w, mean, rstd, BT, C, m->s,
+                                 m->fin);
+    else if (next_db)
+        dt_cu_layernorm_bwd_colsum(out, acc, dw, db, next_db, gcu_next_part(m), m->dc1, x, w, mean, rstd, BT, C, m->s,
+                                   m->fin);
+    else
+        dt_cu_layernorm_bwd(out, acc, dw, db, gcu_next_part(m), m->dc1, x, w, mean, rstd, BT, C, m->s, m->fin);
+    if (next_db && h_)
+        dt_trace_kernel_info(h_, "colsum_dx: fused column sums of dx, bias_bwd %s", gcu_variant_name(DT_OP_BIAS_BWD));
+    m->db_summed = next_db;
+    m->dres = out;
+    TRY(gcu_inject(m, "layernorm_bwd", out, (size_t)BT * C, 2));
+    OP_END((OUT("dx", out, BF, BTC), OUT("dw", dw, F32, 1, C), OUT("db", db, F32, 1, C),
+            OUT("colsum_dx", next_db, F32, 1, next_db ? C : 0)));
+    return DT_OK;
+}
+
+/* GELU backward of the (rows, cols) fc activation, fused with the fc bias gradient when db
+ * is not NULL (db += column sums of dinp, DT_OP_BIAS_BWD, the same bits as the unfused
+ * pair), so dinp is not read back for it. */
+static dt_status t_gelu_bwd(dt_gpt_cuda *m, bf16 *dinp, float *db, const bf16 *inp, const bf16 *dout, int rows,
+                            int cols) {
+    TRY(gcu_claim(m, dinp));
+    OP_BEGIN(DT_PHASE_BWD, "gelu_bwd", db ? DT_OP_BIAS_BWD : -1,
+             (IN("x", inp, BF, rows, cols), IN("dy", dout, BF, rows, cols), IN("db", db, F32, 1, db ? cols : 0)));
+    if (db) dt_cu_gelu_bwd_colsum(dinp, db, gcu_next_part(m), inp, dout, rows, cols, m->s, m->fin);
+    else dt_cu_gelu_bwd(dinp, inp, dout, (size_t)rows * cols, m->s);
+    TRY(gcu_inject(m, "gelu_bwd", dinp, (size_t)rows * cols, 2));
+    OP_END((OUT("dx", dinp, BF, rows, cols), OUT("db", db, F32, 1, db ? cols : 0)));
+    return DT_OK;
+}
+
+/* Layer l's dqkv and dfch: its own slice of dqkv_all (dfch_all) when this backward batches
+ * the qkv (fc) weight gradients (--dw-batch on), else the one buffer every layer reuses. */
+static bf16 *dqkv_of(const dt_gpt_cuda *m, int l) {
+    return m->dwb_qkv ? m->dqkv_all + (size_t)l * m->B * m->T * 3 * m->cfg.channels : m->dqkv;
+}
+
+static bf16 *dfch_of(const dt_gpt_cuda *m, int l) {
+    return m->dwb_fc ? m->dfch_all + (size_t)l * m->B * m->T * 4 * m->cfg.channels : m->dfch;
+}
+
+/* Where LayerNorm backward ln (DT_CU_RES_LN2 or _LN1) of layer l writes the residual
+ * gradient: its slot of dres_all when the backward keeps them (m->dwb_res; cuda_plan.h's
+ * dt_cu_res_slot_ln, -1: dres16, for the embedding backward), else dres16 in place. */
+static bf16 *dres_slot(const dt_gpt_cuda *m, int k) {
+    return m->dwb_res && k >= 0 ? m->dres_all + (size_t)k * m->B * m->T * m->cfg.channels : m->dres16;
+}
+
+static bf16 *dres_of_ln(const dt_gpt_cuda *m, int l, int ln) { return dres_slot(m, dt_cu_res_slot_ln(l, ln)); }
+
+/* Attention backward of layer l into dqkv_of(m, l). db (flash only, else NULL): the qkv bias
+ * gradient, += the column sums of dqkv fused into the flash kernels (finished on m->fin);
+ * the qkv linear's backward then gets no db. It is this event's input and output.
+ * ld_ready: the attproj input-gradient GEMM just wrote the flash backward's LD (its DOT
+ * epilogue; linear_bwd's *ld_made), so no D kernel runs. */
+static dt_status t_attention_bwd(dt_gpt_cuda *m, int l, const dt_dropout *ad, float *db, int ld_ready) {
+    bf16 *dqkv = dqkv_of(m, l);
+    TRY(gcu_claim(m, dqkv));
+    int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads, BT = B * T;
+    size_t sc = (size_t)BT * C;
+    const bf16 *qkv = m->qkv + l * sc * 3, *atty = m->atty + l * sc;
+    const float *lse = m->flash ? m->att_lse + (size_t)l * B * NH * T : NULL;
+    const bf16 *att = m->flash ? NULL : m->att + (size_t)l * B * NH * T * T;
+    OP_BEGIN(DT_PHASE_BWD, "attention_bwd", DT_OP_ATTENTION_BWD,
+             (IN("dy", m->dc1, BF, BTC), IN("qkv", qkv, BF, BT, 3 * C), IN("y", atty, BF, BTC),
+              IN("lse", lse, F32, lse ? (int64_t)B * NH * T : 0, 1), IN("att", att, BF, att ? (int64_t)B * NH * T : 0, T),
+              IN("db", db, F32, 1, db ? 3 * C : 0)));
+    if (h_) dt_trace_kernel_info(h_, "%s %s B=%d T=%d C=%d NH=%d%s", gcu_attention_name(m),
+                                 gcu_variant_name(DT_OP_ATTENTION_BWD), B, T, C, NH,
+                                 db ? "; db: column sums of dqkv fused, 64-row block partials added in order" : "");
+    if (h_ && ld_ready) dt_trace_kernel_info(h_, "LD (lse, D) from matmul_bwd's DOT epilogue: no D kernel");
+    if (m->flash_wgmma && ld_ready)
+        dt_cu_flash_bwd_wgmma_ld(dqkv, db, db ? gcu_next_part(m) : NULL, m->att_scratch, m->dc1, qkv, B, T, C, NH,
+                                 m->s, m->fin);
+    else if (m->flash_wgmma)
+        dt_cu_flash_bwd_wgmma(dqkv, db, db ? gcu_next_part(m) : NULL, m->att_scratch, m->dc1, qkv, atty, lse, B, T, C,
+                              NH, m->s, m->fin);
+    else if (m->flash && ld_ready)
+        dt_cu_flash_bwd_ld(dqkv, db, db ? gcu_next_part(m) : NULL, m->att_scratch, m->dc1, qkv, B, T, C, NH, m->s,
+                           m->fin);
+    else if (m->flash)
+        dt_cu_flash_bwd(dqkv, db, db ? gcu_next_part(m) : NULL, m->att_scratch, m->dc1, qkv, atty, lse, B, T, C, NH,
+                        m->s, m->fin);
+    else
+        TRY(dt_cu_attention_bwd(m->blas, dqkv, m->dc1, qkv, att, m->att_scratch, B, T, C, NH, ad,
+                                (uint32_t)l, m->s));
+    TRY(gcu_inject(m, "attention_bwd", dqkv, sc * 3, 2));
+    OP_END((OUT("dqkv", dqkv, BF, BT, 3 * C), OUT("db", db, F32, 1, db ? 3 * C : 0)));
+    return DT_OK;
+}
+
+static dt_status t_encoder_bwd(dt_gpt_cuda *m, const dt_dropout *hd) {
+    int B = m->B, T = m->T, C = m->cfg.channels, Vp = m->cfg.padded_vocab, maxT = m->cfg.max_seq_len;
+    /* dwte rows are the order-sensitive buckets: per-row digests name the tokens hit */
+    OP_BEGIN(DT_PHASE_BWD, "encoder_bwd", DT_OP_ENCODER_BWD,
+             (IN("dout", m->dres16, BF, BTC), IN("tokens", m->d_in, DT_DT_I32, B, T),
+              IN_ROWS("dwte", G(DT_P_WTE), F32, Vp, C), IN("dwpe", G(DT_P_WPE), F32, maxT, C)));
+    dt_cu_encoder_bwd(G(DT_P_WTE), G(DT_P_WPE), m->dres16, m->d_in, m->d_order, m->d_segtok, m->d_segstart,
+                      m->nseg, B, T, C, hd, DT_RNG_DROPOUT_HIDDEN, EMB_SITE, m->s);
+    TRY(gcu_inject(m, "encoder_bwd", G(DT_P_WTE), (size_t)Vp * C, 4));
+    OP_END((OUT_ROWS("dwte", G(DT_P_WTE), F32, Vp, C), OUT("dwpe", G(DT_P_WPE), F32, maxT, C)));
+    return DT_OK;
+}
+
+/* The backward's launches up to the embedding backward (whose launch depends on the
+ * batch's buckets), ending with the side streams joined. */
+static dt_status backward_launches(dt_gpt_cuda *m) {
+    const dt_gpt_config *c = &m->cfg;
+    int B = m->B, T = m->T, C = c->channels, L = c->num_layers;
+    int Vp = c->padded_vocab, BT = B * T;
+    size_t sc = (size_t)BT * C;
+    dt_dropout hd = gcu_hidden_drop(m), ad = gcu_attn_drop(m);
+    m->nsite = 0;
+    m->site_over = 0;
+    m->db_summed = NULL;
+#define NEXT_DB(i, l) (m->ln_colsum ? G(i) + (size_t)(l) * C : NULL) /* bias i of layer l */
+    dt_trace_scope_push("head");
+    gcu_rbegin(m, DT_R_HEAD_BWD); /* logits = lnf wte^T; the logits hold dlogits */
+    TRY(gcu_linear_bwd(m, m->dc1, G(DT_P_WTE), NULL, m->logits, m->lnf, P16(DT_P_WTE), BT, C, Vp, NULL, NULL, -1, NULL));
+    gcu_rend(m, DT_R_HEAD_BWD);
+    gcu_rbegin(m, DT_R_LN_BWD);
+    m->dres = m->dres16;
+    TRY(t_layernorm_bwd(m, 0, G(DT_P_LNFW), G(DT_P_LNFB), m->res3 + (size_t)(L - 1) * sc, P(DT_P_LNFW),
+                        m->lnf_mean, m->lnf_rstd, NEXT_DB(DT_P_FCPROJB, L - 1), dres_of_ln(m, L, DT_CU_RES_LN1)));
+    gcu_rend(m, DT_R_LN_BWD);
+    dt_trace_scope_pop();
+    for (int l = L - 1; l >= 0; l--) {
+        const bf16 *res = l == 0 ? m->encoded : m->res3 + (size_t)(l - 1) * sc;
+        size_t lC = (size_t)l * C;
+        dt_trace_op *blk = NULL;
+        TRY(gcu_block_begin(m, &blk, DT_PHASE_BWD, l, m->dres, DT_DT_BF16));
+        const bf16 *dproj = NULL;
+        TRY(through_dropout(m, &hd, 2u * (uint32_t)l + 1u, &dproj));
+        const bf16 *fch = m->fch + l * sc * 4;
+        gcu_rbegin(m, DT_R_MATMUL_BWD);
+        if (m->fuse_gelu) { /* dfch straight from the GEMM; the fc bias gradient from its epilogue
+                             * (our kernel) or with the fc weights' */
+            float *fcb = m->fuse_bgrad ? NULL : G(DT_P_FCB) + lC * 4;
+            TRY(gcu_linear_bwd(m, dfch_of(m, l), m->dwb_res ? NULL : G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC,
+                           dproj, m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, fch, fcb, -1,
+                           NULL));
+            TRY(gcu_linear_bwd(m, m->dc1, m->dwb_fc ? NULL : G(DT_P_FCW) + lC * 4 * C, G(DT_P_FCB) + lC * 4, dfch_of(m, l),
+                           m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1, NULL));
+            gcu_rend(m, DT_R_MATMUL_BWD);
+        } else {
+            TRY(gcu_linear_bwd(m, m->dfchg, m->dwb_res ? NULL : G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC, dproj,
+                           m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, NULL, NULL, -1, NULL));
+            gcu_rend(m, DT_R_MATMUL_BWD);
+            gcu_rbegin(m, DT_R_GELU_BWD);
+            /* the fc bias gradient: from the fc weight-gradient GEMM, or fused into the GELU backward */
+            float *fcb = G(DT_P_FCB) + lC * 4;
+            TRY(t_gelu_bwd(m, dfch_of(m, l), m->fuse_bgrad ? NULL : fcb, fch, m->dfchg, BT, 4 * C));
+            gcu_rend(m, DT_R_GELU_BWD);
+            gcu_rbegin(m, DT_R_MATMUL_BWD);
+            TRY(gcu_linear_bwd(m, m->dc1, m->dwb_fc ? NULL : G(DT_P_FCW) + lC * 4 * C, m->fuse_bgrad ? fcb : NULL,
+                           dfch_of(m, l), m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1,
+                           NULL));
+            gcu_rend(m, DT_R_MATMUL_BWD);
+        }
+        gcu_rbegin(m, DT_R_LN_BWD);
+        TRY(t_layernorm_bwd(m, 1, G(DT_P_LN2W) + lC, G(DT_P_LN2B) + lC, m->res2 + l * sc, P(DT_P_LN2W) + lC,
+                            m->ln2_mean + (size_t)l * BT, m->ln2_rstd + (size_t)l * BT, NEXT_DB(DT_P_ATTPROJB, l),
+                            dres_of_ln(m, l, DT_CU_RES_LN2)));
+        gcu_rend(m, DT_R_LN_BWD);
+        TRY(through_dropout(m, &hd, 2u * (uint32_t)l, &dproj));
+        gcu_rbegin(m, DT_R_MATMUL_BWD);
+        int ld_made = 0; /* LD from the attproj GEMM's DOT epilogue, for the attention backward */
+        TRY(gcu_linear_bwd(m, m->dc1, m->dwb_res ? NULL : G(DT_P_ATTPROJW) + lC * C, G(DT_P_ATTPROJB) + lC, dproj,
+                       m->atty + l * sc, P16(DT_P_ATTPROJW) + lC * C, BT, C, C, NULL, NULL, l, &ld_made));
+        gcu_rend(m, DT_R_MATMUL_BWD);
+        /* the qkv bias gradient: fused into the flash backward (it sums the dqkv it stores;
+         * no colsum or GEMM epilogue re-reads dqkv), else the qkv linear's */
+        float *qkvb = G(DT_P_QKVB) + lC * 3;
+        gcu_rbegin(m, DT_R_ATTN_BWD);
+        TRY(t_attention_bwd(m, l, &ad, m->flash ? qkvb : NULL, ld_made));
+        gcu_rend(m, DT_R_ATTN_BWD);
+        gcu_rbegin(m, DT_R_MATMUL_BWD);
+        TRY(gcu_linear_bwd(m, m->dc1, m->dwb_qkv ? NULL : G(DT_P_QKVW) + lC * 3 * C, m->flash ? NULL : qkvb, dqkv_of(m, l),
+                       m->ln1 + l * sc, P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C, NULL, NULL, -1, NULL));
+        gcu_rend(m, DT_R_MATMUL_BWD);
+        gcu_rbegin(m, DT_R_LN_BWD);
+        TRY(t_layernorm_bwd(m, 1, G(DT_P_LN1W) + lC, G(DT_P_LN1B) + lC, res, P(DT_P_LN1W) + lC,
+                            m->ln1_mean + (size_t)l * BT, m->ln1_rstd + (size_t)l * BT,
+                            l > 0 ? NEXT_DB(DT_P_FCPROJB, l - 1) : NULL, dres_of_ln(m, l, DT_CU_RES_LN1)));
+        gcu_rend(m, DT_R_LN_BWD);
+        TRY(gcu_block_end(m, blk, DT_PHASE_BWD, l, m->dres, DT_DT_BF16));
+    }
+#undef NEXT_DB
+    /* every layer's weight gradients of a batched kind: one strided-batched GEMM a kind
+     * (--dw-batch on) */
+    if (m->dwb_qkv || m->dwb_fc || m->dwb_res) {
+        const long long s1 = (long long)BT * C;
+        gcu_rbegin(m, DT_R_MATMUL_BWD);
+        TRY(gcu_wgs_after_main(m)); /* every layer's douts are made: the batched GEMMs follow on m->wgs */
+        if (m->dwb_qkv) TRY(gcu_dw_batched(m, m->dqkv_all, 3 * s1, m->ln1, G(DT_P_QKVW), C, 3 * C));
+        if (m->dwb_fc) TRY(gcu_dw_batched(m, m->dfch_all, 4 * s1, m->ln2, G(DT_P_FCW), C, 4 * C));
+        if (m->dwb_res) { /* a kind's slots: its first, DT_CU_RES_STRIDE apart */
+            TRY(gcu_dw_batched(m, dres_slot(m, dt_cu_res_slot(0, DT_CU_RES_FCPROJ)), DT_CU_RES_STRIDE * s1, m->fchg,
+                           G(DT_P_FCPROJW), 4 * C, C));
+            TRY(gcu_dw_batched(m, dres_slot(m, dt_cu_res_slot(0, DT_CU_RES_ATTPROJ)), DT_CU_RES_STRIDE * s1, m->atty,
+                           G(DT_P_ATTPROJW), C, C));
+        }
+        gcu_rend(m, DT_R_MATMUL_BWD);
+    }
+    /* the encoder backward adds into wte's gradient, which the head's weight-gradient GEMM
+     * (tied weights) wrote on m->wgs; a graph's capture ends with every stream joined */
+    TRY(gcu_join_wgs(m));
+    TRY(gcu_join_fin(m));
+    return dt_cu_check(cudaGetLastError(), "backward launch");
+}
+
+dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
+    if (m->loss_scale == 0.0f)
+        return dt_fail(DT_ESTATE, "dt_gpt_cuda_backward: the last forward had loss_scale 0 (eval)");
+    int BT = m->B * m->T, Vp = m->cfg.padded_vocab;
+    cudaStream_t s = m->s;
+    dt_dropout hd = gcu_hidden_drop(m);
+    /* weight gradients on m->wgs, except in profiled steps (the leaderboard times each range
+     * alone on m->s) and when tracing digests gradients per module or op */
+    m->ov = m->overlap && !m->prof && !dt_trace_on(DT_TRACE_MODULE);
+    m->dwb_qkv = m->dw_batch && m->dqkv_all; /* traced or not: tracing never changes the launches' math */
+    m->dwb_fc = m->dw_batch == 2 && m->dfch_all;
+    /* with hidden dropout the linears read a masked copy of dres16 (through_dropout); with
+     * BGRAD the weight-gradient GEMMs make every bias gradient */
+    m->ln_colsum = !dt_dropout_on(&hd) && !m->fuse_bgrad;
+    /* fcproj's and attproj's dout is then the residual gradient itself, and their bias
+     * gradients the LayerNorm backward's column sums */
+    m->dwb_res = m->dw_batch == 2 && m->dres_all && m->ln_colsum;
+    int det_buckets = dt_op_variant(DT_OP_ENCODER_BWD) == DT_VARIANT_DET;
+    if (det_buckets) {
+        /* on the host while the device runs the forward, then copied on m->up while it runs
+         * the backward (after the forward: the previous embedding backward read the device
+         * buffers before it) */
+        m->nseg = dt_cu_encoder_buckets(m->h_in, BT, Vp, m->h_count, m->h_order, m->h_segtok, m->h_segstart);
+        if (m->nseg <= 0) return dt_fail(DT_EINVAL, "encoder backward: token outside [0, %d)", Vp);
+        cudaStream_t u = m->up;
+        TRY(dt_cu_check(cudaEventRecord(m->ev_fwd, s), "cudaEventRecord"));
+        TRY(dt_cu_check(cudaStreamWaitEvent(u, m->ev_fwd, 0), "cudaStreamWaitEvent"));
+        TRY(dt_cu_check(cudaMemcpyAsync(m->d_order, m->h_order, sizeof(int) * BT, cudaMemcpyHostToDevice, u), "upload"));
+        TRY(dt_cu_check(cudaMemcpyAsync(m->d_segtok, m->h_segtok, sizeof(int) * m->nseg, cudaMemcpyHostToDevice, u), "upload"));
+        TRY(dt_cu_check(cudaMemcpyAsync(m->d_segstart, m->h_segstart, sizeof(int) * (m->nseg + 1),
+                                        cudaMemcpyHostToDevice, u), "upload"));
+        TRY(dt_cu_check(cudaEventRecord(m->ev_buckets, u), "cudaEventRecord"));
+    }
+    TRY(gcu_run_phase(m, m->grad_fresh ? G_BWD_FRESH : G_BWD_ADD, backward_launches));
+    if (det_buckets) TRY(dt_cu_check(cudaStreamWaitEvent(s, m->ev_buckets, 0), "cudaStreamWaitEvent"));
+    dt_trace_scope_push("embed");
+    gcu_rbegin(m, DT_R_EMBED_BWD);
+    TRY(t_encoder_bwd(m, &hd));
+    gcu_rend(m, DT_R_EMBED_BWD);
+    dt_trace_scope_pop();
+    if (m->site_over)
+        return dt_fail(DT_ESTATE, "dt_gpt_cuda_backward: more det reduction sites than the %d "
+                       "partial regions made at create (raise maxsite in dt_gpt_cuda_create)", m->maxsite);
+    if (m->db_summed) /* a fused bias gradient no linear_bwd claimed: the wiring above is wrong */
+        return dt_fail(DT_ESTATE, "dt_gpt_cuda_backward: a LayerNorm backward summed a bias gradient "
+                       "that no linear backward used");
+    m->grad_fresh = 0; /* a further backward (gradient accumulation) adds */
+    /* join: the det partial finishes on m->fin complete before anything reads gradients or
+     * reuses their partial regions */
+    TRY(gcu_join_fin(m));
+    return dt_cu_check(cudaGetLastError(), "backward launch");
+}
+
+/* The tensors whose whole gradient one weight-gradient GEMM of the backward makes: wte (the
+ * head's; the embedding backward adds to it afterwards) and the four linears' weights. */
+static int gemm_made(int i) {
+    return i == DT_P_WTE || i == DT_P_QKVW || i == DT_P_ATTPROJW || i == DT_P_FCW || i == DT_P_FCPROJW;
+}
+
+static dt_status zero_launches(dt_gpt_cuda *m) {
+    /* the weight matrices (99% of the slab) are not cleared: the next backward's GEMMs write
+     * them with beta 0, which never reads the old values (they may even be NaN) */
+    for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++)
+        if (!gemm_made(i))
+            TRY(dt_cu_check(cudaMemsetAsync(m->grad + m->params[i].offset, 0, sizeof(float) * m->params[i].numel,
+                                            m->s), "cudaMemsetAsync"));
+    return DT_OK;
+}
+
+void dt_gpt_cuda_zero_grad(dt_gpt_cuda *m) {
+    /* a failed launch surfaces at the forward's next error check, as a kernel's would */
+    (void)gcu_run_phase(m, G_ZERO, zero_launches);
+    m->grad_fresh = 1;
+}

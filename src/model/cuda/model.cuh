@@ -1,0 +1,262 @@
+/* The GPU model's internals (gpt_cuda.h is its interface), shared by the files of
+ * src/model/cuda/, one per responsibility:
+ *   create.cu    buffers, the choices made once at create (the plan), free
+ *   linear.cu    the linears' forward and backward GEMMs (cuBLASLt or our own kernel)
+ *   forward.cu   the forward's launches and its traced op calls, the loss read-back
+ *   backward.cu  the backward's launches and its traced op calls, zero_grad
+ *   step.cu      gradient statistics and the AdamW update, state up- and download
+ *   graphs.cu    CUDA graph capture and replay of each phase's launches
+ *   streams.cu   the side streams' ordering (claims, joins) and the partial regions
+ *   trace.cu     trace hooks, fault injection, named-range timing
+ *   describe.cu  the device description for env.json
+ * Include from those files only. */
+#ifndef DT_MODEL_CUDA_MODEL_CUH
+#define DT_MODEL_CUDA_MODEL_CUH
+
+#include "ops/ops_cuda.h"
+#include "ops/cuda_plan.h"
+
+#include "model/gpt_cuda.h"
+#include "trace/trace_cuda.h"
+extern "C" {
+#include "core/determinism.h"
+#include "trace/inject.h"
+}
+
+#include <math.h>
+#include <nvtx3/nvToolsExt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef DT_NVCC_FLAGS
+#define DT_NVCC_FLAGS "unknown"
+#endif
+
+#define EMB_SITE 0xffffffffu
+#define MAX_EVENTS 4096
+
+/* The CUDA graph slots (see "CUDA graphs" below): a training loop alternates these phases,
+ * and with gradient accumulation the first backward after zero_grad (fresh gradients) with
+ * the ones adding to them; an eval forward (loss scale 0) runs between training steps.
+ * Each keeps its own graph. */
+enum { G_ZERO, G_FWD, G_FWD_EVAL, G_BWD_FRESH, G_BWD_ADD, G_SLOTS };
+
+struct dt_gpt_cuda {
+    dt_gpt_config cfg;
+    dt_param_desc params[DT_NUM_PARAM_TENSORS];
+    size_t num_params;
+    int B, T;
+    float hidden_dropout, attn_dropout;
+    uint64_t seed;
+    uint32_t rng_step;
+    int64_t step;       /* the trainer's step (trace events, --inject-nondeterminism) */
+    int training;
+    int flash;          /* attention through attention_flash_cuda.cu */
+    int flash_wgmma;    /* flash kernels on warpgroup MMA (attention_wgmma*_cuda.cu, sm_90 only) */
+    int fuse_gelu;      /* GELU in the fc GEMM's epilogue, its backward in the fcproj input-gradient GEMM */
+    int fuse_bgrad;     /* bias gradients from the weight-gradient GEMMs' epilogue */
+    /* --gemm-own gelu: the two GELU GEMMs (fc forward, fcproj input gradient with dGELU) on
+     * our own TMA-fed warpgroup-MMA kernel (dt_cu_gemm_wgmma, sm_90 only) instead of
+     * cuBLASLt, calls that do not fit its tiles staying on cuBLASLt; off: every GEMM on
+     * cuBLASLt. */
+    int gemm_own;
+    /* --gemm-dot on (with our own GEMM and flash attention): the attproj input
+     * gradient on our kernel with the DOT epilogue, which writes the flash backward's LD (both
+     * flash backwards take it, so --attention-impl flash-mma still gives the same bits), so no D
+     * kernel runs (linear_bwd tells backward_launches, which tells t_attention_bwd) */
+    int gemm_dot;
+    const char *fusion_note; /* the fusions asked for (--gemm-epilogues: off, gelu, bgrad, all) */
+    cudaStream_t s, fin;  /* main stream; det partial finishes (joined at the end of backward) */
+    cudaEvent_t join;
+    /* recorded after the latest launches that copy from the pinned batch buffers (the
+     * forward's upload on m->s; the backward's buckets on m->up, which copies them while
+     * the backward runs, after the forward: ev_fwd): the host rewrites them once both passed */
+    cudaEvent_t ev_batch, ev_buckets, ev_fwd;
+    cudaStream_t up;
+    /* set by zero_grad: the next backward's weight-gradient GEMMs write their gradients
+     * (beta 0) instead of adding to them, so zero_grad clears only the other tensors */
+    int grad_fresh;
+    /* Weight gradients on a second stream (--bwd-overlap on): the backward's
+     * weight-gradient GEMMs run on wgs, through their own cuBLASLt handle and workspace
+     * (blas_w: the same plans, so the same bits), while m->s goes on with the input
+     * gradients. A dW GEMM reads its dout buffer after m->s made it (ev_ready); before
+     * m->s writes that buffer again it waits for the GEMM's event in reads (claim). */
+    int overlap;     /* asked for (create); this backward uses it when m->ov */
+    int ov;
+    /* --dw-batch on: the qkv and fc (and below fcproj and attproj) weight
+     * gradients of every layer in one strided-batched GEMM a kind after the layers, instead
+     * of one a layer on wgs beside the next layer's input gradients, which it slows about as
+     * much as it runs (the GEMMs fill every SM): batched, the products run at the full rate
+     * and the layers' input gradients alone. It keeps each layer's dqkv (dqkv_all, L B T 3C)
+     * and dfch (dfch_all, L B T 4C). dw_batch: 0 off, 1 qkv, 2 every kind. dwb_qkv, dwb_fc:
+     * this backward batches that kind (asked; qkv: flash attention, no qkv bias gradient
+     * from the GEMM; fc: the fc bias gradient not from the weight-gradient GEMM's epilogue),
+     * traced or not: the batched GEMM is an op event of its own ("matmul_dw_batched"), and
+     * block events leave those gradients out. */
+    int dw_batch, dwb_qkv, dwb_fc, dwb_res;
+    bf16 *dqkv_all, *dfch_all;
+    /* dwb_res: the fcproj and attproj weight gradients batched too (no hidden dropout, the
+     * LayerNorm backward's column sums making their bias gradients): every LayerNorm backward
+     * writes the residual gradient out of place into its own slot of dres_all (L, 2, B T, C;
+     * cuda_plan.h's dt_cu_res_slot: slot 2 l + 1 is what layer l's fcproj reads, 2 l its
+     * attproj; layer 0's LN1 writes dres16 for the embedding backward) */
+    bf16 *dres_all;
+    bf16 *dres; /* the backward's residual gradient now: dres16, or a slot of dres_all */
+    cudaStream_t wgs;
+    dt_cu_blas *blas_w;
+    cudaEvent_t ev_ready, ev_wdone, ev_read[DT_CU_READS_MAX];
+    dt_cu_reads reads;
+    dt_cu_blas *blas;
+    /* CUDA graphs of the launch sequences (--cuda-graphs on; cuda_plan.h), one a
+     * slot */
+    int graphs, ncapture, nreplay, nrelaxed;
+    dt_cu_graph_state gstate[G_SLOTS];
+    cudaGraphExec_t gexec[G_SLOTS];
+    /* parameters, gradients, optimizer state */
+    float *param, *grad, *adam_m, *adam_v;
+    bf16 *param16;
+    dt_cu_chunk *chunks;
+    int nchunks;
+    double *pn_part; /* AdamW's per-chunk sums of parameter squares (the parameter norm) */
+    int pn_valid;    /* pn_part holds the sums of the parameters as they are (the last update wrote them) */
+    float *decay;
+    int decay_set;
+    float decay_value;
+    /* activations (bf16 unless noted) */
+    bf16 *encoded, *ln1, *qkv, *atty, *att, *attproj, *res2, *ln2, *fch, *fchg, *fcproj, *res3, *lnf,
+        *logits;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *losses;
+    float *att_lse; /* flash: (L,B,NH,T) */
+    /* backward scratch */
+    float *part;
+    size_t part_site;  /* floats per partial site; sites used so far in this backward */
+    int csum_sites;    /* consecutive sites of the fused fc bias column sum (linear_bwd) */
+    int nsite, maxsite, site_over; /* site_over: more sites were asked for than exist */
+    /* this backward: the LayerNorm backwards add the attproj/fcproj bias gradients (the
+     * column sums of dres16, fused; hidden dropout off and no BGRAD epilogue), and the bias
+     * gradient the latest one added into, which the next linear_bwd must not add again */
+    int ln_colsum;
+    float *db_summed;
+    bf16 *dres16, *dproj16, *dc1, *dqkv, *dfch, *dfchg, *att_scratch;
+    double *red_part, *stats; /* stats: [0] loss sum, [1] grad sumsq, [2] param sumsq, [3] grad norm */
+    long long *zeros;
+    /* batch */
+    int *d_in, *d_tg, *d_order, *d_segtok, *d_segstart, nseg;
+    int *h_in, *h_tg, *h_count, *h_order, *h_segtok, *h_segstart;
+    /* pinned read-back of stats[0..3] and zeros: a copy into pageable memory is staged by
+     * the driver, which left the device idle ~40-70 us at the end of every step */
+    double *h_stats;
+    long long *h_zeros;
+    cudaEvent_t ev_stats; /* recorded after the copies into h_stats / h_zeros */
+    float loss_scale;
+    /* the loss sum of the latest forward, read back with the step's statistics */
+    double loss_sum;
+    int loss_read;
+    size_t bytes;
+    char desc[32768];
+    /* range timing */
+    int prof, nev;
+    cudaEvent_t ev[MAX_EVENTS];
+    int ev_range[MAX_EVENTS];
+    /* tracing: names of the per-layer parameter and gradient tensors */
+    char pname[DT_NUM_PARAM_TENSORS][24], gname[DT_NUM_PARAM_TENSORS][24];
+};
+
+/* Dropout of the hidden state and of the attention probabilities: active while training,
+ * masks keyed by (seed, rng_step, layer, element). */
+static inline dt_dropout gcu_hidden_drop(const dt_gpt_cuda *m) {
+    dt_dropout d = {m->training ? m->hidden_dropout : 0.0f, m->seed, m->rng_step};
+    return d;
+}
+static inline dt_dropout gcu_attn_drop(const dt_gpt_cuda *m) {
+    dt_dropout d = {m->training ? m->attn_dropout : 0.0f, m->seed, m->rng_step};
+    return d;
+}
+
+/* ---- tracing (DESIGN §6) --------------------------------------------------------------
+ * Each op call below is an op-level trace event when --trace-level op (or kernel) is on,
+ * with the same op names as the CPU model where the op is the same (matmul_fwd,
+ * layernorm_bwd, ...) and its own where the GPU fuses ops (residual_layernorm_fwd,
+ * crossentropy, matmul_gelu_fwd, matmul_dgelu_bwd). Tensors are digested on the device
+ * (trace/trace_cuda.h) after joining the side stream m->fin, where the det partial finishes of parameter gradients run, so no
+ * digest reads a buffer before its producer finished. Each op also offers its primary
+ * output to --inject-nondeterminism. With tracing off a site costs one compare.
+ *
+ * OP_BEGIN(phase, op, variant op id or -1, adds...) opens the event; the adds are
+ * IN(name, ptr, dtype, rows, cols) / IN_ROWS(...) (order-sensitive) separated by commas
+ * (BTC stands for the rows and columns of a (B*T, C) activation).
+ * OP_END(adds...) digests the outputs (OUT / OUT_ROWS) and writes the event. */
+#define IN(name, p, dt, ...) dt_gtrace_add(&ts_, name, p, dt, __VA_ARGS__) /* ...: rows, cols */
+#define IN_ROWS(name, p, dt, ...) dt_gtrace_add_rows(&ts_, name, p, dt, __VA_ARGS__)
+#define OUT IN
+#define OUT_ROWS IN_ROWS
+#define OP_BEGIN(phase, op, vid, ...)                                                        \
+    dt_trace_op *h_ = NULL;                                                                  \
+    if (dt_trace_on(DT_TRACE_OP)) {                                                          \
+        dt_gtrace_set ts_;                                                                   \
+        gcu_gset_init(&ts_);                                                                 \
+        __VA_ARGS__;                                                                         \
+        TRY(gcu_join_fin(m));                                                                \
+        TRY(dt_gtrace_begin(&h_, DT_TRACE_OP, phase, op, gcu_variant_name(vid), &ts_, m->s)); \
+        dt_cu_launch_take(NULL, 0); /* the launch log holds this op's launches only */       \
+    }
+#define OP_END(...)                                                                          \
+    if (h_) {                                                                                \
+        gcu_launch_info(h_);                                                                 \
+        dt_gtrace_set ts_;                                                                   \
+        gcu_gset_init(&ts_);                                                                 \
+        __VA_ARGS__;                                                                         \
+        TRY(gcu_join_fin(m));                                                                \
+        TRY(dt_gtrace_end(h_, &ts_, m->s));                                                  \
+    }
+#define BF DT_DT_BF16
+#define F32 DT_DT_F32
+#define TRY(x) do { dt_status st_ = (x); if (st_ != DT_OK) return st_; } while (0)
+
+#define P(i) (m->param + m->params[i].offset)
+#define P16(i) (m->param16 + m->params[i].offset)
+#define G(i) (m->grad + m->params[i].offset)
+#define BTC ((int64_t)m->B * m->T), m->cfg.channels
+
+/* graphs.cu: runs phase g's launches (fn) eagerly, recorded into a graph, or replayed */
+dt_status gcu_run_phase(dt_gpt_cuda *m, int g, dt_status (*fn)(dt_gpt_cuda *));
+
+/* trace.cu */
+void gcu_rbegin(dt_gpt_cuda *m, int r);
+void gcu_rend(dt_gpt_cuda *m, int r);
+void gcu_gset_init(dt_gtrace_set *s);
+const char *gcu_variant_name(int op);
+dt_status gcu_inject(dt_gpt_cuda *m, const char *op, void *p, size_t n, int esize);
+void gcu_launch_info(dt_trace_op *h);
+void gcu_gemm_info(dt_gpt_cuda *m, dt_trace_op *h, const char *what);
+dt_status gcu_block_begin(dt_gpt_cuda *m, dt_trace_op **h, int phase, int l, const void *x, int xdtype);
+dt_status gcu_block_end(dt_gpt_cuda *m, dt_trace_op *h, int phase, int l, const void *y, int ydtype);
+void gcu_state_tensors(dt_gpt_cuda *m, dt_gtrace_set *s, int opt);
+
+/* streams.cu */
+dt_status gcu_join_fin(dt_gpt_cuda *m);
+dt_status gcu_claim(dt_gpt_cuda *m, const void *buf);
+dt_status gcu_note_read(dt_gpt_cuda *m, const void *buf);
+dt_status gcu_join_wgs(dt_gpt_cuda *m);
+dt_status gcu_wgs_after_main(dt_gpt_cuda *m);
+float *gcu_next_parts(dt_gpt_cuda *m, int n);
+float *gcu_next_part(dt_gpt_cuda *m);
+
+/* linear.cu */
+int gcu_own_fits(const dt_gpt_cuda *m, const dt_cu_gemm_args *a, int want);
+dt_status gcu_run_gemm(dt_gpt_cuda *m, const dt_cu_gemm_args *a, int own);
+int gcu_own_dgelu(const dt_gpt_cuda *m);
+dt_status gcu_linear_fwd(dt_gpt_cuda *m, bf16 *out, const bf16 *inp, const bf16 *w, const bf16 *b, int N, int IC, int OC);
+dt_status gcu_linear_gelu_fwd(dt_gpt_cuda *m, bf16 *out, bf16 *pre, const bf16 *inp, const bf16 *w, const bf16 *b, int N, int IC, int OC);
+dt_cu_gemm_args gcu_dw_gemm(const dt_gpt_cuda *m, const bf16 *dout, const bf16 *inp, float *dw, int N, int IC, int OC);
+dt_status gcu_linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, const bf16 *dout, const bf16 *inp, const bf16 *w, int N, int IC, int OC, const bf16 *gelu_pre, float *dx_db, int dot_l, int *ld_made);
+dt_status gcu_dw_batched(dt_gpt_cuda *m, const bf16 *dout_all, long long sdout, const bf16 *inp_all, float *dw, int IC, int OC);
+
+/* forward.cu */
+const char *gcu_attention_name(const dt_gpt_cuda *m);
+dt_status gcu_queue_stats(dt_gpt_cuda *m);
+dt_status gcu_wait_stats(dt_gpt_cuda *m);
+dt_status gcu_read_stats(dt_gpt_cuda *m);
+
+#endif
