@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 enum { MARGIN_LEFT = 66, MARGIN_RIGHT = 14, MARGIN_TOP = 28, MARGIN_BOTTOM = 34 };
 
@@ -112,10 +113,22 @@ void dt_chart_axes(const dt_chart *c, const char *xlabel) {
     } else {
         double ys = nice_step(c->y1 - c->y0, 5);
         if (c->yint && ys < 1) ys = 1;
-        for (double v = ceil(c->y0 / ys) * ys; v <= c->y1 + 1e-12 * fabs(c->y1); v += ys) {
+        double first = ceil(c->y0 / ys) * ys, base = 0;
+        /* A narrow range far from zero (two runs' eval losses a few ulps apart) would need
+         * labels wider than the margin: label the offsets from the first tick instead, and
+         * write that tick's value once above the frame. */
+        tick_label_y(lab, sizeof lab, fabs(c->y0) > fabs(c->y1) ? c->y0 : c->y1, ys);
+        if (strlen(lab) > 8) {
+            base = first;
+            char b[80];
+            snprintf(b, sizeof b, "axis: offset from %.*g", 15, base);
+            dt_svg_text(f, right, c->top - 6, "end", "tick", b);
+        }
+        for (double v = first; v <= c->y1 + 1e-12 * fabs(c->y1); v += ys) {
             double y = dt_chart_py(c, v);
             fprintf(f, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", c->left, y, right, y);
-            tick_label_y(lab, sizeof lab, v, ys);
+            if (base != 0) snprintf(lab, sizeof lab, "%+.3g", v - base);
+            else tick_label_y(lab, sizeof lab, v, ys);
             dt_svg_text(f, c->left - 5, y + 4, "end", "tick", lab);
         }
     }
