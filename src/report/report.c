@@ -48,6 +48,7 @@ static const char *run_field(const dt_rpt_run *r, const char *key) {
     return v && v->type == DT_JSON_STRING ? v->text : NULL;
 }
 
+/* "name value" of a fingerprint field, nothing when it is absent. */
 static void fp_item(FILE *f, const char *name, const char *value) {
     if (!value) return;
     fprintf(f, "<span class=\"fp\">%s <code>", name);
@@ -55,6 +56,7 @@ static void fp_item(FILE *f, const char *name, const char *value) {
     fputs("</code></span> ", f);
 }
 
+/* The run table: label and line style, log, steps, resume points, key fingerprint fields. */
 static void write_runs(FILE *f, const dt_rpt_data *d) {
     fputs("<h2 id=\"runs\">Runs</h2>\n<table class=\"runs\"><tr><th>run</th><th>log</th><th>steps</th>"
           "<th>resumed</th><th>fingerprint (env.json)</th></tr>\n", f);
@@ -103,6 +105,8 @@ static void verdict_words(const dt_rpt_pair *p, char *v, size_t n) {
         snprintf(v, n, "identical over the shared steps");
 }
 
+/* The verdict table: one row per run against A, with data-* attributes (verdict, compare's
+ * exit code, first mismatch step and metric) for tools and tests. */
 static void write_verdicts(FILE *f, const dt_rpt_data *d) {
     fputs("<h2 id=\"verdicts\">Verdicts</h2>\n", f);
     if (d->npairs == 0) { fputs("<p>One run: nothing to compare it with.</p>\n", f); return; }
@@ -170,6 +174,7 @@ static void write_verdicts(FILE *f, const dt_rpt_data *d) {
     fputs("</table>\n", f);
 }
 
+/* The whole page, from inputs already loaded: it cannot fail except through f's error flag. */
 static void write_page(FILE *f, const dt_rpt_data *d, const dt_rpt_trace *t, const dt_rpt_bench *b) {
     fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>detrain report</title>\n"
             "<style>%s</style></head>\n<body><main>\n<h1>detrain report</h1>\n<p class=\"sub\">", page_css);
@@ -194,6 +199,7 @@ static void write_page(FILE *f, const dt_rpt_data *d, const dt_rpt_trace *t, con
     fputs("</main></body></html>\n", f);
 }
 
+/* One line per pair on the command line, with the same words as the page. */
 static void log_verdicts(FILE *log, const dt_rpt_data *d) {
     for (int i = 0; log && i < d->npairs; i++) {
         const dt_rpt_pair *p = &d->pairs[i];

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-enum { KEY_SKIP = -1, KEY_RESUMED = -2, CACHE_KEYS = 64 };
+enum { KEY_SKIP = -1, KEY_RESUMED = -2 };
 
 /* A table of metric names: one per run while its lines are unpacked (runs are unpacked in
  * parallel), then the union of all runs. */
@@ -79,19 +79,42 @@ static void add_resume(dt_rpt_run *r, int64_t step) {
     if (r->nresumes < DT_RPT_MAX_RESUMES) r->resumes[r->nresumes++] = step;
 }
 
-/* Unpacks every line of s into r's columns, numbered by the run's own registry g. A key at
- * the same position as in the line before is classified once: the writer keeps one key
- * order, so a 100k-step log costs one strcmp per key and line. */
+/* Classifications by key name. A log repeats the same few dozen keys on every line (eval
+ * lines add two), so each name is classified once, on its first line: a key is taken to be
+ * the same kind of field on every line, as the writer makes it (the pictures rely on this;
+ * the verdicts come from compare, which looks at every line afresh). */
+enum { CACHE_SLOTS = 128 };
+typedef struct keycache {
+    unsigned char used[CACHE_SLOTS];
+    int cls[CACHE_SLOTS];
+    char name[CACHE_SLOTS][96];
+} keycache;
+
+static int cached_class(keycache *c, registry *g, const dt_json_value *line, size_t k) {
+    const char *key = line->keys[k];
+    uint32_t h = 2166136261u; /* FNV-1a */
+    size_t n = 0;
+    for (; key[n]; n++) h = (h ^ (unsigned char)key[n]) * 16777619u;
+    for (unsigned probe = 0; n < sizeof c->name[0] && probe < CACHE_SLOTS; probe++) {
+        unsigned slot = (h + probe) % CACHE_SLOTS;
+        if (c->used[slot] && !strcmp(c->name[slot], key)) return c->cls[slot];
+        if (c->used[slot]) continue;
+        c->used[slot] = 1;
+        memcpy(c->name[slot], key, n + 1);
+        return c->cls[slot] = classify(g, line, k);
+    }
+    return classify(g, line, k); /* a long name or a full table: no caching */
+}
+
+/* Unpacks every line of s into r's columns, numbered by the run's own registry g. */
 static dt_status unpack(registry *g, dt_rpt_run *r, const dt_metrics_series *s) {
-    int cache[CACHE_KEYS];
-    const dt_json_value *prev = NULL;
-    for (size_t i = 0; i < s->n; i++) {
+    keycache *cache = calloc(1, sizeof *cache);
+    if (!cache) return dt_fail(DT_ENOMEM, "out of memory unpacking %s", r->metrics_path);
+    dt_status st = DT_OK;
+    for (size_t i = 0; i < s->n && !st; i++) {
         const dt_json_value *line = s->lines[i];
         for (size_t k = 0; k < line->n; k++) {
-            int m;
-            if (k < CACHE_KEYS && prev && k < prev->n && !strcmp(prev->keys[k], line->keys[k])) m = cache[k];
-            else m = classify(g, line, k);
-            if (k < CACHE_KEYS) cache[k] = m;
+            int m = cached_class(cache, g, line, k);
             const dt_json_value *v = &line->items[k];
             if (m == KEY_RESUMED) {
                 int on;
@@ -103,7 +126,10 @@ static dt_status unpack(registry *g, dt_rpt_run *r, const dt_metrics_series *s) 
             if (!c->bits) {
                 c->bits = calloc(s->n, sizeof *c->bits);
                 c->has = calloc(s->n, 1);
-                if (!c->bits || !c->has) return dt_fail(DT_ENOMEM, "out of memory unpacking %s", r->metrics_path);
+                if (!c->bits || !c->has) {
+                    st = dt_fail(DT_ENOMEM, "out of memory unpacking %s", r->metrics_path);
+                    break;
+                }
             }
             uint64_t bits = 0;
             int64_t iv = 0;
@@ -112,8 +138,9 @@ static dt_status unpack(registry *g, dt_rpt_run *r, const dt_metrics_series *s) 
                 c->has[i] = 1;
             }
         }
-        prev = line;
     }
+    free(cache);
+    if (st) return st;
     /* A log that starts past step 1 was begun from a checkpoint; logs written before the
      * "resumed" marker existed say so only this way. */
     if (s->n && s->steps[0] > 1 && (r->nresumes == 0 || r->resumes[0] != s->steps[0])) {
@@ -185,14 +212,16 @@ static void merge(registry *all, const registry *g, dt_rpt_run *r) {
     }
 }
 
-/* Runs body(i) for i < n, the runs in parallel (each works on its own files and data, and
- * dt_fail keeps its message per thread); returns the first failure in run order, with its
- * message. */
+/* What the phases of dt_rpt_load share: the data, each run's series and own registry. */
 typedef struct job {
     dt_rpt_data *d;
     dt_metrics_series *s;
     registry *g;
 } job;
+
+/* Runs body(j, i) for first <= i < n, the runs in parallel (each works on its own files and
+ * data, and dt_fail keeps its message per thread); returns the first failure in run order,
+ * with its message, so the error does not depend on the thread schedule. */
 
 static dt_status run_jobs(int first, int n, const job *j, dt_status (*body)(const job *, int)) {
     dt_status *st = calloc((size_t)n, sizeof *st);

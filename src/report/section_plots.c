@@ -76,6 +76,8 @@ static int step_diff(const dt_rpt_metric *m, const dt_rpt_col *ca, const dt_rpt_
     return *d > 0 && isfinite(*d) ? D_VALUE : D_UNMEASURABLE;
 }
 
+/* The sentence under a difference panel: all the same, or identical through k-1 and the
+ * first mismatch at k with both values as compare prints them. */
 static void write_pair_caption(FILE *f, const dt_rpt_data *d, const dt_rpt_pair *p) {
     const dt_compare_report *c = &p->cmp;
     const char *la = d->runs[p->a].label, *lb = d->runs[p->b].label;
@@ -197,6 +199,8 @@ void dt_rpt_write_differences(FILE *f, const dt_rpt_data *d) {
 
 /* ---- trajectories ---- */
 
+/* A vertical line at `step` across a trajectory panel with a label in row `row` (so marks at
+ * the same step do not overprint). */
 static void mark_step(FILE *f, const dt_chart *c, int64_t step, const char *cls, const char *color,
                       const char *label, int row) {
     double x = dt_chart_px(c, (double)step);
@@ -207,6 +211,9 @@ static void mark_step(FILE *f, const dt_chart *c, int64_t step, const char *cls,
     fputs("</g>\n", f);
 }
 
+/* One metric's panel: every run's values (A solid, the others dashed; few steps also as
+ * dots and rings), NaN/inf as triangles on the top edge, each pair's first mismatch and each
+ * run's resume points marked. */
 static void write_trajectory(FILE *f, const dt_rpt_data *d, int m) {
     const dt_rpt_metric *mt = &d->metrics[m];
     double lo = INFINITY, hi = -INFINITY;
@@ -257,12 +264,14 @@ static void write_trajectory(FILE *f, const dt_rpt_data *d, int m) {
             fprintf(f, "<path class=\"nonfinite\" fill=\"%s\" d=\"M%.1f %.1fl-4 -7h8z\"/>",
                     dt_rpt_run_color(r), x, c.top + 8);
         }
-        if (r == 0 && npts <= DOTS_UP_TO) { /* A's steps as dots; the others' dashes lie over them */
+        if (npts <= DOTS_UP_TO) { /* few steps: A's as dots, the others' as rings around them */
             for (size_t i = 0; i < run->n; i++) {
                 double v = col->has[i] ? dt_rpt_value(mt, col, i) : NAN;
-                if (isfinite(v))
-                    fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%s\" fill=\"%s\"/>",
-                            dt_chart_px(&c, (double)run->steps[i]), dt_chart_py(&c, v), "2.4", dt_rpt_run_color(r));
+                if (!isfinite(v)) continue;
+                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" ", dt_chart_px(&c, (double)run->steps[i]), dt_chart_py(&c, v));
+                if (r == 0) fprintf(f, "r=\"2.4\" fill=\"%s\"/>", dt_rpt_run_color(r));
+                else fprintf(f, "r=\"%.1f\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.2\"/>", 2.6 + 1.4 * r,
+                             dt_rpt_run_color(r));
             }
             fputc('\n', f);
         }

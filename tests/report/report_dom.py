@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""report_dom.py FILE.html
+"""report_dom.py FILE.html [EXPR...]
 
 Reads a `detrain report` page (the file itself, or the DOM a browser rendered from it with
 --dump-dom) with the standard library's HTML parser and prints one JSON object of what the
@@ -14,6 +14,8 @@ tests check:
   ranges          the leaderboard's ranges, and each one's tax text
   svgs            how many SVG charts there are, by class
   text            the page's whole text
+With expressions, prints none of it but evaluates each one with d (that object) and v (its
+verdicts), prints FAIL and the expression for each that is false, and exits 1 if any is.
 """
 import json
 import sys
@@ -111,16 +113,35 @@ class Page(HTMLParser):
             self.out["ranges"][self.range] = data
 
 
+def parse(path):
+    p = Page()
+    p.feed(open(path, encoding="utf-8").read())
+    p.close()
+    return p.out
+
+
 def main(argv):
-    if len(argv) != 2:
+    if len(argv) < 2:
         sys.stderr.write(__doc__)
         return 2
-    p = Page()
-    p.feed(open(argv[1], encoding="utf-8").read())
-    p.close()
-    json.dump(p.out, sys.stdout, indent=1)
-    print()
-    return 0
+    d = parse(argv[1])
+    if len(argv) == 2:
+        json.dump(d, sys.stdout, indent=1)
+        print()
+        return 0
+    bad = 0
+    for expr in argv[2:]:
+        try:
+            ok = eval(expr, {"d": d, "v": d["verdicts"]})
+        except Exception as e:  # a missing key or index is a failed check too
+            ok = False
+            expr += "  (%s: %s)" % (type(e).__name__, e)
+        if not ok:
+            print("FAIL: %s: %s" % (argv[1], expr))
+            bad += 1
+    if bad:
+        print("  the page holds: %s" % json.dumps({k: d[k] for k in d if k != "text"})[:3000])
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":
