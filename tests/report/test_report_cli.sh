@@ -8,6 +8,7 @@
 #   - bad input gets compare's (or trace-diff's) named error, exit 2, and no page: a missing
 #     run, a torn last line, logs of different lengths that share no step, a truncated trace,
 #     a bench file without its deterministic half; usage errors exit 2;
+#   - the page is self-contained (no script, nothing fetched, only in-page links);
 #   - a contract field that differs is flagged outside the contract; a resumed log's marker
 #     and a log that starts past step 1 are marked; names from disk are escaped;
 #   - --trace-diff names the injected op as the origin with every digest of the event;
@@ -81,6 +82,15 @@ check ulp "v[0]['verdict'] == 'mismatch' and v[0]['exit'] == '1' and v[0]['step'
   "v[1]['b'] == 'C' and v[1]['verdict'] == 'identical' and d['first_mismatch'] == [7]" \
   "any('identical through step 6' in c and '$hex_b' in c for c in d['captions'])"
 grep -q "A vs B: first mismatch at step 7 (loss): A $hex_a" "$T/ulp.out" || fail "ulp: console line: $(cat "$T/ulp.out")"
+# self-contained: nothing to fetch, nothing to run
+python3 - "$T/ulp.html" <<'EOF' || fail "the page refers to something outside itself"
+import re, sys
+page = open(sys.argv[1], encoding="utf-8").read()
+for bad in ("<script", "<link", "<img", "<iframe", " src=", "url(", "@import"):
+    assert bad not in page, bad
+hrefs = re.findall(r'href="([^"]*)"', page)
+assert hrefs and all(h.startswith("#") for h in hrefs), hrefs
+EOF
 report overlap 0 "$T/a" "$T/late"
 "$DETRAIN" compare "$T/a" "$T/late" >/dev/null || fail "compare a late should exit 0"
 check overlap "v[0]['verdict'] == 'identical-shared' and v[0]['cells'][1] == 'identical over the shared steps' and '5 compared (6–10)' in v[0]['cells'][2]"
