@@ -37,7 +37,7 @@ def expected(row):
     """{metric: double bits} for one metrics.jsonl line."""
     out = {}
     for k, v in row.items():
-        if k == "step" or k.endswith("_hex"):
+        if k in ("step", "resumed") or k.endswith("_hex"):  # resumed: the resume marker
             continue
         if k + "_hex" in row:
             out[k] = int(row[k + "_hex"], 16)

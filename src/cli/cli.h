@@ -11,5 +11,6 @@ int dt_cmd_gate(int argc, char **argv);
 int dt_cmd_ckpt(int argc, char **argv);
 int dt_cmd_trace_diff(int argc, char **argv);
 int dt_cmd_bench(int argc, char **argv);
+int dt_cmd_report(int argc, char **argv);
 
 #endif

@@ -42,19 +42,6 @@ static int is_ckpt(const char *p) {
                          has_file(p, "latest_checkpointed_iteration.txt"));
 }
 
-/* metrics.jsonl path and env.json path for an argument (a directory or a metrics file). */
-static void paths_of(const char *arg, char *metrics, char *env, size_t n) {
-    if (is_dir(arg)) {
-        snprintf(metrics, n, "%s/metrics.jsonl", arg);
-        snprintf(env, n, "%s/env.json", arg);
-        return;
-    }
-    snprintf(metrics, n, "%s", arg);
-    const char *slash = strrchr(arg, '/');
-    if (slash) snprintf(env, n, "%.*s/env.json", (int)(slash - arg), arg);
-    else snprintf(env, n, "env.json");
-}
-
 static void warn_fingerprints(const char *env_a, const char *env_b) {
     struct stat sb;
     int ha = !stat(env_a, &sb), hb = !stat(env_b, &sb);
@@ -98,8 +85,8 @@ int dt_cmd_compare(int argc, char **argv) {
     }
 
     char ma[4096], mb[4096], ea[4096], eb[4096];
-    paths_of(args[0], ma, ea, sizeof ma);
-    paths_of(args[1], mb, eb, sizeof mb);
+    dt_compare_paths(args[0], ma, ea, sizeof ma);
+    dt_compare_paths(args[1], mb, eb, sizeof mb);
     warn_fingerprints(ea, eb);
     dt_compare_report r;
     dt_status st = dt_compare_metrics(ma, mb, &r);

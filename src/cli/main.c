@@ -14,6 +14,7 @@ static const struct {
     {"compare", dt_cmd_compare, "compare two runs' metrics (or checkpoints) bitwise"},
     {"data", dt_cmd_data, "make and inspect token shards (`data tokenize --bytes FILE`)"},
     {"trace-diff", dt_cmd_trace_diff, "find the first op where two traced runs diverge"},
+    {"report", dt_cmd_report, "the evidence of a set of runs as one HTML page (`report RUN... --out F`)"},
     {"ckpt", dt_cmd_ckpt, "verify a checkpoint (`ckpt verify DIR`)"},
     {"bench", dt_cmd_bench, "default vs deterministic mode, side by side"},
     {"gate", dt_cmd_gate, "kernel determinism gate over a git diff (`gate --base-ref REF`)"},

@@ -17,6 +17,7 @@
 #define DT_METRICS_COMPARE_H
 
 #include "detrain/detrain.h"
+#include "metrics/metrics.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -35,12 +36,24 @@ typedef struct dt_compare_report {
                                        otherwise, "(absent)" when the key is missing */
 } dt_compare_report;
 
-/* 1 when key is a wall-clock field that compare ignores. */
+/* 1 when key is a field that compare ignores (wall clock, the resume marker). */
 int dt_compare_ignored_key(const char *key);
 
 /* Compares two metrics.jsonl files. DT_OK with r filled in (identical or not); an error
- * when a file cannot be read or parsed, or (DT_EMISMATCH) when the logs share no step. */
+ * when a file cannot be read or parsed, or (DT_EMISMATCH) when the logs share no step.
+ * It is dt_metrics_read of both files, then dt_compare_series. */
 dt_status dt_compare_metrics(const char *path_a, const char *path_b, dt_compare_report *r);
+/* Compares two series already read by dt_metrics_read (for callers that also need their
+ * steps, e.g. `detrain report`); name_a and name_b name them in errors. Same result and
+ * errors as dt_compare_metrics. */
+dt_status dt_compare_series(const dt_metrics_series *a, const char *name_a,
+                            const dt_metrics_series *b, const char *name_b, dt_compare_report *r);
+
+/* The files one argument of `detrain compare` names: DIR/metrics.jsonl and DIR/env.json for
+ * a directory, otherwise the argument itself (a metrics.jsonl file) and the env.json beside
+ * it. Each buffer holds n bytes. Nothing is checked: reading the files reports what is
+ * missing. */
+void dt_compare_paths(const char *arg, char *metrics, char *env, size_t n);
 
 /* Compares the "contract" objects of two env.json files, and their binding configs
  * ("config"/"binding", where both record one: the flags that bind the trajectory). Writes
@@ -49,6 +62,10 @@ dt_status dt_compare_metrics(const char *path_a, const char *path_b, dt_compare_
  * "contract" object. */
 dt_status dt_compare_fingerprints(const char *env_a, const char *env_b, char *keys, size_t n,
                                   int *ndiff);
+/* The same for any top-level object of env.json ("contract", "info"): an error when a file
+ * cannot be read or lacks that object. */
+dt_status dt_compare_fingerprint_section(const char *env_a, const char *env_b, const char *section,
+                                         char *keys, size_t n, int *ndiff);
 
 /* Compares two checkpoints (each an iteration directory or a save directory, whose
  * latest checkpoint is used) with dt_ckpt_compare (ckpt/ckpt.h: state, binding config and

@@ -22,6 +22,7 @@ struct dt_metrics {
     dt_tfevents *tb;
     int64_t last_step;
     int restart_pending; /* resumed run: mark the restart in the event file at its first step */
+    int resumed_pending; /* resumed run: "resumed":true on its first metrics.jsonl line */
     dt_status err;
 };
 
@@ -71,6 +72,7 @@ dt_status dt_metrics_open(dt_metrics **out, const char *log_dir, const dt_metric
         st = dt_fail(DT_EIO, "cannot open %s for appending: %s", m->path, strerror(errno));
     if (!st && o.tfevents) st = dt_tfevents_open(&m->tb, log_dir, now_s());
     m->restart_pending = o.resume;
+    m->resumed_pending = o.resume;
     if (st) {
         if (m->f) fclose(m->f);
         free(m);
@@ -82,7 +84,7 @@ dt_status dt_metrics_open(dt_metrics **out, const char *log_dir, const dt_metric
 
 static const char *const fixed_keys[] = {"step", "loss", "eval_loss", "grad_norm", "param_norm",
                                          "num_zeros", "lr", "consumed_samples",
-                                         "consumed_tokens", "step_ms", "tok_per_s"};
+                                         "consumed_tokens", "step_ms", "tok_per_s", "resumed"};
 
 static int aux_name_ok(const char *s) {
     size_t n = s ? strlen(s) : 0;
@@ -124,12 +126,14 @@ dt_status dt_metrics_log(dt_metrics *m, const dt_step_metrics *s) {
     for (int k = 0; k < s->n_aux; k++) { fputc(',', f); dt_json_f64(f, s->aux[k].name, s->aux[k].value); }
     fputc(',', f); dt_json_f64(f, "step_ms", s->step_ms);
     fputc(',', f); dt_json_f64(f, "tok_per_s", s->tok_per_s);
+    if (m->resumed_pending) fputs(",\"resumed\":true", f);
     fputs("}\n", f);
     if (ferror(f) || fflush(f)) {
         m->err = DT_EIO;
         return dt_fail(DT_EIO, "writing %s: %s", m->path, strerror(errno));
     }
     m->last_step = s->step;
+    m->resumed_pending = 0;
     if (!m->tb) return DT_OK;
 
     dt_tf_scalar v[10 + DT_METRICS_MAX_AUX];

@@ -13,7 +13,9 @@
  * Line keys, in order: step, loss(+_hex), eval_loss(+_hex, only on steps with an eval),
  * grad_norm, param_norm (+_hex), num_zeros (integer), lr(+_hex), consumed_samples,
  * consumed_tokens (integers), then each aux loss by name (+_hex), then the wall-clock
- * fields step_ms, tok_per_s (+_hex), the only ones compare ignores.
+ * fields step_ms, tok_per_s (+_hex), and on the first line a resumed run writes (opts.resume)
+ * the resume marker "resumed":true: that step is the first one computed after loading a
+ * checkpoint. compare ignores the wall-clock fields and the marker, nothing else.
  *
  * Resumed runs. The simplest layout is a new log directory per run: compare then compares
  * the steps both logs hold. A resumed run may also reuse the directory: open it with
@@ -53,9 +55,10 @@ typedef struct dt_metrics dt_metrics;
 typedef struct dt_metrics_opts {
     int resume;    /* 0: a fresh run; an existing non-empty metrics.jsonl is refused.
                       1: a resumed run; lines are appended to an existing metrics.jsonl
-                      (an incomplete last line left by a crash is cut off first), and the
-                      new event file starts with a restart marker at the first logged step
-                      so TensorBoard drops the old file's steps from there on. */
+                      (an incomplete last line left by a crash is cut off first), the first
+                      line carries "resumed":true, and the new event file starts with a
+                      restart marker at the first logged step so TensorBoard drops the old
+                      file's steps from there on. */
     int tfevents;  /* 1: also write a TensorBoard event file */
 } dt_metrics_opts;
 

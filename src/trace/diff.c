@@ -164,7 +164,7 @@ static int same_layout(const dt_trace_rec_tensor *a, const dt_trace_rec_tensor *
     return 1;
 }
 
-static int tensor_differs(const dt_trace_rec_tensor *a, const dt_trace_rec_tensor *b) {
+int dt_trace_tensor_differs(const dt_trace_rec_tensor *a, const dt_trace_rec_tensor *b) {
     if (!a || !b || !same_layout(a, b) || a->digest != b->digest) return 1;
     if (a->nchunks != b->nchunks) return 1;
     return a->nchunks && memcmp(a->chunks, b->chunks, 8 * (size_t)a->nchunks) != 0;
@@ -179,7 +179,7 @@ static int side_differs(const dt_trace_file *fa, const dt_trace_rec *a, const dt
     for (int i = 0; i < n; i++) {
         const dt_trace_rec_tensor *ta = i < na ? (outputs ? dt_trace_out(fa, a, i) : dt_trace_in(fa, a, i)) : NULL;
         const dt_trace_rec_tensor *tb = i < nb ? (outputs ? dt_trace_out(fb, b, i) : dt_trace_in(fb, b, i)) : NULL;
-        if (!tensor_differs(ta, tb)) continue;
+        if (!dt_trace_tensor_differs(ta, tb)) continue;
         any = 1;
         if (!keep) continue;
         r->ntensors_total++;

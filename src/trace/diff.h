@@ -108,5 +108,11 @@ void dt_trace_diff_print_json(const dt_trace_diff_opts *o, const dt_trace_diff_r
 
 const char *dt_trace_verdict_name(int verdict);
 const char *dt_trace_cross_name(int cross);
+/* 1 when two tensors of aligned events differ: name, dtype or shape, digest, or a per-row
+ * digest (either NULL counts as different). The test every verdict above uses. */
+struct dt_trace_rec_tensor;
+int dt_trace_tensor_differs(const struct dt_trace_rec_tensor *a, const struct dt_trace_rec_tensor *b);
+/* The cross-rank summary as a sentence with the next step to take (the report's text). */
+const char *dt_trace_cross_text(int cross);
 
 #endif

@@ -97,7 +97,7 @@ static void print_rank(FILE *out, const dt_trace_rank_result *r) {
     }
 }
 
-static const char *cross_text(int c) {
+const char *dt_trace_cross_text(int c) {
     switch (c) {
     case DT_CROSS_IDENTICAL: return "no mismatch: every aligned event matches on every rank";
     case DT_CROSS_SAME_ORIGIN_ALL: return "every traced rank names the same origin op: the op "
@@ -131,7 +131,7 @@ void dt_trace_diff_print(const dt_trace_diff_opts *o, const dt_trace_diff_result
         else
             fprintf(out, "-\n");
     }
-    fprintf(out, "\nsummary: %s\n", cross_text(res->cross));
+    fprintf(out, "\nsummary: %s\n", dt_trace_cross_text(res->cross));
     if (res->cross == DT_CROSS_ORIGIN_SOME || res->cross == DT_CROSS_SAME_ORIGIN_ALL) {
         for (int i = 0; i < res->nranks; i++) {
             const dt_trace_rank_result *r = &res->ranks[i];
@@ -232,7 +232,7 @@ void dt_trace_diff_print_json(const dt_trace_diff_opts *o, const dt_trace_diff_r
     dt_json_write_string(out, o->b);
     fprintf(out, ",\"mismatch\":%s,\"summary\":{\"verdict\":\"%s\",\"message\":",
             res->mismatch ? "true" : "false", dt_trace_cross_name(res->cross));
-    dt_json_write_string(out, cross_text(res->cross));
+    dt_json_write_string(out, dt_trace_cross_text(res->cross));
     fprintf(out, "},\"ranks\":[");
     for (int i = 0; i < res->nranks; i++) {
         if (i) fputc(',', out);

@@ -62,7 +62,7 @@ for m in metrics:
     step, got = m["step"], by_step[m["step"]]
     want = {}
     for k, v in m.items():
-        if k == "step" or k.endswith("_hex"):
+        if k in ("step", "resumed") or k.endswith("_hex"):  # resumed: the resume marker
             continue
         if k + "_hex" in m:
             want[k] = int(m[k + "_hex"], 16)
