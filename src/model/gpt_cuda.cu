@@ -1,7 +1,7 @@
 /* GPT model on one CUDA GPU (see gpt_cuda.h): buffers, forward, backward, the optimizer
  * step and the named-range timing. The layer sequence mirrors gpt.c line by line. */
 #include "ops/ops_cuda.h"
-#include "ops/cuda_plan.h"
+#include "model/cuda/plan.h"
 
 #include "model/gpt_cuda.h"
 #include "trace/trace_cuda.h"
@@ -94,7 +94,7 @@ struct dt_gpt_cuda {
     /* dwb_res: the fcproj and attproj weight gradients batched too (no hidden dropout, the
      * LayerNorm backward's column sums making their bias gradients): every LayerNorm backward
      * writes the residual gradient out of place into its own slot of dres_all (L, 2, B T, C;
-     * cuda_plan.h's dt_cu_res_slot: slot 2 l + 1 is what layer l's fcproj reads, 2 l its
+     * model/cuda/plan.h's dt_cu_res_slot: slot 2 l + 1 is what layer l's fcproj reads, 2 l its
      * attproj; layer 0's LN1 writes dres16 for the embedding backward) */
     bf16 *dres_all;
     bf16 *dres; /* the backward's residual gradient now: dres16, or a slot of dres_all */
@@ -103,7 +103,7 @@ struct dt_gpt_cuda {
     cudaEvent_t ev_ready, ev_wdone, ev_read[DT_CU_READS_MAX];
     dt_cu_reads reads;
     dt_cu_blas *blas;
-    /* CUDA graphs of the launch sequences (DT_CUDA_GRAPH, default on; cuda_plan.h), one a
+    /* CUDA graphs of the launch sequences (DT_CUDA_GRAPH, default on; model/cuda/plan.h), one a
      * slot */
     int graphs, ncapture, nreplay, nrelaxed;
     dt_cu_graph_state gstate[G_SLOTS];
@@ -363,8 +363,12 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host) {
         return dt_fail(DT_EINVAL, "DT_ATTENTION='%s': accepted: flash (the default where the shape allows), "
                        "flash-mma (flash without the sm_90 warpgroup-MMA kernels), gemm", force);
     }
-    m->flash = dt_cu_flash_supported(C, NH, T, &ad) && !(force && !strcmp(force, "gemm"));
-    m->flash_wgmma = m->flash && dt_cu_device_cc() == 90 && !(force && !strcmp(force, "flash-mma"));
+    dt_attention_path ap = dt_attention_choose(B, T, C, NH, &ad, dt_cu_device_cc(),
+                                               !force || !strcmp(force, "flash") ? DT_ATTENTION_FLASH_WGMMA
+                                               : !strcmp(force, "flash-mma")     ? DT_ATTENTION_FLASH
+                                                                                 : DT_ATTENTION_GEMM);
+    m->flash = ap != DT_ATTENTION_GEMM;
+    m->flash_wgmma = ap == DT_ATTENTION_FLASH_WGMMA;
     if (dt_cu_device_cc() != 90) m->gemm_own = OWN_OFF;
     m->gemm_own_bwd = m->gemm_own == OWN_ON && own_bwd && !strcmp(own_bwd, "on");
     m->gemm_dot = m->gemm_dot && m->gemm_own != OWN_OFF && m->flash; /* gemm_own: sm_90 only */
@@ -639,7 +643,7 @@ static dt_status inject(dt_gpt_cuda *m, const char *op, void *p, size_t n, int e
     return dt_gtrace_inject(op, m->step, p, n, esize, m->s);
 }
 
-/* ---- CUDA graphs (cuda_plan.h, "CUDA graphs of a step's launches") --------------------
+/* ---- CUDA graphs (model/cuda/plan.h, "CUDA graphs of a step's launches") --------------
  * A step's launch sequence is the same every step: hundreds of kernels, memsets and copies
  * whose arguments are buffers fixed at create and settings fixed per signature. Launched
  * one by one they leave the device idle between them (the host's pacing at the start of a
@@ -741,7 +745,7 @@ static dt_status run_phase(dt_gpt_cuda *m, int g, dt_status (*fn)(dt_gpt_cuda *)
 }
 
 /* Kernel-level detail of the op's own kernels: every launch noted since OP_BEGIN (name,
- * grid, block, shared memory; the launch log of cuda_plan.h). */
+ * grid, block, shared memory; the launch log of ops/cuda/launch_log.h). */
 static void launch_info(dt_trace_op *h) {
     if (!dt_trace_on(DT_TRACE_KERNEL)) return;
     char buf[1024];
@@ -1056,7 +1060,7 @@ static dt_status t_crossentropy(dt_gpt_cuda *m, float loss_scale) {
     }
     OP_BEGIN(DT_PHASE_FWD, "crossentropy_mean", DT_OP_CROSSENTROPY, IN("losses", m->losses, F32, BT, 1));
     dt_cu_reduce(m->stats, NULL, m->red_part, m->losses, (size_t)BT, 0,
-                 dt_op_variant(DT_OP_CROSSENTROPY) == DT_VARIANT_DET, m->s);
+                 dt_crossentropy_choose() == DT_REDUCE_DET, m->s);
     TRY(inject(m, "crossentropy_mean", m->stats, 1, 8));
     OP_END(OUT("loss_sum", m->stats, DT_DT_F64, 1, 1));
     return DT_OK;
@@ -1268,7 +1272,7 @@ static bf16 *dfch_of(const dt_gpt_cuda *m, int l) {
     return m->dwb_fc ? m->dfch_all + (size_t)l * m->B * m->T * 4 * m->cfg.channels : m->dfch;
 }
 /* Where LayerNorm backward ln (DT_CU_RES_LN2 or _LN1) of layer l writes the residual
- * gradient: its slot of dres_all when the backward keeps them (m->dwb_res; cuda_plan.h's
+ * gradient: its slot of dres_all when the backward keeps them (m->dwb_res; model/cuda/plan.h's
  * dt_cu_res_slot_ln, -1: dres16, for the embedding backward), else dres16 in place. */
 static bf16 *dres_slot(const dt_gpt_cuda *m, int k) {
     return m->dwb_res && k >= 0 ? m->dres_all + (size_t)k * m->B * m->T * m->cfg.channels : m->dres16;
@@ -1480,7 +1484,7 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     /* fcproj's and attproj's dout is then the residual gradient itself, and their bias
      * gradients the LayerNorm backward's column sums */
     m->dwb_res = m->dw_batch == 2 && m->dres_all && m->ln_colsum;
-    int det_buckets = dt_op_variant(DT_OP_ENCODER_BWD) == DT_VARIANT_DET;
+    int det_buckets = dt_encoder_choose() == DT_ENCODER_DET;
     if (det_buckets) {
         /* on the host while the device runs the forward, then copied on m->up while it runs
          * the backward (after the forward: the previous embedding backward read the device
@@ -1553,7 +1557,7 @@ static void state_tensors(dt_gpt_cuda *m, dt_gtrace_set *s, int opt) {
 
 dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, int64_t t,
                            dt_grad_stats *stats) {
-    int det = dt_op_variant(DT_OP_NORM) == DT_VARIANT_DET;
+    int det = dt_reduce_choose(DT_OP_NORM) == DT_REDUCE_DET;
     dt_trace_op *h = NULL;
     if (dt_trace_on(DT_TRACE_SEMANTIC)) {
         dt_gtrace_set in;
@@ -1594,7 +1598,7 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
     a.beta1 = c->beta1;
     a.beta2 = c->beta2;
     a.eps = c->eps;
-    a.bc1 = 1.0f - powf(c->beta1, (float)t); /* as optim/adamw.c */
+    a.bc1 = 1.0f - powf(c->beta1, (float)t); /* as optim/optim.c */
     a.bc2 = 1.0f - powf(c->beta2, (float)t);
     a.clip_grad = c->clip_grad;
     a.grad_norm = m->stats + 3;

@@ -1,9 +1,12 @@
 /* Optimizer: AdamW with bias correction and decoupled weight decay (not applied to norms
  * and biases), global-norm gradient clipping, warmup + cosine learning-rate schedule.
  *
- * AdamW is elementwise (deterministic by nature). The global norms (DT_OP_NORM) are
- * reductions: det uses fixed chunks in fixed order (ops/reduce.h), fast an OpenMP
- * reduction. The state (m, v) is owned by dt_adamw and laid out like the parameters. */
+ * The update's arithmetic, shared with the GPU, is the adamw op family (ops/adamw/adamw.h:
+ * elementwise, deterministic by nature); this module owns what sequences it: the state (m,
+ * v, laid out like the parameters, owned by dt_adamw), the update count, the clip factor,
+ * the learning-rate schedule. The global norms (DT_OP_NORM) are reductions of the reduce
+ * family (ops/reduce/reduce.h; dt_reduce_choose): det uses fixed chunks in fixed order, fast
+ * an OpenMP reduction. */
 #ifndef DT_OPTIM_OPTIM_H
 #define DT_OPTIM_OPTIM_H
 

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 B=build/sanitize
 flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -Wno-error"
 if ! make -s -j2 BUILD=$B EXTRA_CFLAGS="$flags" LDLIBS="-lopenblas -fopenmp -lm -fsanitize=address,undefined" \
-     $B/detrain $(ls tests/*/test_*.c | sed "s#^tests/#$B/tests/#; s#\.c\$##") >/dev/null; then
+     $B/detrain $(find tests -type f -name 'test_*.c' | sort | sed "s#^tests/#$B/tests/#; s#\.c\$##") >/dev/null; then
   echo "FAIL: sanitized build"; exit 1
 fi
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
