@@ -45,35 +45,24 @@ __global__ void gelu_bwd_kernel(bf16 *dinp, const bf16 *inp, const bf16 *dout, s
  * whose output fed the GELU): row chunk p = blockIdx.y, the layout and order of
  * colsum_cuda.cuh, summing the stored bf16 values (the bits of gelu_bwd + colsum). */
 #define GELU_COLSUM_BATCH 2
+struct gelu_rows { /* one row vector of the input and of the incoming gradient, as loaded */
+    dt_bf16x8 x, g;
+};
 __global__ void __launch_bounds__(256) gelu_bwd_colsum_kernel(bf16 *dinp, float *part, const bf16 *inp,
                                                               const bf16 *dout, int rows, int cols) {
     __shared__ float sh[DT_CU_COLSUM_LANES][8 * 33];
     int c = (blockIdx.x * 32 + threadIdx.x) * 8, p = blockIdx.y;
     int r0 = p * DT_CU_COLSUM_ROWS + threadIdx.y;
     float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (c < cols) {
-#pragma unroll
-        for (int i = 0; i < DT_CU_COLSUM_ROWS / DT_CU_COLSUM_LANES; i += GELU_COLSUM_BATCH) {
-            dt_bf16x8 xv[GELU_COLSUM_BATCH], gv[GELU_COLSUM_BATCH];
-#pragma unroll
-            for (int j = 0; j < GELU_COLSUM_BATCH; j++) {
-                int r = r0 + (i + j) * DT_CU_COLSUM_LANES;
-                if (r < rows) {
-                    xv[j] = dt_ld8(inp + (size_t)r * cols + c);
-                    gv[j] = dt_ld8(dout + (size_t)r * cols + c);
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < GELU_COLSUM_BATCH; j++) {
-                int r = r0 + (i + j) * DT_CU_COLSUM_LANES;
-                if (r < rows) {
-                    dt_bf16x8 o = gelu_bwd8(xv[j], gv[j]);
-                    dt_st8(dinp + (size_t)r * cols + c, o);
-                    dt_cu_colsum_add8(s, o);
-                }
-            }
-        }
-    }
+    if (c < cols)
+        dt_cu_colsum_rows<GELU_COLSUM_BATCH>(
+            s, r0, rows,
+            [&](int r) { return gelu_rows{dt_ld8(inp + (size_t)r * cols + c), dt_ld8(dout + (size_t)r * cols + c)}; },
+            [&](const gelu_rows &v, int r) {
+                dt_bf16x8 o = gelu_bwd8(v.x, v.g);
+                dt_st8(dinp + (size_t)r * cols + c, o);
+                return o;
+            });
     dt_cu_colsum_block_end(part, sh, s, cols, p);
 }
 

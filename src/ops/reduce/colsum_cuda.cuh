@@ -29,6 +29,30 @@ static __device__ __forceinline__ void dt_cu_colsum_add8(float s[8], const dt_bf
     for (int k = 0; k < 8; k++) s[k] += __bfloat162float(v.v[k]);
 }
 
+/* The rows of chunk p that thread (tx, ty) adds, in row order: r0 = p DT_CU_COLSUM_ROWS + ty,
+ * then every DT_CU_COLSUM_LANES-th row of the chunk below `rows`. The loads of BATCH rows are
+ * issued (load(r) returns row r's loaded data) before their values are made and added
+ * (value(loaded, r) returns the bf16 row vector to add; it may also store it), so the batch
+ * size moves memory-level parallelism, never the order of the adds: every kernel that sums
+ * columns this way adds the same values in the same order. */
+template <int BATCH, typename Load, typename Value>
+static __device__ __forceinline__ void dt_cu_colsum_rows(float s[8], int r0, int rows, Load load, Value value) {
+#pragma unroll
+    for (int i = 0; i < DT_CU_COLSUM_ROWS / DT_CU_COLSUM_LANES; i += BATCH) {
+        decltype(load(0)) v[BATCH];
+#pragma unroll
+        for (int j = 0; j < BATCH; j++) {
+            int r = r0 + (i + j) * DT_CU_COLSUM_LANES;
+            if (r < rows) v[j] = load(r);
+        }
+#pragma unroll
+        for (int j = 0; j < BATCH; j++) {
+            int r = r0 + (i + j) * DT_CU_COLSUM_LANES;
+            if (r < rows) dt_cu_colsum_add8(s, value(v[j], r));
+        }
+    }
+}
+
 /* The block's end: the LANES row sums of each column added in ty order, then written as
  * chunk p's partial. s holds this thread's sums of columns c .. c + 7 (zeros when
  * c >= cols). */

@@ -12,20 +12,10 @@ __global__ void __launch_bounds__(256) colsum_part_kernel(float *part, const bf1
     int c = (blockIdx.x * 32 + threadIdx.x) * 8, p = blockIdx.y;
     int r0 = p * DT_CU_COLSUM_ROWS + threadIdx.y;
     float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (c < cols) {
-#pragma unroll
-        for (int i = 0; i < DT_CU_COLSUM_ROWS / DT_CU_COLSUM_LANES; i += DT_CU_COLSUM_BATCH) {
-            dt_bf16x8 v[DT_CU_COLSUM_BATCH];
-#pragma unroll
-            for (int j = 0; j < DT_CU_COLSUM_BATCH; j++) {
-                int r = r0 + (i + j) * DT_CU_COLSUM_LANES;
-                if (r < rows) v[j] = dt_ld8(x + (size_t)r * cols + c);
-            }
-#pragma unroll
-            for (int j = 0; j < DT_CU_COLSUM_BATCH; j++)
-                if (r0 + (i + j) * DT_CU_COLSUM_LANES < rows) dt_cu_colsum_add8(s, v[j]);
-        }
-    }
+    if (c < cols)
+        dt_cu_colsum_rows<DT_CU_COLSUM_BATCH>(
+            s, r0, rows, [&](int r) { return dt_ld8(x + (size_t)r * cols + c); },
+            [](const dt_bf16x8 &v, int) { return v; });
     dt_cu_colsum_block_end(part, sh, s, cols, p);
 }
 
