@@ -44,7 +44,7 @@ typedef enum dt_attention_path {
  * otherwise cc is the CUDA device's compute capability (90: H100/H200) and the answer the
  * path of both directions: the fastest of GEMM < FLASH < FLASH_WGMMA that the shape
  * (dt_cu_flash_supported) and the device allow, at most cap (the GPU model's DT_ATTENTION
- * setting: FLASH_WGMMA by default, FLASH for flash-mma, GEMM for gemm). */
+ * setting: FLASH_WGMMA by default, FLASH for flash-mma, GEMM for gemm; ignored on the CPU). */
 dt_attention_path dt_attention_choose(int B, int T, int C, int NH, const dt_dropout *drop, int cc,
                                       dt_attention_path cap);
 /* What the CPU backward's fast branch runs: KEYBLOCKS when B*NH < 2 * omp_get_max_threads()
