@@ -28,9 +28,13 @@ SRC_DIGEST = $(shell cd '$(SRC_TOP)' && find Makefile include src tools -type f 
 GIT_REV := $(or $(if $(filter $(SRC_TOP),$(GIT_TOP)),$(shell git -C '$(SRC_TOP)' describe --always --dirty --abbrev=12 2>/dev/null)),unknown-src-$(SRC_DIGEST))
 DEFS    := -DDT_BUILD_FLAGS='"$(CC) $(CFLAGS_ALL)"' -DDT_GIT_REV='"$(GIT_REV)"'
 
-LIB_SRC  := $(sort $(filter-out src/cli/main.c,$(wildcard src/*/*.c)))
+# Sources are found at any depth (src/ops/<family>/, src/model/cuda/, tests/ops/<family>/):
+# `find` in a fixed (sorted) order, so the archive and the test list do not depend on the
+# directory order of the file system.
+find_src = $(sort $(shell find $(1) -type f -name '$(2)' 2>/dev/null))
+LIB_SRC  := $(filter-out src/cli/main.c,$(call find_src,src,*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-TEST_SRC := $(sort $(wildcard tests/*/test_*.c))
+TEST_SRC := $(call find_src,tests,test_*.c)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TEST_SUPPORT_SRC := $(sort $(filter-out $(TEST_SRC),$(wildcard tests/*/*.c)))
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT_SRC:%.c=$(BUILD)/obj/%.o)
@@ -100,7 +104,7 @@ bench: $(BUILD)/detrain
 
 # ---- CUDA backend -------------------------------------------------------------------
 # `make cuda` builds build/detrain-cuda: every CPU source compiled again with -DDT_CUDA
-# (into build/cuda/obj) plus every src/*/*.cu, linked with cudart and cuBLASLt.
+# (into build/cuda/obj) plus every .cu under src/, linked with cudart and cuBLASLt.
 # `make cuda-objs` compiles the .cu files only (CI has nvcc but no GPU driver).
 # `make test-gpu` builds and runs the GPU tests (tests/gpu/, on a GPU machine).
 # A missing nvcc is an error: these targets never fall back to a CPU-only build.
@@ -112,7 +116,7 @@ NVCCFLAGS := -std=c++17 -O3 $(NVCC_ARCH) -lineinfo \
              -Xcompiler -ffp-contract=off,-fno-fast-math,-fopenmp -Iinclude -Isrc $(BLAS_INC) $(EXTRA_CFLAGS)
 CUDA_BLAS ?= -lopenblas
 CUDA_LIBS := -lcublasLt -ldl
-CUDA_SRC  := $(sort $(wildcard src/*/*.cu src/*/*/*.cu))
+CUDA_SRC  := $(call find_src,src,*.cu)
 CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/cuda/obj/%.cu.o)
 CUDA_CPU_OBJ := $(LIB_SRC:%.c=$(BUILD)/cuda/obj/%.o)
 GPU_TEST_SRC := $(sort $(wildcard tests/gpu/*.cu))
@@ -134,8 +138,10 @@ $(BUILD)/cuda/obj/%.cu.o: %.cu | nvcc-check
 # wgmma is sm_90a only) are the ones built for the arch-specific target; the -gencode form
 # (the -arch=sm_90a shorthand also runs a plain sm_90 pass, which rejects wgmma). Their cubins
 # run on the H100/H200 (sm_90) only.
-WGMMA_OBJ := $(BUILD)/cuda/obj/src/ops/attention_wgmma_cuda.cu.o $(BUILD)/cuda/obj/src/ops/attention_wgmma_bwd_cuda.cu.o \
-             $(BUILD)/cuda/obj/src/ops/attention_wgmma_bwd_q128_cuda.cu.o $(BUILD)/cuda/obj/src/ops/gemm_wgmma_cuda.cu.o
+WGMMA_OBJ := $(BUILD)/cuda/obj/src/ops/attention/attention_wgmma_cuda.cu.o \
+             $(BUILD)/cuda/obj/src/ops/attention/attention_wgmma_bwd_cuda.cu.o \
+             $(BUILD)/cuda/obj/src/ops/attention/attention_wgmma_bwd_q128_cuda.cu.o \
+             $(BUILD)/cuda/obj/src/ops/gemm/gemm_wgmma_cuda.cu.o
 $(WGMMA_OBJ): NVCC_ARCH_OBJ := -gencode=arch=compute_90a,code=sm_90a
 
 $(BUILD)/cuda/obj/%.o: %.c | nvcc-check $(DEPS_STAMP)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: the C test binaries under build/tests/ and the shell tests
-# tests/*/test_*.sh. Each runs alone with its log in build/test-logs/. Ends with the
+# Runs every test: the C test binaries under build/tests/ (one per tests/.../test_*.c) and
+# the shell tests tests/.../test_*.sh, at any depth. Each runs alone with its log in build/test-logs/. Ends with the
 # summary line "N passed, N failed"; exits non-zero when any test failed.
 set -u
 cd "$(dirname "$0")/.."
@@ -9,7 +9,7 @@ logs=build/test-logs
 mkdir -p "$logs"
 pass=0; fail=0; failed=()
 filter="${TESTS:-}"
-tests=$(find build/tests -type f -perm -u+x | sort; ls tests/*/test_*.sh 2>/dev/null | sort)
+tests=$(find build/tests -type f -perm -u+x | sort; find tests -type f -name 'test_*.sh' | sort)
 for t in $tests; do
   name=${t#build/tests/}; name=${name#tests/}
   if [ -n "$filter" ] && ! echo "$name" | grep -qE "$filter"; then continue; fi

@@ -5,6 +5,7 @@
 #include "backend/backend.h"
 
 #include "ops/op.h"
+#include "ops/reduce/reduce.h"
 #include "trace/inject.h"
 
 #include <stdlib.h>
@@ -67,7 +68,7 @@ static dt_status cpu_step(dt_backend *b, const dt_step_args *a, dt_grad_stats *g
     if (dt_trace_on(DT_TRACE_SEMANTIC)) {
         dt_tensor_ref in[] = {grads, params};
         h = dt_trace_begin(DT_TRACE_SEMANTIC, DT_PHASE_OPT, "grad_stats",
-                           dt_op_variant(DT_OP_NORM) == DT_VARIANT_DET ? "det" : "fast", in, 2);
+                           dt_reduce_choose(DT_OP_NORM) == DT_REDUCE_DET ? "det" : "fast", in, 2);
     }
     dt_grad_stats_compute(mdl, gs);
     if (h) {
@@ -85,7 +86,7 @@ static dt_status cpu_step(dt_backend *b, const dt_step_args *a, dt_grad_stats *g
         dt_tensor_ref in[] = {params, grads, mstate, vstate};
         h = dt_trace_begin(DT_TRACE_SEMANTIC, DT_PHASE_OPT, "adamw", NULL, in, 4);
     }
-    dt_adamw_update(opt, mdl, a->lr, gs->grad_norm, a->t);
+    dt_adamw_step_at(opt, mdl, a->lr, gs->grad_norm, a->t);
     if (dt_inject_should("adamw", mdl->step)) dt_inject_flip_all(mdl->param_mem, mdl->num_params);
     if (h) {
         dt_tensor_ref out[] = {params, mstate, vstate};

@@ -353,6 +353,49 @@ int dt_test_references_source(const char *test_text, const char *source_rel) {
     return 0;
 }
 
+/* ---- which tests run ------------------------------------------------------------------ */
+
+static int has_suffix(const char *s, const char *suf) {
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && !strcmp(s + n - m, suf);
+}
+
+/* 1 when `script` (its text) runs `rel` by name: a line whose first words are `bash rel`
+ * (then an end of line, a blank or a `;`), leading blanks and an `if` allowed. */
+static int script_runs(const char *script, const char *rel) {
+    size_t m = strlen(rel);
+    for (const char *p = script; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        const char *q = p;
+        while (*q == ' ' || *q == '\t') q++;
+        if (!strncmp(q, "if ", 3)) q += 3;
+        while (*q == ' ' || *q == '\t') q++;
+        if (strncmp(q, "bash ", 5)) continue;
+        q += 5;
+        while (*q == ' ' || *q == '\t') q++;
+        if (!strncmp(q, rel, m) && (q[m] == 0 || q[m] == '\n' || q[m] == ' ' || q[m] == '\t' || q[m] == ';'))
+            return 1;
+    }
+    return 0;
+}
+
+const char *dt_test_runner(const char *root, const char *rel) {
+    if (strncmp(rel, "tests/", 6)) return NULL;
+    const char *base = dt_path_base(rel);
+    if (!strncmp(base, "test_", 5) && has_suffix(base, ".c")) return "CI (make test)";
+    if (!strncmp(base, "test_", 5) && has_suffix(base, ".sh")) return "CI (tests/run.sh)";
+    if (!strncmp(rel, "tests/gpu/", 10) && !strchr(rel + 10, '/') && !strncmp(base, "test_", 5) &&
+        has_suffix(base, ".cu"))
+        return "the GPU test script";
+    char path[1024];
+    if (dt_path_join(path, sizeof path, root, DT_GPU_TEST_SCRIPT)) return NULL;
+    char *text;
+    size_t n;
+    if (!dt_is_file(path) || dt_read_file(path, &text, &n)) return NULL;
+    int runs = script_runs(text, rel);
+    free(text);
+    return runs ? "the GPU test script" : NULL;
+}
+
 /* ---- the invariant -------------------------------------------------------------------- */
 
 dt_status dt_registry_check(const char *root, const dt_registry *r, dt_strlist *problems) {
@@ -375,6 +418,12 @@ dt_status dt_registry_check(const char *root, const dt_registry *r, dt_strlist *
                         "(until then use exempt: instead of tests:)", o, e->line, label, e->tests[t]);
                 continue;
             }
+            if (!dt_test_runner(root, e->tests[t]))
+                PROBLEM("%s:%d: entry '%s': test '%s' is run neither by CI (make test: tests/.../test_*.c, "
+                        "tests/run.sh: tests/.../test_*.sh) nor by the GPU test script (%s: "
+                        "tests/gpu/test_*.cu and the scripts it runs by name); a benchmark is not a test: "
+                        "list a test that runs, or make this one a test", o, e->line, label, e->tests[t],
+                        DT_GPU_TEST_SCRIPT);
             char *text;
             size_t n;
             if ((st = dt_read_file(path, &text, &n))) return st;

@@ -22,8 +22,9 @@
  * "layernorm_cpu.c", not as part of a longer name) or it #includes the source's header:
  * a header named <stem>.h / <stem>.cuh, or <op>.h where <op> is the stem without a backend
  * suffix (_cpu, _cuda, _gpu, _omp, _blas, _cublas, _nccl, _mpi): layernorm_cpu.c ->
- * layernorm.h; and the kinds implied by the file's content (an OpenMP reduction implies
- * cpu-omp, ...) are all listed in the entry's kind. */
+ * layernorm.h; every listed test runs (dt_test_runner: CI or the GPU test script runs it; a
+ * benchmark or a tuner is not a test); and the kinds implied by the file's content (an
+ * OpenMP reduction implies cpu-omp, ...) are all listed in the entry's kind. */
 #ifndef DT_GATE_REGISTRY_H
 #define DT_GATE_REGISTRY_H
 
@@ -68,6 +69,22 @@ int dt_reg_entry_has_test(const dt_reg_entry *e, const char *rel);
 
 /* 1 when the test text references the source path as defined above. */
 int dt_test_references_source(const char *test_text, const char *source_rel);
+
+/* The script that runs the GPU tests (make test-gpu; bench/gpu.sh runs the same tests). */
+#define DT_GPU_TEST_SCRIPT "tests/gpu/run_gpu_tests.sh"
+/* Which runner runs the test at `rel` (relative to the repo root) in the tree at `root`:
+ *   "CI (make test)"            tests/.../test_*.c: make test builds one binary per file and
+ *                               tests/run.sh runs every one;
+ *   "CI (tests/run.sh)"         tests/.../test_*.sh: tests/run.sh runs every one;
+ *   "the GPU test script"       tests/gpu/test_*.cu: make cuda builds one binary per file and
+ *                               DT_GPU_TEST_SCRIPT runs every build/gpu-tests/test_*; or any
+ *                               other tests/ path that DT_GPU_TEST_SCRIPT runs by name, on a
+ *                               line `bash PATH` (the end-to-end scripts);
+ * NULL for anything else (a benchmark, a tuner, a helper, a path outside tests/): a change to
+ * it shows nothing about a kernel, so the registry may not list it and the gate does not
+ * count it. The rules mirror the runners (tests/gate/test_registry.c checks them against the
+ * scripts). */
+const char *dt_test_runner(const char *root, const char *rel);
 
 /* Checks the invariant for the tree at `root` against a parsed registry, appending one
  * problem per violation to *problems. DT_OK when the check ran (pass iff no problems were

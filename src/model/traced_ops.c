@@ -1,12 +1,12 @@
 /* Traced op wrappers (see traced_ops.h). */
 #include "model/traced_ops.h"
 
-#include "ops/attention.h"
-#include "ops/crossentropy.h"
-#include "ops/encoder.h"
-#include "ops/gelu.h"
-#include "ops/layernorm.h"
-#include "ops/matmul.h"
+#include "ops/attention/attention.h"
+#include "ops/crossentropy/crossentropy.h"
+#include "ops/encoder/encoder.h"
+#include "ops/gelu/gelu.h"
+#include "ops/layernorm/layernorm.h"
+#include "ops/gemm/matmul.h"
 #include "trace/inject.h"
 #include "trace/trace.h"
 

@@ -8,7 +8,7 @@
 #define DT_MODEL_TRACED_OPS_H
 
 #include "model/gpt.h"
-#include "ops/dropout.h"
+#include "ops/dropout/dropout.h"
 
 void dt_t_encoder_fwd(const dt_gpt *m, float *out, const int *inp, const float *wte, const float *wpe);
 void dt_t_encoder_bwd(const dt_gpt *m, float *dwte, float *dwpe, const float *dout, const int *inp);

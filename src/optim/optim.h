@@ -1,9 +1,12 @@
 /* Optimizer: AdamW with bias correction and decoupled weight decay (not applied to norms
  * and biases), global-norm gradient clipping, warmup + cosine learning-rate schedule.
  *
- * AdamW is elementwise (deterministic by nature). The global norms (DT_OP_NORM) are
- * reductions: det uses fixed chunks in fixed order (ops/reduce.h), fast an OpenMP
- * reduction. The state (m, v) is owned by dt_adamw and laid out like the parameters. */
+ * The update's arithmetic, shared with the GPU, is the adamw op family (ops/adamw/adamw.h:
+ * elementwise, deterministic by nature); this module owns what sequences it: the state (m,
+ * v, laid out like the parameters, owned by dt_adamw), the update count, the clip factor,
+ * the learning-rate schedule. The global norms (DT_OP_NORM) are reductions of the reduce
+ * family (ops/reduce/reduce.h; dt_reduce_choose): det uses fixed chunks in fixed order, fast
+ * an OpenMP reduction. */
 #ifndef DT_OPTIM_OPTIM_H
 #define DT_OPTIM_OPTIM_H
 
@@ -33,10 +36,10 @@ typedef struct dt_grad_stats {
 void dt_grad_stats_compute(const dt_gpt *m, dt_grad_stats *s);
 
 /* One AdamW step at learning rate lr, clipping with the given grad_norm: opt->t + 1, then
- * dt_adamw_update with that t. */
+ * dt_adamw_step_at with that t. */
 void dt_adamw_step(dt_adamw *opt, dt_gpt *m, float lr, double grad_norm);
 /* The update of step t (1-based, AdamW's bias correction) with opt->cfg; sets opt->t = t. */
-void dt_adamw_update(dt_adamw *opt, dt_gpt *m, float lr, double grad_norm, int64_t t);
+void dt_adamw_step_at(dt_adamw *opt, dt_gpt *m, float lr, double grad_norm, int64_t t);
 
 typedef struct dt_lr_schedule {
     float lr, min_lr;

@@ -1,7 +1,7 @@
 /* Device chunk-tree digests (see digest_cuda.h). */
 #include "trace/digest_cuda.h"
 
-#include "ops/cuda_common.cuh"
+#include "ops/cuda/cuda_common.cuh"
 
 extern "C" {
 #include "core/digest.h"

@@ -1,7 +1,7 @@
 /* Tracing device tensors (see trace_cuda.h). */
 #include "trace/trace_cuda.h"
 
-#include "ops/cuda_common.cuh"
+#include "ops/cuda/cuda_common.cuh"
 #include "trace/digest_cuda.h"
 
 extern "C" {

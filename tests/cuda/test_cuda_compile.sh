@@ -14,11 +14,12 @@ if ! command -v "${NVCC:-nvcc}" >/dev/null 2>&1; then
   echo "FAIL: nvcc not found; CI must have the CUDA toolkit to compile the .cu files"
   exit 1
 fi
-n=$(ls src/*/*.cu | wc -l)
+cu_src=$(find src -type f -name '*.cu' | sort)  # every depth: src/ops/<family>/, as the Makefile
+n=$(echo "$cu_src" | wc -l)
 if [ "$n" -lt 5 ]; then echo "FAIL: only $n .cu files found"; fails=$((fails+1)); fi
 if ! make -j2 cuda-objs; then echo "FAIL: make cuda-objs"; fails=$((fails+1)); fi
 # product sources and the CUDA test support (the kernel harness's CUDA backend)
-for f in src/*/*.cu tests/kernels/*.cu; do
+for f in $cu_src tests/kernels/*.cu; do
   o="build/cuda/obj/${f%.cu}.cu.o"
   [ -s "$o" ] || { echo "FAIL: $f did not produce $o"; fails=$((fails+1)); }
 done

@@ -2,8 +2,9 @@
 # The determinism gate (`detrain gate --base-ref REF`) in scratch git repositories:
 # rule 1 (changed kernel-bearing files must be registered; no trailer waives it), rule 2
 # (a changed registered source needs a changed test, or a Determinism-Exempt trailer on
-# every commit touching it, which is logged), uncommitted and untracked changes, and the
-# exit codes (0 pass, 1 fail, 2 bad ref / not a repository).
+# every commit touching it, which is logged; a changed benchmark listed as a test does not
+# count: only a test CI or the GPU test script runs does), uncommitted and untracked
+# changes, and the exit codes (0 pass, 1 fail, 2 bad ref / not a repository).
 set -u
 DETRAIN=${DETRAIN:-$PWD/build/detrain}
 case "$DETRAIN" in /*) ;; *) DETRAIN="$PWD/$DETRAIN" ;; esac
@@ -159,6 +160,24 @@ echo '/* uncommitted */' >> src/ops/a_cpu.c
 echo '/* uncommitted */' >> tests/ops/test_a.c
 gate 0
 has out "ok: src/ops/a_cpu.c changed with its test"
+
+CASE=benchmark-change-does-not-count; new_case c18
+# a registry from before the run rule lists a benchmark beside the test: changing the
+# benchmark alone is not a test change (check-registry refuses such an entry outright)
+mkdir -p tests/gpu
+printf '/* times src/ops/a_cpu.c */\n' > tests/gpu/bench_a.cu
+sed -i 's|^tests: tests/ops/test_a.c$|tests: tests/ops/test_a.c tests/gpu/bench_a.cu|' kernels.registry
+commit "list a benchmark" tests/gpu/bench_a.cu kernels.registry
+sed -i 's/float s = 0;/float s = 0.0f;/' src/ops/a_cpu.c
+echo '/* times the 0.0f init too */' >> tests/gpu/bench_a.cu
+commit "tweak a, bench it" src/ops/a_cpu.c tests/gpu/bench_a.cu
+gate 1
+has err "src/ops/a_cpu.c: changed without a change to any of its tests"
+lacks out "ok: src/ops/a_cpu.c changed with its test tests/gpu/bench_a.cu"
+checks=$((checks + 1))
+"$DETRAIN" gate --check-registry >"$tmp/out" 2>"$tmp/err"; rc=$?
+[ $rc = 1 ] || fail "$CASE: check-registry with a benchmark as a test: exit $rc, want 1"
+has err "test 'tests/gpu/bench_a.cu' is run neither by CI"
 
 CASE=exempt-entry-changed; new_case c13
 echo '/* touched */' >> src/ops/b_cpu.c

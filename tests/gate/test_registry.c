@@ -1,8 +1,9 @@
 /* The kernel registry invariant (src/gate/registry.c): the real repo's kernels.registry
  * passes; on small fixture trees each violation is reported with the file and what to do
  * (unregistered kernel file, missing registered path, tests and exempt both or neither,
- * test not referencing its source, kind not covering the content), and format errors are
- * all listed. Also the "references" rule on its own. */
+ * test not referencing its source, a listed test that no runner runs, kind not covering the
+ * content), and format errors are all listed. Also the "references" rule on its own, and
+ * the "runs" rule (dt_test_runner) on its own and against the real runners. */
 #include "gate/registry.h"
 #include "dt_test.h"
 
@@ -134,6 +135,77 @@ static void test_test_must_reference_source(void) {
     CHECK(check_tree(root, expect, 1) == 1);
 }
 
+/* A listed test must be run by CI or the GPU test script: benchmarks, tuners, helpers and
+ * paths outside tests/ are refused with a message naming the runners; tests/gpu/test_*.cu
+ * and scripts the GPU test script runs by name are accepted. */
+static void test_test_must_run(void) {
+    char root[512];
+    make_tree(root, sizeof root, "name: a\nsources: src/ops/a_cpu.c\nkind: cpu-omp\nnotes: n\n"
+              "tests: tests/ops/test_a.c tests/gpu/bench_a.cu tests/gpu/tune_a.cu bench/a.sh tests/gpu/a_e2e.sh\n");
+    const char *body = "/* covers src/ops/a_cpu.c */\n";
+    put(root, "tests/gpu/bench_a.cu", body);
+    put(root, "tests/gpu/tune_a.cu", body);
+    put(root, "bench/a.sh", body);
+    put(root, "tests/gpu/a_e2e.sh", body);
+    const char *expect[] = {
+        "entry 'a': test 'tests/gpu/bench_a.cu' is run neither by CI",
+        "entry 'a': test 'tests/gpu/tune_a.cu' is run neither by CI",
+        "entry 'a': test 'bench/a.sh' is run neither by CI",
+        "entry 'a': test 'tests/gpu/a_e2e.sh' is run neither by CI",
+        "a benchmark is not a test",
+    };
+    CHECK(check_tree(root, expect, 5) == 4);
+    /* the GPU test script runs the end-to-end script by name: accepted; its test binaries too */
+    put(root, DT_GPU_TEST_SCRIPT, "for t in build/gpu-tests/test_*; do \"$t\"; done\n"
+        "if bash tests/gpu/a_e2e.sh; then echo ok; fi\n# bash bench/a.sh (a comment runs nothing)\n");
+    put(root, "tests/gpu/test_gpu_a.cu", body);
+    put(root, "kernels.registry", "name: a\nsources: src/ops/a_cpu.c\nkind: cpu-omp\nnotes: n\n"
+        "tests: tests/ops/test_a.c tests/gpu/test_gpu_a.cu tests/gpu/a_e2e.sh\n");
+    CHECK(check_tree(root, NULL, 0) == 0);
+    CHECK(dt_test_runner(root, "tests/gpu/a_e2e.sh") != NULL);
+    CHECK(dt_test_runner(root, "bench/a.sh") == NULL);
+}
+
+/* The rule by path, and the real runners do what the rule assumes: make test builds one
+ * binary per tests/.../test_*.c at any depth and tests/run.sh runs every binary and every
+ * tests/.../test_*.sh; the GPU test script runs every build/gpu-tests/test_* and no
+ * benchmark. */
+static void test_runner_rule(void) {
+    CHECK(dt_test_runner(".", "tests/ops/test_op.c") != NULL);
+    CHECK(dt_test_runner(".", "tests/ops/gemm/test_gemm_plan.c") != NULL);   /* nested */
+    CHECK(dt_test_runner(".", "tests/e2e/test_train_determinism.sh") != NULL);
+    CHECK(dt_test_runner(".", "tests/gpu/test_gpu_ops.cu") != NULL);
+    CHECK(dt_test_runner(".", "tests/gpu/gpu_e2e.sh") != NULL);               /* named by the GPU script */
+    CHECK(dt_test_runner(".", "tests/gpu/gpu_trace.sh") != NULL);
+    CHECK(dt_test_runner(".", "tests/gpu/bench_ops.cu") == NULL);
+    CHECK(dt_test_runner(".", "tests/gpu/tune_gemm.cu") == NULL);
+    CHECK(dt_test_runner(".", "tests/gpu/dump_reference_gpu.cu") == NULL);
+    CHECK(dt_test_runner(".", "tests/gpu/sub/test_x.cu") == NULL);            /* make cuda: only the files right in tests/gpu */
+    CHECK(dt_test_runner(".", "tests/kernels/harness.c") == NULL);            /* support, not a test */
+    CHECK(dt_test_runner(".", "bench/gpu.sh") == NULL);
+    CHECK(dt_test_runner(".", "tools/torch_check_gpu.sh") == NULL);
+    char *text;
+    size_t n;
+    CHECK_OK(dt_read_file("tests/run.sh", &text, &n));
+    if (text) {
+        CHECK(strstr(text, "find build/tests -type f -perm -u+x") != NULL);
+        CHECK(strstr(text, "find tests -type f -name 'test_*.sh'") != NULL);
+        free(text);
+    }
+    CHECK_OK(dt_read_file("Makefile", &text, &n));
+    if (text) {
+        CHECK(strstr(text, "TEST_SRC := $(call find_src,tests,test_*.c)") != NULL);
+        CHECK(strstr(text, "GPU_TEST_SRC := $(sort $(wildcard tests/gpu/*.cu))") != NULL);
+        free(text);
+    }
+    CHECK_OK(dt_read_file(DT_GPU_TEST_SCRIPT, &text, &n));
+    if (text) {
+        CHECK(strstr(text, "for t in build/gpu-tests/test_*; do") != NULL);
+        CHECK(strstr(text, "build/gpu-tests/*;") == NULL); /* every binary would run the benchmarks too */
+        free(text);
+    }
+}
+
 static void test_kind_must_cover_content(void) {
     char root[512];
     make_tree(root, sizeof root, "name: a\nsources: src/ops/a_cpu.c\nkind: cpu-serial\nnotes: n\n"
@@ -201,6 +273,8 @@ int main(void) {
     RUN(test_missing_paths);
     RUN(test_tests_and_exempt);
     RUN(test_test_must_reference_source);
+    RUN(test_test_must_run);
+    RUN(test_runner_rule);
     RUN(test_kind_must_cover_content);
     RUN(test_format_errors_all_listed);
     RUN(test_references_rule);

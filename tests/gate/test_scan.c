@@ -124,6 +124,11 @@ static void test_lines_and_strip(void) {
 static void test_places(void) {
     CHECK(dt_scan_place_reason("src/ops/gelu_cpu.c") != NULL);
     CHECK(dt_scan_place_reason("src/optim/adamw.c") != NULL);
+    /* the op families' folders and the shared device helpers count at any depth */
+    CHECK(dt_scan_place_reason("src/ops/gemm/gemm_cpu.c") != NULL);
+    CHECK(dt_scan_place_reason("src/ops/cuda/launch_log.c") != NULL);
+    CHECK(dt_scan_place_reason("src/ops/attention/flash_cuda.cuh") != NULL);
+    CHECK(dt_scan_place_reason("src/ops/gemm/gemm.h") == NULL); /* headers by content only */
     CHECK(dt_scan_place_reason("src/dist/allreduce.c") != NULL);
     CHECK(dt_scan_place_reason("src/model/gpt_cuda.cu") != NULL);
     CHECK(dt_scan_place_reason("include/detrain/kernels.cuh") != NULL);

@@ -34,10 +34,10 @@
 
 extern "C" {
 #include "core/philox.h"
-#include "ops/crossentropy.h"
-#include "ops/gelu.h"
-#include "ops/layernorm.h"
-#include "ops/reduce.h"
+#include "ops/crossentropy/crossentropy.h"
+#include "ops/gelu/gelu.h"
+#include "ops/layernorm/layernorm.h"
+#include "ops/reduce/reduce.h"
 #include "dt_test.h"
 }
 
@@ -184,7 +184,7 @@ static void check_crossentropy(int N, int V, int Vp) {
     cudaFree(dlog); cudaFree(dtg); cudaFree(dloss);
 }
 
-/* AdamW against optim/adamw.c's per-element expression in fp32 on the CPU; chunks of both
+/* AdamW against adamw_cpu.c's per-element expression in fp32 on the CPU; chunks of both
  * kinds (float4 and element-wise); the fused parameter norm (pnorm_part, dt_cu_sum_parts)
  * against the fp64 sum of the new parameters' squares, and dt_cu_adamw_pnorm's bytes (of
  * the updated parameters) against the fused ones. */

@@ -5,7 +5,7 @@
 #ifndef DT_TESTS_GPU_CHECK_CUH
 #define DT_TESTS_GPU_CHECK_CUH
 
-#include "ops/cuda_common.cuh"
+#include "ops/cuda/cuda_common.cuh"
 
 extern "C" {
 #include "core/philox.h"

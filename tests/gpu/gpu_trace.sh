@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Tracing on the GPU (issue 5; src/train/loop.c on src/backend/cuda_backend.cu, src/model/gpt_cuda.cu, src/trace/trace_cuda.cu,
-# src/trace/digest_cuda.cu, src/ops/gemm_cuda.cu's per-call algorithm line):
+# Tracing on the GPU (issue 5; src/train/loop.c on src/backend/cuda_backend.cu, the GPU model in
+# src/model/cuda/, src/trace/trace_cuda.cu, src/trace/digest_cuda.cu, src/ops/gemm/gemm_cuda.cu's
+# per-call algorithm line):
 #  - the CPU workflow test (tests/trace/test_trace_train.sh) on --device cuda: injection at
 #    each op is named as the origin candidate at its step with every later mismatch
 #    downstream, a late window reports the origin outside the capture, two clean traced
 #    runs match, overwrite is refused;
 #  - two deterministic runs traced at kernel level (every op, module and semantic event,
 #    device digests) show no mismatch, and the events carry the pinned cuBLASLt algorithm
-#    and every launch's grid, block and shared memory (the launch log, src/ops/cuda_plan.c);
+#    and every launch's grid, block and shared memory (the launch log, src/ops/cuda/launch_log.c);
 #  - a run with another seed is reported as differing (the comparison can fail).
 # Not named test_*.sh: CI has no GPU.
 # The GPU model it checks: src/model/cuda/ (model.cuh, create.cu, linear.cu, forward.cu, backward.cu,

@@ -7,7 +7,7 @@
 #include "trace/digest_cuda.h"
 #include "trace/trace_cuda.h"
 
-#include "ops/cuda_common.cuh"
+#include "ops/cuda/cuda_common.cuh"
 
 extern "C" {
 #include "core/digest.h"

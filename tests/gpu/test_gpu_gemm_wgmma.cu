@@ -53,9 +53,9 @@
  * written), a column sum without dGELU or without its partials, and DOT without its LD
  * arguments (and dt_cu_gemm, cuBLASLt, DOT at all). Exits non-zero on any
  * failed check (a CUDA error ends it with status 2). */
-#include "ops/gemm_tma_plan.h"
+#include "ops/gemm/gemm_tma_plan.h"
 #include "ops/ops_cuda.h"
-#include "ops/flash_cuda.cuh" /* dt_cu_flash_bwd_prep: the D kernel the DOT epilogue replaces */
+#include "ops/attention/flash_cuda.cuh" /* dt_cu_flash_bwd_prep: the D kernel the DOT epilogue replaces */
 
 #include "gpu_check.cuh"
 

@@ -7,25 +7,25 @@
  * Bit-exact replays of every op and of the whole model, both branches, under side-stream
  * contention, and the negative controls of the atomic fast paths are in
  * tests/gpu/test_gpu_replays.cu (through the kernel harness's CUDA backend).
- * Sources covered: gemm_cuda.cu (every entry of gemm_table.c at its shape), encoder_cuda.cu, layernorm_cuda.cu, reduce_cuda.cu,
- * attention_cuda.cu, attention_flash_cuda.cu, crossentropy_cuda.cu, gelu_cuda.cu, adamw_cuda.cu, cuda_common.cuh,
+ * Sources covered (src/ops/<family>/): gemm_cuda.cu (every entry of gemm_table.c at its shape), encoder_cuda.cu,
+ * layernorm_cuda.cu, reduce_cuda.cu and colsum_cuda.cuh, attention_cuda.cu, attention_flash_cuda.cu,
+ * crossentropy_cuda.cu, gelu_cuda.cu, dropout_cuda.cu, adamw_cuda.cu, src/ops/cuda/cuda_common.cuh, and
  * the GPU model (src/model/cuda/: model.cuh, create.cu, linear.cu, forward.cu, backward.cu,
- * step.cu, graphs.cu, streams.cu, trace.cu, describe.cu).
- */
+ * step.cu, graphs.cu, streams.cu, trace.cu, describe.cu). */
 #include "ops/ops_cuda.h"
 
 #include "gpu_check.cuh"
 #include "model/gpt_cuda.h"
 extern "C" {
 #include "core/philox.h"
-#include "ops/attention.h"
-#include "ops/crossentropy.h"
-#include "ops/dropout.h"
-#include "ops/encoder.h"
-#include "ops/gelu.h"
-#include "ops/gemm.h"
-#include "ops/layernorm.h"
-#include "ops/reduce.h"
+#include "ops/attention/attention.h"
+#include "ops/crossentropy/crossentropy.h"
+#include "ops/dropout/dropout.h"
+#include "ops/encoder/encoder.h"
+#include "ops/gelu/gelu.h"
+#include "ops/gemm/gemm.h"
+#include "ops/layernorm/layernorm.h"
+#include "ops/reduce/reduce.h"
 #include "dt_test.h"
 }
 
@@ -492,7 +492,7 @@ static void test_layernorm_colsum(void) {
 
 /* The det order of the LayerNorm backward's reductions, byte for byte: dweight, dbias and
  * the fused column sum (dt_cu_layernorm_bwd_colsum, both branches det) from nonzero starts
- * against a host replay of the order ops_cuda.h states: nparts = dt_cu_ln_parts(N) blocks,
+ * against a host replay of the order layernorm_cuda.h states: nparts = dt_cu_ln_parts(N) blocks,
  * block b's warp w takes rows (b + k nparts) DT_CU_LN_WARPS + w for k = 0, 1, ... in order,
  * accumulating fma(n, g, dw), db + g and sum + float(dinp16) from 0 (n = (x - mean) rstd);
  * the block adds its warps in warp order from 0; dt_cu_parts_finish adds partials ty, ty +
@@ -618,7 +618,7 @@ static void test_attention_accuracy(void) {
 }
 
 /* The fused qkv bias sums of dt_cu_flash_bwd in their stated order (attention_flash_cuda.cu,
- * flash_cuda.cuh, ops_cuda.h), in fp32 on the host from the bf16 dqkv x (BT x C3) the kernels stored: per
+ * flash_cuda.cuh, attention_cuda.h), in fp32 on the host from the bf16 dqkv x (BT x C3) the kernels stored: per
  * 64-row block p and column, warp w's rows 64p + 16w.. as ((v0 + v1) + (v2 + v3)) + ((v4 +
  * v5) + (v6 + v7)), v_g = x[16w + g] + x[16w + g + 8], then the 4 warps in order; then
  * dt_cu_parts_finish: lane ty of 8 adds partials ty, ty + 8, ... in order from 0, the 8

@@ -18,11 +18,11 @@
  * padded (GEMM leading dimensions), batched (strided GEMM batches) and broadcast (the
  * GEMM bias, stride 0 over rows).
  * Accuracy against the CPU is tests/gpu/test_gpu_ops.cu's job, not this file's.
- * Sources covered: gemm_cuda.cu (and every entry of gemm_table.c), encoder_cuda.cu, layernorm_cuda.cu, reduce_cuda.cu,
- * attention_cuda.cu, attention_flash_cuda.cu, crossentropy_cuda.cu, gelu_cuda.cu,
- * adamw_cuda.cu, cuda_common.cuh, the GPU model (src/model/cuda/: model.cuh, create.cu, linear.cu, forward.cu, backward.cu,
- * step.cu, graphs.cu, streams.cu, trace.cu, describe.cu).
- */
+ * Sources covered (src/ops/<family>/): gemm_cuda.cu (and every entry of gemm_table.c), encoder_cuda.cu,
+ * layernorm_cuda.cu, reduce_cuda.cu and colsum_cuda.cuh, attention_cuda.cu, attention_flash_cuda.cu,
+ * crossentropy_cuda.cu, gelu_cuda.cu, dropout_cuda.cu, adamw_cuda.cu, src/ops/cuda/cuda_common.cuh, and
+ * the GPU model (src/model/cuda/: model.cuh, create.cu, linear.cu, forward.cu, backward.cu,
+ * step.cu, graphs.cu, streams.cu, trace.cu, describe.cu). */
 #include "kernels/harness.h"
 #include "kernels/harness_cuda.h"
 #include "ops/ops_cuda.h"

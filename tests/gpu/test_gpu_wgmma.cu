@@ -1,7 +1,8 @@
 /* The warpgroup-MMA flash forward (attention_wgmma_cuda.cu, dt_cu_flash_fwd_wgmma, sm_90a;
  * the model's forward on sm_90) against the mma.sync flash forward (attention_flash_cuda.cu,
  * dt_cu_flash_fwd; the PTX wrappers of both wgmma kernels are wgmma_cuda.cuh, their proxy
- * fence and wgmma group sync wgmma_sync.cuh) on the GPU
+ * fence and wgmma group sync wgmma_sync.cuh, the wgmma attention pieces flash_wgmma_cuda.cuh,
+ * the online softmax both forwards run flash_cuda.cuh's flash_softmax) on the GPU
  * machine (built by `make cuda` into build/gpu-tests/), in each of its configurations
  * (dt_cu_flash_fwd_wgmma_force: the serial kernel of session 4, the pipelined one, the
  * pipelined one with one warpgroup a block, the ping-pong rule). Per shape (B 2 NH 4 T 1024 and B 16 NH 12
@@ -75,7 +76,7 @@ static double maxabs(const vf &a, const vf &r) {
     return m;
 }
 
-/* The configurations of dt_cu_flash_fwd_wgmma (ops_cuda.h); the rule is the last. */
+/* The configurations of dt_cu_flash_fwd_wgmma (attention_cuda.h); the rule is the last. */
 #define NCFG 4
 static const int cfg[NCFG] = {DT_CU_WGFWD_SERIAL, DT_CU_WGFWD_PIPE, DT_CU_WGFWD_PIPE_64, DT_CU_WGFWD_PONG};
 static const char *const cfg_name[NCFG] = {"serial", "pipelined", "pipelined 64", "ping-pong"};

@@ -1,6 +1,6 @@
 /* The flash backward on warpgroup MMA (attention_wgmma_bwd_cuda.cu, dt_cu_flash_bwd_wgmma,
  * sm_90a; kernel A on 128-query tiles in attention_wgmma_bwd_q128_cuda.cu; shared pieces in
- * wgmma_cuda.cuh, flash_cuda.cuh and flash_layout.h; the 128-query kernel A's producer and
+ * wgmma_cuda.cuh, flash_wgmma_cuda.cuh, flash_cuda.cuh and flash_layout.h; the 128-query kernel A's producer and
  * consumers meet on mbarriers through mbarrier.cuh's wrappers, which it shares with the own
  * GEMM since session 9: a lost arrival hangs the test, a wait that passes early changes bytes
  * in 1. or 3.) against the
@@ -45,7 +45,7 @@
  * drift); DT_WGBWD_PROFILE=1 calls the rule and the plain-launch form once each, for a
  * profiler (ncu -k regex:flash_bwd_dq_wgmma). */
 #include "ops/ops_cuda.h"
-#include "ops/flash_cuda.cuh"
+#include "ops/attention/flash_cuda.cuh"
 
 #include "gpu_check.cuh"
 
@@ -163,7 +163,7 @@ static void bufs_poison(bwd_bufs &u, int x, const vf &b0, cudaStream_t s) {
     gpu_ok(cudaStreamSynchronize(s), "poison");
 }
 
-/* The configurations of dt_cu_flash_bwd_wgmma (ops_cuda.h, dt_cu_flash_bwd_wgmma_force):
+/* The configurations of dt_cu_flash_bwd_wgmma (attention_cuda.h, dt_cu_flash_bwd_wgmma_force):
  * kernel A with one warpgroup (64 keys) or two (128 keys) a block, the dQ pass on mma.sync
  * or wgmma (the rule is the fourth); then kernel A on 128-query tiles
  * (attention_wgmma_bwd_q128_cuda.cu) with two consumer warpgroups a block (one where T %

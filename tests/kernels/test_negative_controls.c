@@ -8,11 +8,11 @@
  * (OpenBLAS splits the work by its thread count), not between replays at one count. */
 #include "kernels/harness.h"
 
-#include "ops/attention.h"
-#include "ops/encoder.h"
-#include "ops/gemm.h"
-#include "ops/layernorm.h"
-#include "ops/reduce.h"
+#include "ops/attention/attention.h"
+#include "ops/encoder/encoder.h"
+#include "ops/gemm/gemm.h"
+#include "ops/layernorm/layernorm.h"
+#include "ops/reduce/reduce.h"
 #include "dt_test.h"
 
 #define SH(...) ((const int64_t[]){__VA_ARGS__})

@@ -9,23 +9,24 @@
  * and their differing replays reported but not failed: tests/kernels/test_negative_controls.c
  * asserts that they do race. Every other op must be bit-exact in the fast branch too.
  * Sizes follow the rule in harness.h (many threads on the same outputs).
- * Sources covered: src/ops/gemm_cpu.c encoder_cpu.c layernorm_cpu.c matmul_cpu.c
- * attention_cpu.c gelu_cpu.c dropout_cpu.c crossentropy_cpu.c reduce_cpu.c op.c (dispatch
- * through dt_op_variant) and src/optim/adamw.c (AdamW step, gradient statistics). */
+ * Sources covered: src/ops/<family>/: gemm_cpu.c encoder_cpu.c layernorm_cpu.c matmul_cpu.c
+ * attention_cpu.c gelu_cpu.c dropout_cpu.c crossentropy_cpu.c reduce_cpu.c adamw_cpu.c (the
+ * AdamW update), src/ops/op.c (dispatch through dt_op_variant, asked by each family's
+ * chooser) and src/optim/optim.c (AdamW step, gradient statistics). */
 #include "kernels/harness.h"
 #include "support/ref64.h"
 
 #include "core/determinism.h"
 #include "core/philox.h"
-#include "ops/attention.h"
-#include "ops/crossentropy.h"
-#include "ops/dropout.h"
-#include "ops/encoder.h"
-#include "ops/gelu.h"
-#include "ops/gemm.h"
-#include "ops/layernorm.h"
-#include "ops/matmul.h"
-#include "ops/reduce.h"
+#include "ops/attention/attention.h"
+#include "ops/crossentropy/crossentropy.h"
+#include "ops/dropout/dropout.h"
+#include "ops/encoder/encoder.h"
+#include "ops/gelu/gelu.h"
+#include "ops/gemm/gemm.h"
+#include "ops/layernorm/layernorm.h"
+#include "ops/gemm/matmul.h"
+#include "ops/reduce/reduce.h"
 #include "optim/optim.h"
 #include "dt_test.h"
 

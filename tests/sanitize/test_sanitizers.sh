@@ -6,7 +6,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 . tests/sanitize/sanitized_build.sh
-if ! sanitized_make $B/detrain $(ls tests/*/test_*.c | sed "s#^tests/#$B/tests/#; s#\.c\$##") >/dev/null; then
+if ! sanitized_make $B/detrain $(find tests -type f -name 'test_*.c' | sort | sed "s#^tests/#$B/tests/#; s#\.c\$##") >/dev/null; then
   echo "FAIL: sanitized build"; exit 1
 fi
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1

@@ -81,7 +81,7 @@ static bf16 *dfch_of(const dt_gpt_cuda *m, int l) {
 }
 
 /* Where LayerNorm backward ln (DT_CU_RES_LN2 or _LN1) of layer l writes the residual
- * gradient: its slot of dres_all when the backward keeps them (m->dwb_res; cuda_plan.h's
+ * gradient: its slot of dres_all when the backward keeps them (m->dwb_res; model/cuda/plan.h's
  * dt_cu_res_slot_ln, -1: dres16, for the embedding backward), else dres16 in place. */
 static bf16 *dres_slot(const dt_gpt_cuda *m, int k) {
     return m->dwb_res && k >= 0 ? m->dres_all + (size_t)k * m->B * m->T * m->cfg.channels : m->dres16;
@@ -267,7 +267,7 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     /* fcproj's and attproj's dout is then the residual gradient itself, and their bias
      * gradients the LayerNorm backward's column sums */
     m->dwb_res = m->dw_batch == 2 && m->dres_all && m->ln_colsum;
-    int det_buckets = dt_op_variant(DT_OP_ENCODER_BWD) == DT_VARIANT_DET;
+    int det_buckets = dt_encoder_choose() == DT_ENCODER_DET;
     if (det_buckets) {
         /* on the host while the device runs the forward, then copied on m->up while it runs
          * the backward (after the forward: the previous embedding backward read the device

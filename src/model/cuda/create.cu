@@ -124,8 +124,12 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host, const dt_gpt
                        "%d, T %d%s); use auto or gemm", opt->attention == DT_ATTN_FLASH ? "flash" : "flash-mma",
                        C / NH, T, spec->attn_dropout > 0.0f ? ", attention dropout" : "");
     }
-    m->flash = flash_ok && opt->attention != DT_ATTN_GEMM;
-    m->flash_wgmma = m->flash && dt_cu_device_cc() == 90 && opt->attention != DT_ATTN_FLASH_MMA;
+    dt_attention_path ap = dt_attention_choose(B, T, C, NH, &ad, dt_cu_device_cc(),
+                                               opt->attention == DT_ATTN_GEMM        ? DT_ATTENTION_GEMM
+                                               : opt->attention == DT_ATTN_FLASH_MMA ? DT_ATTENTION_FLASH
+                                                                                     : DT_ATTENTION_FLASH_WGMMA);
+    m->flash = ap != DT_ATTENTION_GEMM;
+    m->flash_wgmma = ap == DT_ATTENTION_FLASH_WGMMA;
     if (dt_cu_device_cc() != 90) m->gemm_own = 0;
     m->gemm_dot = m->gemm_dot && m->gemm_own && m->flash; /* gemm_own: sm_90 only */
     DMALLOC(m->param, n, "parameters");

@@ -78,7 +78,7 @@ static dt_status t_crossentropy(dt_gpt_cuda *m, float loss_scale) {
     }
     OP_BEGIN(DT_PHASE_FWD, "crossentropy_mean", DT_OP_CROSSENTROPY, IN("losses", m->losses, F32, BT, 1));
     dt_cu_reduce(m->stats, NULL, m->red_part, m->losses, (size_t)BT, 0,
-                 dt_op_variant(DT_OP_CROSSENTROPY) == DT_VARIANT_DET, m->s);
+                 dt_crossentropy_choose() == DT_REDUCE_DET, m->s);
     TRY(gcu_inject(m, "crossentropy_mean", m->stats, 1, 8));
     OP_END(OUT("loss_sum", m->stats, DT_DT_F64, 1, 1));
     return DT_OK;

@@ -2,7 +2,7 @@
  * signature of the settings their launches depend on, then replayed. */
 #include "model/cuda/model.cuh"
 
-/* ---- CUDA graphs (cuda_plan.h, "CUDA graphs of a step's launches") --------------------
+/* ---- CUDA graphs (model/cuda/plan.h, "CUDA graphs of a step's launches") --------------
  * A step's launch sequence is the same every step: hundreds of kernels, memsets and copies
  * whose arguments are buffers fixed at create and settings fixed per signature. Launched
  * one by one they leave the device idle between them (the host's pacing at the start of a

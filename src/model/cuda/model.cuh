@@ -14,7 +14,7 @@
 #define DT_MODEL_CUDA_MODEL_CUH
 
 #include "ops/ops_cuda.h"
-#include "ops/cuda_plan.h"
+#include "model/cuda/plan.h"
 
 #include "model/gpt_cuda.h"
 #include "trace/trace_cuda.h"
@@ -99,7 +99,7 @@ struct dt_gpt_cuda {
     /* dwb_res: the fcproj and attproj weight gradients batched too (no hidden dropout, the
      * LayerNorm backward's column sums making their bias gradients): every LayerNorm backward
      * writes the residual gradient out of place into its own slot of dres_all (L, 2, B T, C;
-     * cuda_plan.h's dt_cu_res_slot: slot 2 l + 1 is what layer l's fcproj reads, 2 l its
+     * model/cuda/plan.h's dt_cu_res_slot: slot 2 l + 1 is what layer l's fcproj reads, 2 l its
      * attproj; layer 0's LN1 writes dres16 for the embedding backward) */
     bf16 *dres_all;
     bf16 *dres; /* the backward's residual gradient now: dres16, or a slot of dres_all */
@@ -108,7 +108,7 @@ struct dt_gpt_cuda {
     cudaEvent_t ev_ready, ev_wdone, ev_read[DT_CU_READS_MAX];
     dt_cu_reads reads;
     dt_cu_blas *blas;
-    /* CUDA graphs of the launch sequences (--cuda-graphs on; cuda_plan.h), one a
+    /* CUDA graphs of the launch sequences (--cuda-graphs on; model/cuda/plan.h), one a
      * slot */
     int graphs, ncapture, nreplay, nrelaxed;
     dt_cu_graph_state gstate[G_SLOTS];

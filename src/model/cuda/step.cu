@@ -6,7 +6,7 @@ __global__ void sqrt_kernel(double *x) { x[3] = sqrt(x[1]); }
 
 dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, int64_t t,
                            dt_grad_stats *stats) {
-    int det = dt_op_variant(DT_OP_NORM) == DT_VARIANT_DET;
+    int det = dt_reduce_choose(DT_OP_NORM) == DT_REDUCE_DET;
     dt_trace_op *h = NULL;
     if (dt_trace_on(DT_TRACE_SEMANTIC)) {
         dt_gtrace_set in;
@@ -47,7 +47,7 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
     a.beta1 = c->beta1;
     a.beta2 = c->beta2;
     a.eps = c->eps;
-    a.bc1 = 1.0f - powf(c->beta1, (float)t); /* as optim/adamw.c */
+    a.bc1 = 1.0f - powf(c->beta1, (float)t); /* as optim/optim.c */
     a.bc2 = 1.0f - powf(c->beta2, (float)t);
     a.clip_grad = c->clip_grad;
     a.grad_norm = m->stats + 3;

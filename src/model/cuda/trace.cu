@@ -53,7 +53,7 @@ dt_status gcu_inject(dt_gpt_cuda *m, const char *op, void *p, size_t n, int esiz
 }
 
 /* Kernel-level detail of the op's own kernels: every launch noted since OP_BEGIN (name,
- * grid, block, shared memory; the launch log of cuda_plan.h). */
+ * grid, block, shared memory; the launch log of ops/cuda/launch_log.h). */
 void gcu_launch_info(dt_trace_op *h) {
     if (!dt_trace_on(DT_TRACE_KERNEL)) return;
     char buf[1024];
