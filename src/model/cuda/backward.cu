@@ -22,12 +22,12 @@ static dt_status through_dropout(dt_gpt_cuda *m, const dt_dropout *hd, uint32_t 
  * backward), each element bf16(float(m->dres) + its gradient): the residual gradient is kept
  * in bf16 like the residual stream it belongs to, each addition made in fp32 and rounded
  * once; then m->dres = out. out is m->dres16 (in place, m->dres16 all along) unless the
- * backward keeps every residual gradient (m->dwb_res: a slot of dres_all, written out of
- * place, the same bits). dw, db += the parameter grads. next_db (m->ln_colsum; NULL for LN1
- * of layer 0): the bias gradient of the linear whose backward reads out next (attproj after
- * LN2, the previous layer's fcproj after LN1 and lnf), += the column sums of out from the
- * same kernel (DT_OP_BIAS_BWD), an output of this event ("colsum_dx"); that linear_bwd then
- * skips its column sum (m->db_summed). */
+ * backward keeps every residual gradient (the plan's keep_res: a slot of dres_all, written
+ * out of place, the same bits). dw, db += the parameter grads. next_db (the plan's
+ * ln_colsum; NULL for LN1 of layer 0): the bias gradient of the linear whose backward reads
+ * out next (attproj after LN2, the previous layer's fcproj after LN1 and lnf), += the column
+ * sums of out from the same kernel (DT_OP_BIAS_BWD), an output of this event ("colsum_dx");
+ * the plan has that linear's bias from DT_CU_BIAS_LN_COLSUM. */
 static dt_status t_layernorm_bwd(dt_gpt_cuda *m, int acc, float *dw, float *db, const bf16 *x, const float *w,
                                  const float *mean, const float *rstd, float *next_db, bf16 *out) {
     TRY(gcu_claim(m, out));
@@ -47,7 +47,6 @@ static dt_status t_layernorm_bwd(dt_gpt_cuda *m, int acc, float *dw, float *db, 
         dt_cu_layernorm_bwd(out, acc, dw, db, gcu_next_part(m), m->dc1, x, w, mean, rstd, BT, C, m->s, m->fin);
     if (next_db && h_)
         dt_trace_kernel_info(h_, "colsum_dx: fused column sums of dx, bias_bwd %s", gcu_variant_name(DT_OP_BIAS_BWD));
-    m->db_summed = next_db;
     m->dres = out;
     TRY(gcu_inject(m, "layernorm_bwd", out, (size_t)BT * C, 2));
     OP_END((OUT("dx", out, BF, BTC), OUT("dw", dw, F32, 1, C), OUT("db", db, F32, 1, C),
@@ -72,36 +71,36 @@ static dt_status t_gelu_bwd(dt_gpt_cuda *m, bf16 *dinp, float *db, const bf16 *i
 
 /* Layer l's dqkv and dfch: its own slice of dqkv_all (dfch_all) when this backward batches
  * the qkv (fc) weight gradients (--dw-batch on), else the one buffer every layer reuses. */
-static bf16 *dqkv_of(const dt_gpt_cuda *m, int l) {
-    return m->dwb_qkv ? m->dqkv_all + (size_t)l * m->B * m->T * 3 * m->cfg.channels : m->dqkv;
+bf16 *gcu_dqkv_of(const dt_gpt_cuda *m, int l) {
+    return m->bp.dw_batched[DT_CU_LIN_QKV] ? m->dqkv_all + (size_t)l * m->B * m->T * 3 * m->cfg.channels : m->dqkv;
 }
 
-static bf16 *dfch_of(const dt_gpt_cuda *m, int l) {
-    return m->dwb_fc ? m->dfch_all + (size_t)l * m->B * m->T * 4 * m->cfg.channels : m->dfch;
+bf16 *gcu_dfch_of(const dt_gpt_cuda *m, int l) {
+    return m->bp.dw_batched[DT_CU_LIN_FC] ? m->dfch_all + (size_t)l * m->B * m->T * 4 * m->cfg.channels : m->dfch;
 }
 
 /* Where LayerNorm backward ln (DT_CU_RES_LN2 or _LN1) of layer l writes the residual
  * gradient: its slot of dres_all when the backward keeps them (m->dwb_res; model/cuda/plan.h's
  * dt_cu_res_slot_ln, -1: dres16, for the embedding backward), else dres16 in place. */
-static bf16 *dres_slot(const dt_gpt_cuda *m, int k) {
-    return m->dwb_res && k >= 0 ? m->dres_all + (size_t)k * m->B * m->T * m->cfg.channels : m->dres16;
+bf16 *gcu_dres_slot(const dt_gpt_cuda *m, int k) {
+    return m->bp.keep_res && k >= 0 ? m->dres_all + (size_t)k * m->B * m->T * m->cfg.channels : m->dres16;
 }
 
-static bf16 *dres_of_ln(const dt_gpt_cuda *m, int l, int ln) { return dres_slot(m, dt_cu_res_slot_ln(l, ln)); }
+static bf16 *dres_of_ln(const dt_gpt_cuda *m, int l, int ln) { return gcu_dres_slot(m, dt_cu_res_slot_ln(l, ln)); }
 
-/* Attention backward of layer l into dqkv_of(m, l). db (flash only, else NULL): the qkv bias
+/* Attention backward of layer l into gcu_dqkv_of(m, l). db (flash only, else NULL): the qkv bias
  * gradient, += the column sums of dqkv fused into the flash kernels (finished on m->fin);
  * the qkv linear's backward then gets no db. It is this event's input and output.
  * ld_ready: the attproj input-gradient GEMM just wrote the flash backward's LD (its DOT
  * epilogue; linear_bwd's *ld_made), so no D kernel runs. */
 static dt_status t_attention_bwd(dt_gpt_cuda *m, int l, const dt_dropout *ad, float *db, int ld_ready) {
-    bf16 *dqkv = dqkv_of(m, l);
+    bf16 *dqkv = gcu_dqkv_of(m, l);
     TRY(gcu_claim(m, dqkv));
     int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads, BT = B * T;
     size_t sc = (size_t)BT * C;
-    const bf16 *qkv = m->qkv + l * sc * 3, *atty = m->atty + l * sc;
-    const float *lse = m->flash ? m->att_lse + (size_t)l * B * NH * T : NULL;
-    const bf16 *att = m->flash ? NULL : m->att + (size_t)l * B * NH * T * T;
+    const bf16 *qkv = m->act.qkv + l * sc * 3, *atty = m->act.atty + l * sc;
+    const float *lse = m->ch.flash ? m->act.att_lse + (size_t)l * B * NH * T : NULL;
+    const bf16 *att = m->ch.flash ? NULL : m->act.att + (size_t)l * B * NH * T * T;
     OP_BEGIN(DT_PHASE_BWD, "attention_bwd", DT_OP_ATTENTION_BWD,
              (IN("dy", m->dc1, BF, BTC), IN("qkv", qkv, BF, BT, 3 * C), IN("y", atty, BF, BTC),
               IN("lse", lse, F32, lse ? (int64_t)B * NH * T : 0, 1), IN("att", att, BF, att ? (int64_t)B * NH * T : 0, T),
@@ -110,16 +109,16 @@ static dt_status t_attention_bwd(dt_gpt_cuda *m, int l, const dt_dropout *ad, fl
                                  gcu_variant_name(DT_OP_ATTENTION_BWD), B, T, C, NH,
                                  db ? "; db: column sums of dqkv fused, 64-row block partials added in order" : "");
     if (h_ && ld_ready) dt_trace_kernel_info(h_, "LD (lse, D) from matmul_bwd's DOT epilogue: no D kernel");
-    if (m->flash_wgmma && ld_ready)
+    if (m->ch.flash_wgmma && ld_ready)
         dt_cu_flash_bwd_wgmma_ld(dqkv, db, db ? gcu_next_part(m) : NULL, m->att_scratch, m->dc1, qkv, B, T, C, NH,
                                  m->s, m->fin);
-    else if (m->flash_wgmma)
+    else if (m->ch.flash_wgmma)
         dt_cu_flash_bwd_wgmma(dqkv, db, db ? gcu_next_part(m) : NULL, m->att_scratch, m->dc1, qkv, atty, lse, B, T, C,
                               NH, m->s, m->fin);
-    else if (m->flash && ld_ready)
+    else if (m->ch.flash && ld_ready)
         dt_cu_flash_bwd_ld(dqkv, db, db ? gcu_next_part(m) : NULL, m->att_scratch, m->dc1, qkv, B, T, C, NH, m->s,
                            m->fin);
-    else if (m->flash)
+    else if (m->ch.flash)
         dt_cu_flash_bwd(dqkv, db, db ? gcu_next_part(m) : NULL, m->att_scratch, m->dc1, qkv, atty, lse, B, T, C, NH,
                         m->s, m->fin);
     else
@@ -151,77 +150,88 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
     int Vp = c->padded_vocab, BT = B * T;
     size_t sc = (size_t)BT * C;
     dt_dropout hd = gcu_hidden_drop(m), ad = gcu_attn_drop(m);
+    const dt_cu_bwd_plan *bp = &m->bp;
     m->nsite = 0;
     m->site_over = 0;
-    m->db_summed = NULL;
-#define NEXT_DB(i, l) (m->ln_colsum ? G(i) + (size_t)(l) * C : NULL) /* bias i of layer l */
+#define NEXT_DB(i, l) (bp->ln_colsum ? G(i) + (size_t)(l) * C : NULL) /* bias i of layer l */
     dt_trace_scope_push("head");
     gcu_rbegin(m, DT_R_HEAD_BWD); /* logits = lnf wte^T; the logits hold dlogits */
-    TRY(gcu_linear_bwd(m, m->dc1, G(DT_P_WTE), NULL, m->logits, m->lnf, P16(DT_P_WTE), BT, C, Vp, NULL, NULL, -1, NULL));
+    const gcu_lin_bwd head = {m->dc1, G(DT_P_WTE), NULL, DT_CU_BIAS_COLSUM, m->act.logits, m->act.lnf, P16(DT_P_WTE), BT, C, Vp,
+                              NULL, NULL, -1};
+    TRY(gcu_linear_bwd(m, &head));
     gcu_rend(m, DT_R_HEAD_BWD);
     gcu_rbegin(m, DT_R_LN_BWD);
     m->dres = m->dres16;
-    TRY(t_layernorm_bwd(m, 0, G(DT_P_LNFW), G(DT_P_LNFB), m->res3 + (size_t)(L - 1) * sc, P(DT_P_LNFW),
-                        m->lnf_mean, m->lnf_rstd, NEXT_DB(DT_P_FCPROJB, L - 1), dres_of_ln(m, L, DT_CU_RES_LN1)));
+    TRY(t_layernorm_bwd(m, 0, G(DT_P_LNFW), G(DT_P_LNFB), m->act.res3 + (size_t)(L - 1) * sc, P(DT_P_LNFW),
+                        m->act.lnf_mean, m->act.lnf_rstd, NEXT_DB(DT_P_FCPROJB, L - 1), dres_of_ln(m, L, DT_CU_RES_LN1)));
     gcu_rend(m, DT_R_LN_BWD);
     dt_trace_scope_pop();
     for (int l = L - 1; l >= 0; l--) {
-        const bf16 *res = l == 0 ? m->encoded : m->res3 + (size_t)(l - 1) * sc;
+        const bf16 *res = l == 0 ? m->act.encoded : m->act.res3 + (size_t)(l - 1) * sc;
         size_t lC = (size_t)l * C;
         dt_trace_op *blk = NULL;
         TRY(gcu_block_begin(m, &blk, DT_PHASE_BWD, l, m->dres, DT_DT_BF16));
         const bf16 *dproj = NULL;
         TRY(through_dropout(m, &hd, 2u * (uint32_t)l + 1u, &dproj));
-        const bf16 *fch = m->fch + l * sc * 4;
+        const bf16 *fch = m->act.fch + l * sc * 4;
         gcu_rbegin(m, DT_R_MATMUL_BWD);
-        if (m->fuse_gelu) { /* dfch straight from the GEMM; the fc bias gradient from its epilogue
-                             * (our kernel) or with the fc weights' */
-            float *fcb = m->fuse_bgrad ? NULL : G(DT_P_FCB) + lC * 4;
-            TRY(gcu_linear_bwd(m, dfch_of(m, l), m->dwb_res ? NULL : G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC,
-                           dproj, m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, fch, fcb, -1,
-                           NULL));
-            TRY(gcu_linear_bwd(m, m->dc1, m->dwb_fc ? NULL : G(DT_P_FCW) + lC * 4 * C, G(DT_P_FCB) + lC * 4, dfch_of(m, l),
-                           m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1, NULL));
+        float *fcb = G(DT_P_FCB) + lC * 4;
+        float *fcprojw = bp->dw_batched[DT_CU_LIN_FCPROJ] ? NULL : G(DT_P_FCPROJW) + lC * 4 * C;
+        float *fcw = bp->dw_batched[DT_CU_LIN_FC] ? NULL : G(DT_P_FCW) + lC * 4 * C;
+        dt_cu_bias_src fcsrc = bp->bias[DT_CU_LIN_FC];
+        if (m->ch.fuse_gelu) { /* dfch straight from the fcproj GEMM (dGELU epilogue) */
+            const gcu_lin_bwd fcproj = {gcu_dfch_of(m, l), fcprojw, G(DT_P_FCPROJB) + lC, bp->bias[DT_CU_LIN_FCPROJ], dproj,
+                                        m->act.fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, fch,
+                                        fcsrc == DT_CU_BIAS_DGELU_EPILOGUE ? fcb : NULL, -1};
+            TRY(gcu_linear_bwd(m, &fcproj));
+            const gcu_lin_bwd fc = {m->dc1, fcw, fcb, fcsrc, gcu_dfch_of(m, l), m->act.ln2 + l * sc,
+                                    P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1};
+            TRY(gcu_linear_bwd(m, &fc));
             gcu_rend(m, DT_R_MATMUL_BWD);
         } else {
-            TRY(gcu_linear_bwd(m, m->dfchg, m->dwb_res ? NULL : G(DT_P_FCPROJW) + lC * 4 * C, G(DT_P_FCPROJB) + lC, dproj,
-                           m->fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, NULL, NULL, -1, NULL));
+            const gcu_lin_bwd fcproj = {m->dfchg, fcprojw, G(DT_P_FCPROJB) + lC, bp->bias[DT_CU_LIN_FCPROJ], dproj,
+                                        m->act.fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, NULL, NULL,
+                                        -1};
+            TRY(gcu_linear_bwd(m, &fcproj));
             gcu_rend(m, DT_R_MATMUL_BWD);
             gcu_rbegin(m, DT_R_GELU_BWD);
-            /* the fc bias gradient: from the fc weight-gradient GEMM, or fused into the GELU backward */
-            float *fcb = G(DT_P_FCB) + lC * 4;
-            TRY(t_gelu_bwd(m, dfch_of(m, l), m->fuse_bgrad ? NULL : fcb, fch, m->dfchg, BT, 4 * C));
+            TRY(t_gelu_bwd(m, gcu_dfch_of(m, l), fcsrc == DT_CU_BIAS_GELU_BWD ? fcb : NULL, fch, m->dfchg, BT, 4 * C));
             gcu_rend(m, DT_R_GELU_BWD);
             gcu_rbegin(m, DT_R_MATMUL_BWD);
-            TRY(gcu_linear_bwd(m, m->dc1, m->dwb_fc ? NULL : G(DT_P_FCW) + lC * 4 * C, m->fuse_bgrad ? fcb : NULL,
-                           dfch_of(m, l), m->ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1,
-                           NULL));
+            const gcu_lin_bwd fc = {m->dc1, fcw, fcsrc == DT_CU_BIAS_GELU_BWD ? NULL : fcb, fcsrc, gcu_dfch_of(m, l),
+                                    m->act.ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1};
+            TRY(gcu_linear_bwd(m, &fc));
             gcu_rend(m, DT_R_MATMUL_BWD);
         }
         gcu_rbegin(m, DT_R_LN_BWD);
-        TRY(t_layernorm_bwd(m, 1, G(DT_P_LN2W) + lC, G(DT_P_LN2B) + lC, m->res2 + l * sc, P(DT_P_LN2W) + lC,
-                            m->ln2_mean + (size_t)l * BT, m->ln2_rstd + (size_t)l * BT, NEXT_DB(DT_P_ATTPROJB, l),
+        TRY(t_layernorm_bwd(m, 1, G(DT_P_LN2W) + lC, G(DT_P_LN2B) + lC, m->act.res2 + l * sc, P(DT_P_LN2W) + lC,
+                            m->act.ln2_mean + (size_t)l * BT, m->act.ln2_rstd + (size_t)l * BT, NEXT_DB(DT_P_ATTPROJB, l),
                             dres_of_ln(m, l, DT_CU_RES_LN2)));
         gcu_rend(m, DT_R_LN_BWD);
         TRY(through_dropout(m, &hd, 2u * (uint32_t)l, &dproj));
         gcu_rbegin(m, DT_R_MATMUL_BWD);
-        int ld_made = 0; /* LD from the attproj GEMM's DOT epilogue, for the attention backward */
-        TRY(gcu_linear_bwd(m, m->dc1, m->dwb_res ? NULL : G(DT_P_ATTPROJW) + lC * C, G(DT_P_ATTPROJB) + lC, dproj,
-                       m->atty + l * sc, P16(DT_P_ATTPROJW) + lC * C, BT, C, C, NULL, NULL, l, &ld_made));
+        /* with the plan's ld_from_dot, the attproj GEMM writes the flash backward's LD */
+        const gcu_lin_bwd attproj = {m->dc1, bp->dw_batched[DT_CU_LIN_ATTPROJ] ? NULL : G(DT_P_ATTPROJW) + lC * C,
+                                     G(DT_P_ATTPROJB) + lC, bp->bias[DT_CU_LIN_ATTPROJ], dproj, m->act.atty + l * sc,
+                                     P16(DT_P_ATTPROJW) + lC * C, BT, C, C, NULL, NULL, bp->ld_from_dot ? l : -1};
+        TRY(gcu_linear_bwd(m, &attproj));
         gcu_rend(m, DT_R_MATMUL_BWD);
         /* the qkv bias gradient: fused into the flash backward (it sums the dqkv it stores;
          * no colsum or GEMM epilogue re-reads dqkv), else the qkv linear's */
         float *qkvb = G(DT_P_QKVB) + lC * 3;
+        int qkv_flash = bp->bias[DT_CU_LIN_QKV] == DT_CU_BIAS_FLASH;
         gcu_rbegin(m, DT_R_ATTN_BWD);
-        TRY(t_attention_bwd(m, l, &ad, m->flash ? qkvb : NULL, ld_made));
+        TRY(t_attention_bwd(m, l, &ad, qkv_flash ? qkvb : NULL, bp->ld_from_dot));
         gcu_rend(m, DT_R_ATTN_BWD);
         gcu_rbegin(m, DT_R_MATMUL_BWD);
-        TRY(gcu_linear_bwd(m, m->dc1, m->dwb_qkv ? NULL : G(DT_P_QKVW) + lC * 3 * C, m->flash ? NULL : qkvb, dqkv_of(m, l),
-                       m->ln1 + l * sc, P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C, NULL, NULL, -1, NULL));
+        const gcu_lin_bwd qkv = {m->dc1, bp->dw_batched[DT_CU_LIN_QKV] ? NULL : G(DT_P_QKVW) + lC * 3 * C,
+                                 qkv_flash ? NULL : qkvb, bp->bias[DT_CU_LIN_QKV], gcu_dqkv_of(m, l), m->act.ln1 + l * sc,
+                                 P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C, NULL, NULL, -1};
+        TRY(gcu_linear_bwd(m, &qkv));
         gcu_rend(m, DT_R_MATMUL_BWD);
         gcu_rbegin(m, DT_R_LN_BWD);
         TRY(t_layernorm_bwd(m, 1, G(DT_P_LN1W) + lC, G(DT_P_LN1B) + lC, res, P(DT_P_LN1W) + lC,
-                            m->ln1_mean + (size_t)l * BT, m->ln1_rstd + (size_t)l * BT,
+                            m->act.ln1_mean + (size_t)l * BT, m->act.ln1_rstd + (size_t)l * BT,
                             l > 0 ? NEXT_DB(DT_P_FCPROJB, l - 1) : NULL, dres_of_ln(m, l, DT_CU_RES_LN1)));
         gcu_rend(m, DT_R_LN_BWD);
         TRY(gcu_block_end(m, blk, DT_PHASE_BWD, l, m->dres, DT_DT_BF16));
@@ -229,16 +239,16 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
 #undef NEXT_DB
     /* every layer's weight gradients of a batched kind: one strided-batched GEMM a kind
      * (--dw-batch on) */
-    if (m->dwb_qkv || m->dwb_fc || m->dwb_res) {
+    if (bp->dw_batched[DT_CU_LIN_QKV] || bp->dw_batched[DT_CU_LIN_FC] || bp->keep_res) {
         const long long s1 = (long long)BT * C;
         gcu_rbegin(m, DT_R_MATMUL_BWD);
         TRY(gcu_wgs_after_main(m)); /* every layer's douts are made: the batched GEMMs follow on m->wgs */
-        if (m->dwb_qkv) TRY(gcu_dw_batched(m, m->dqkv_all, 3 * s1, m->ln1, G(DT_P_QKVW), C, 3 * C));
-        if (m->dwb_fc) TRY(gcu_dw_batched(m, m->dfch_all, 4 * s1, m->ln2, G(DT_P_FCW), C, 4 * C));
-        if (m->dwb_res) { /* a kind's slots: its first, DT_CU_RES_STRIDE apart */
-            TRY(gcu_dw_batched(m, dres_slot(m, dt_cu_res_slot(0, DT_CU_RES_FCPROJ)), DT_CU_RES_STRIDE * s1, m->fchg,
+        if (bp->dw_batched[DT_CU_LIN_QKV]) TRY(gcu_dw_batched(m, m->dqkv_all, 3 * s1, m->act.ln1, G(DT_P_QKVW), C, 3 * C));
+        if (bp->dw_batched[DT_CU_LIN_FC]) TRY(gcu_dw_batched(m, m->dfch_all, 4 * s1, m->act.ln2, G(DT_P_FCW), C, 4 * C));
+        if (bp->keep_res) { /* a kind's slots: its first, DT_CU_RES_STRIDE apart */
+            TRY(gcu_dw_batched(m, gcu_dres_slot(m, dt_cu_res_slot(0, DT_CU_RES_FCPROJ)), DT_CU_RES_STRIDE * s1, m->act.fchg,
                            G(DT_P_FCPROJW), 4 * C, C));
-            TRY(gcu_dw_batched(m, dres_slot(m, dt_cu_res_slot(0, DT_CU_RES_ATTPROJ)), DT_CU_RES_STRIDE * s1, m->atty,
+            TRY(gcu_dw_batched(m, gcu_dres_slot(m, dt_cu_res_slot(0, DT_CU_RES_ATTPROJ)), DT_CU_RES_STRIDE * s1, m->act.atty,
                            G(DT_P_ATTPROJW), C, C));
         }
         gcu_rend(m, DT_R_MATMUL_BWD);
@@ -258,15 +268,7 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     dt_dropout hd = gcu_hidden_drop(m);
     /* weight gradients on m->wgs, except in profiled steps (the leaderboard times each range
      * alone on m->s) and when tracing digests gradients per module or op */
-    m->ov = m->overlap && !m->prof && !dt_trace_on(DT_TRACE_MODULE);
-    m->dwb_qkv = m->dw_batch && m->dqkv_all; /* traced or not: tracing never changes the launches' math */
-    m->dwb_fc = m->dw_batch == 2 && m->dfch_all;
-    /* with hidden dropout the linears read a masked copy of dres16 (through_dropout); with
-     * BGRAD the weight-gradient GEMMs make every bias gradient */
-    m->ln_colsum = !dt_dropout_on(&hd) && !m->fuse_bgrad;
-    /* fcproj's and attproj's dout is then the residual gradient itself, and their bias
-     * gradients the LayerNorm backward's column sums */
-    m->dwb_res = m->dw_batch == 2 && m->dres_all && m->ln_colsum;
+    m->ov = m->ch.overlap && !m->prof && !dt_trace_on(DT_TRACE_MODULE);
     int det_buckets = dt_encoder_choose() == DT_ENCODER_DET;
     if (det_buckets) {
         /* on the host while the device runs the forward, then copied on m->up while it runs
@@ -293,9 +295,6 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
     if (m->site_over)
         return dt_fail(DT_ESTATE, "dt_gpt_cuda_backward: more det reduction sites than the %d "
                        "partial regions made at create (raise maxsite in dt_gpt_cuda_create)", m->maxsite);
-    if (m->db_summed) /* a fused bias gradient no linear_bwd claimed: the wiring above is wrong */
-        return dt_fail(DT_ESTATE, "dt_gpt_cuda_backward: a LayerNorm backward summed a bias gradient "
-                       "that no linear backward used");
     m->grad_fresh = 0; /* a further backward (gradient accumulation) adds */
     /* join: the det partial finishes on m->fin complete before anything reads gradients or
      * reuses their partial regions */

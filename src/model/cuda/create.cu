@@ -30,31 +30,62 @@ static dt_status dmalloc(dt_gpt_cuda *m, void **p, size_t bytes, const char *wha
  * env.json records the outcome. Buffers must exist. */
 static dt_status probe_fusions(dt_gpt_cuda *m, int epilogues) {
     static const char *names[] = {"off", "gelu", "bgrad", "all"};
-    m->fuse_gelu = m->fuse_bgrad = 0;
-    m->fusion_note = names[epilogues];
+    m->ch.fuse_gelu = m->ch.fuse_bgrad = 0;
+    m->ch.fusion_note = names[epilogues];
     int want_gelu = epilogues == DT_EPI_GELU || epilogues == DT_EPI_ALL;
     int want_bgrad = epilogues == DT_EPI_BGRAD || epilogues == DT_EPI_ALL;
     int BT = m->B * m->T, C = m->cfg.channels;
     const bf16 *w16 = m->param16;
     const dt_param_desc *pd = m->params;
     if (want_gelu) {
-        dt_cu_gemm_args f = {0, 1, BT, 4 * C, C, m->ln2, C, 0, w16 + pd[DT_P_FCW].offset, C, 0, m->fchg, 4 * C, 0,
-                             0, 1.0f, 0.0f, 1, w16 + pd[DT_P_FCB].offset, DT_CU_EPI_GELU, m->fch, NULL, NULL};
+        dt_cu_gemm_args f = {0, 1, BT, 4 * C, C, m->act.ln2, C, 0, w16 + pd[DT_P_FCW].offset, C, 0, m->act.fchg, 4 * C, 0,
+                             0, 1.0f, 0.0f, 1, w16 + pd[DT_P_FCB].offset, DT_CU_EPI_GELU, m->act.fch, NULL, NULL};
         dt_cu_gemm_args d = {0, 0, BT, 4 * C, C, m->dres16, C, 0, w16 + pd[DT_P_FCPROJW].offset, 4 * C, 0, m->dfch,
-                             4 * C, 0, 0, 1.0f, 0.0f, 1, NULL, DT_CU_EPI_DGELU, m->fch, NULL, NULL};
-        m->fuse_gelu = dt_cu_gemm_prepare(m->blas, &f) == DT_OK && dt_cu_gemm_prepare(m->blas, &d) == DT_OK;
+                             4 * C, 0, 0, 1.0f, 0.0f, 1, NULL, DT_CU_EPI_DGELU, m->act.fch, NULL, NULL};
+        m->ch.fuse_gelu = dt_cu_gemm_prepare(m->blas, &f) == DT_OK && dt_cu_gemm_prepare(m->blas, &d) == DT_OK;
     }
     /* (weight, bias, dout, its width, input, its width) of the four biased linears */
     struct { int w, b; const bf16 *dout; int oc; const bf16 *inp; int ic; } lin[4] = {
-        {DT_P_QKVW, DT_P_QKVB, m->dqkv, 3 * C, m->ln1, C}, {DT_P_ATTPROJW, DT_P_ATTPROJB, m->dres16, C, m->atty, C},
-        {DT_P_FCW, DT_P_FCB, m->dfch, 4 * C, m->ln2, C}, {DT_P_FCPROJW, DT_P_FCPROJB, m->dres16, C, m->fchg, 4 * C}};
-    m->fuse_bgrad = want_bgrad;
-    for (int i = 0; i < 4 && m->fuse_bgrad; i++) {
+        {DT_P_QKVW, DT_P_QKVB, m->dqkv, 3 * C, m->act.ln1, C}, {DT_P_ATTPROJW, DT_P_ATTPROJB, m->dres16, C, m->act.atty, C},
+        {DT_P_FCW, DT_P_FCB, m->dfch, 4 * C, m->act.ln2, C}, {DT_P_FCPROJW, DT_P_FCPROJB, m->dres16, C, m->act.fchg, 4 * C}};
+    m->ch.fuse_bgrad = want_bgrad;
+    for (int i = 0; i < 4 && m->ch.fuse_bgrad; i++) {
         dt_cu_gemm_args g = {1, 0, lin[i].oc, lin[i].ic, BT, lin[i].dout, lin[i].oc, 0, lin[i].inp, lin[i].ic, 0,
                              m->grad + pd[lin[i].w].offset, lin[i].ic, 0, 1, 1.0f, 1.0f, 1, NULL, DT_CU_EPI_BGRAD,
                              NULL, m->grad + pd[lin[i].b].offset, m->part};
-        m->fuse_bgrad = dt_cu_gemm_prepare(m->blas, &g) == DT_OK;
+        m->ch.fuse_bgrad = dt_cu_gemm_prepare(m->blas, &g) == DT_OK;
     }
+    return DT_OK;
+}
+
+/* The backward's plan with our kernel's epilogues where every layer's GEMM fits them: the
+ * fcproj dGELU GEMM's column sums (the fc bias gradient) and the attproj GEMM's DOT
+ * epilogue (the flash backward's LD), each on only when asked for (--gemm-own, --gemm-dot)
+ * and taken by every layer's call, built as the backward builds it. */
+static dt_status plan_backward(dt_gpt_cuda *m, const dt_cu_bwd_plan_in *base) {
+    dt_cu_bwd_plan_in in = *base;
+    int L = m->cfg.num_layers, C = m->cfg.channels, BT = m->B * m->T;
+    size_t sc = (size_t)BT * C;
+    in.dgelu_csum = m->ch.fuse_gelu && !m->ch.fuse_bgrad && m->ch.gemm_own;
+    in.dot_ld = m->ch.gemm_dot;
+    for (int l = 0; l < L; l++) {
+        size_t lC = (size_t)l * C;
+        /* the douts the backward hands them: a masked copy with hidden dropout, else the
+         * residual gradient (its slot when the plan keeps them) */
+        const bf16 *fc_dout = in.hidden_dropout ? m->dproj16 : gcu_dres_slot(m, dt_cu_res_slot(l, DT_CU_RES_FCPROJ));
+        const bf16 *att_dout = in.hidden_dropout ? m->dproj16 : gcu_dres_slot(m, dt_cu_res_slot(l, DT_CU_RES_ATTPROJ));
+        const gcu_lin_bwd fcproj = {gcu_dfch_of(m, l), NULL, NULL, DT_CU_BIAS_COLSUM, fc_dout, m->act.fchg + l * sc * 4,
+                                    m->param16 + m->params[DT_P_FCPROJW].offset + lC * 4 * C, BT, 4 * C, C,
+                                    m->act.fch + l * sc * 4, NULL, -1};
+        const gcu_lin_bwd attproj = {m->dc1, NULL, NULL, DT_CU_BIAS_COLSUM, att_dout, m->act.atty + l * sc,
+                                     m->param16 + m->params[DT_P_ATTPROJW].offset + lC * C, BT, C, C, NULL, NULL, -1};
+        if (in.dgelu_csum && !gcu_dgelu_csum_fits(m, &fcproj)) in.dgelu_csum = 0;
+        if (in.dot_ld && !gcu_dot_fits(m, &attproj)) in.dot_ld = 0;
+    }
+    dt_cu_bwd_plan_make(&in, &m->bp);
+    char why[256];
+    if (dt_cu_bwd_plan_check(&in, &m->bp, why, sizeof why) != 0)
+        return dt_fail(DT_ESTATE, "--device cuda: the backward's plan is inconsistent: %s", why);
     return DT_OK;
 }
 
@@ -94,12 +125,12 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host, const dt_gpt
     if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_stats, cudaEventDisableTiming), "cudaEventCreate");
     if (st != DT_OK) { free(m); return dt_fail_context(st, "--device cuda: no usable GPU"); }
     if ((st = dt_cu_blas_create(&m->blas)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
-    m->overlap = opt->bwd_overlap;
-    m->gemm_dot = opt->gemm_dot;
-    m->graphs = opt->graphs;
-    m->gemm_own = opt->gemm_own;
-    m->dw_batch = opt->dw_batch ? 2 : 0;
-    if (m->overlap) {
+    m->ch.overlap = opt->bwd_overlap;
+    m->ch.gemm_dot = opt->gemm_dot;
+    m->ch.graphs = opt->graphs;
+    m->ch.gemm_own = opt->gemm_own;
+    m->ch.dw_batch = opt->dw_batch ? 2 : 0;
+    if (m->ch.overlap) {
         st = dt_cu_check(cudaStreamCreateWithFlags(&m->wgs, cudaStreamNonBlocking), "cudaStreamCreate");
         if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_ready, cudaEventDisableTiming), "cudaEventCreate");
         if (st == DT_OK) st = dt_cu_check(cudaEventCreateWithFlags(&m->ev_wdone, cudaEventDisableTiming), "cudaEventCreate");
@@ -128,43 +159,43 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host, const dt_gpt
                                                opt->attention == DT_ATTN_GEMM        ? DT_ATTENTION_GEMM
                                                : opt->attention == DT_ATTN_FLASH_MMA ? DT_ATTENTION_FLASH
                                                                                      : DT_ATTENTION_FLASH_WGMMA);
-    m->flash = ap != DT_ATTENTION_GEMM;
-    m->flash_wgmma = ap == DT_ATTENTION_FLASH_WGMMA;
-    if (dt_cu_device_cc() != 90) m->gemm_own = 0;
-    m->gemm_dot = m->gemm_dot && m->gemm_own && m->flash; /* gemm_own: sm_90 only */
+    m->ch.flash = ap != DT_ATTENTION_GEMM;
+    m->ch.flash_wgmma = ap == DT_ATTENTION_FLASH_WGMMA;
+    if (dt_cu_device_cc() != 90) m->ch.gemm_own = 0;
+    m->ch.gemm_dot = m->ch.gemm_dot && m->ch.gemm_own && m->ch.flash; /* gemm_own: sm_90 only */
     DMALLOC(m->param, n, "parameters");
     DMALLOC(m->grad, n, "gradients");
     DMALLOC(m->adam_m, n, "AdamW m");
     DMALLOC(m->adam_v, n, "AdamW v");
     DMALLOC(m->param16, n, "bf16 parameters");
-    DMALLOC(m->encoded, sc, "activations");
-    DMALLOC(m->ln1, L * sc, "activations");
-    DMALLOC(m->qkv, 3 * L * sc, "activations");
-    DMALLOC(m->atty, L * sc, "activations");
-    if (m->flash) {
-        DMALLOC(m->att_lse, (size_t)L * B * NH * T, "attention statistics");
+    DMALLOC(m->act.encoded, sc, "activations");
+    DMALLOC(m->act.ln1, L * sc, "activations");
+    DMALLOC(m->act.qkv, 3 * L * sc, "activations");
+    DMALLOC(m->act.atty, L * sc, "activations");
+    if (m->ch.flash) {
+        DMALLOC(m->act.att_lse, (size_t)L * B * NH * T, "attention statistics");
         /* the backward's scratch (dS tiles of one layer), bytes counted in bf16 */
         DMALLOC(m->att_scratch, dt_cu_flash_bwd_scratch(B, T, C, NH) / sizeof(bf16), "scratch");
     } else {
-        DMALLOC(m->att, att, "attention probabilities");
+        DMALLOC(m->act.att, att, "attention probabilities");
         DMALLOC(m->att_scratch, dt_cu_attention_scratch(B, T, C, NH, host->attn_dropout > 0.0f), "scratch");
     }
-    DMALLOC(m->attproj, L * sc, "activations");
-    DMALLOC(m->res2, L * sc, "activations");
-    DMALLOC(m->ln2, L * sc, "activations");
-    DMALLOC(m->fch, 4 * L * sc, "activations");
-    DMALLOC(m->fchg, 4 * L * sc, "activations");
-    DMALLOC(m->fcproj, L * sc, "activations");
-    DMALLOC(m->res3, L * sc, "activations");
-    DMALLOC(m->lnf, sc, "activations");
-    DMALLOC(m->logits, BT * Vp, "logits");
-    DMALLOC(m->ln1_mean, L * BT, "statistics");
-    DMALLOC(m->ln1_rstd, L * BT, "statistics");
-    DMALLOC(m->ln2_mean, L * BT, "statistics");
-    DMALLOC(m->ln2_rstd, L * BT, "statistics");
-    DMALLOC(m->lnf_mean, BT, "statistics");
-    DMALLOC(m->lnf_rstd, BT, "statistics");
-    DMALLOC(m->losses, BT, "losses");
+    DMALLOC(m->act.attproj, L * sc, "activations");
+    DMALLOC(m->act.res2, L * sc, "activations");
+    DMALLOC(m->act.ln2, L * sc, "activations");
+    DMALLOC(m->act.fch, 4 * L * sc, "activations");
+    DMALLOC(m->act.fchg, 4 * L * sc, "activations");
+    DMALLOC(m->act.fcproj, L * sc, "activations");
+    DMALLOC(m->act.res3, L * sc, "activations");
+    DMALLOC(m->act.lnf, sc, "activations");
+    DMALLOC(m->act.logits, BT * Vp, "logits");
+    DMALLOC(m->act.ln1_mean, L * BT, "statistics");
+    DMALLOC(m->act.ln1_rstd, L * BT, "statistics");
+    DMALLOC(m->act.ln2_mean, L * BT, "statistics");
+    DMALLOC(m->act.ln2_rstd, L * BT, "statistics");
+    DMALLOC(m->act.lnf_mean, BT, "statistics");
+    DMALLOC(m->act.lnf_rstd, BT, "statistics");
+    DMALLOC(m->act.losses, BT, "losses");
     {   /* one partial region per det reduction site of a backward (6 per layer + lnf), so
          * each site's finish can run on m->fin while the main stream goes on; a LayerNorm
          * site holds three vectors per block (dweight, dbias, the fused column sum) */
@@ -185,14 +216,18 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host, const dt_gpt
     DMALLOC(m->dproj16, sc, "scratch");
     DMALLOC(m->dc1, sc, "scratch");
     DMALLOC(m->dqkv, 3 * sc, "scratch");
-    if (m->dw_batch && m->flash)
-        DMALLOC(m->dqkv_all, 3 * sc * (size_t)L, "every layer's dqkv (--dw-batch off saves it)");
     DMALLOC(m->dfch, 4 * sc, "scratch");
     if ((st = probe_fusions(m, opt->epilogues)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
-    if (!m->fuse_gelu) DMALLOC(m->dfchg, 4 * sc, "scratch"); /* the GEMM's dGELU input, unfused only */
-    if (m->dw_batch == 2 && !m->fuse_bgrad)
+    /* the backward's plan (plan.h), first for the buffers it keeps; where the epilogues of
+     * our own kernel fit is known once every buffer exists (plan_backward, below) */
+    dt_cu_bwd_plan_in pin = {m->ch.flash, m->ch.fuse_gelu, m->ch.fuse_bgrad, spec->hidden_dropout > 0.0f, m->ch.dw_batch != 0, 0, 0};
+    dt_cu_bwd_plan_make(&pin, &m->bp);
+    if (m->bp.dw_batched[DT_CU_LIN_QKV])
+        DMALLOC(m->dqkv_all, 3 * sc * (size_t)L, "every layer's dqkv (--dw-batch off saves it)");
+    if (!m->ch.fuse_gelu) DMALLOC(m->dfchg, 4 * sc, "scratch"); /* the GEMM's dGELU input, unfused only */
+    if (m->bp.dw_batched[DT_CU_LIN_FC])
         DMALLOC(m->dfch_all, 4 * sc * (size_t)L, "every layer's dfch (--dw-batch off saves it)");
-    if (m->dw_batch == 2 && !m->fuse_bgrad && m->hidden_dropout == 0.0f)
+    if (m->bp.keep_res)
         DMALLOC(m->dres_all, 2 * sc * (size_t)L, "every layer's residual gradient (--dw-batch off saves it)");
     DMALLOC(m->red_part, 2 * DT_CU_RED_MAX_BLOCKS, "scratch");
     DMALLOC(m->stats, 8, "scratch");
@@ -242,6 +277,7 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host, const dt_gpt
     for (int i = 0; i < MAX_EVENTS && st == DT_OK; i++)
         st = dt_cu_check(cudaEventCreate(&m->ev[i]), "cudaEventCreate");
     if (st != DT_OK) { dt_gpt_cuda_free(m); return st; }
+    if ((st = plan_backward(m, &pin)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
     dt_cu_f32_to_bf16(m->param16, m->param, n, m->s);
     if ((st = dt_gpt_cuda_sync(m)) != DT_OK) { dt_gpt_cuda_free(m); return st; }
     *out = m;
@@ -250,14 +286,14 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host, const dt_gpt
 
 void dt_gpt_cuda_free(dt_gpt_cuda *m) {
     if (!m) return;
-    void *bufs[] = {m->param, m->grad, m->adam_m, m->adam_v, m->param16, m->encoded, m->ln1, m->qkv,
-                    m->atty, m->att, m->attproj, m->res2, m->ln2, m->fch, m->fchg, m->fcproj, m->res3,
-                    m->lnf, m->logits, m->ln1_mean, m->ln1_rstd, m->ln2_mean, m->ln2_rstd,
-                    m->lnf_mean, m->lnf_rstd, m->losses, m->part, m->dres16, m->dproj16,
+    void *bufs[] = {m->param, m->grad, m->adam_m, m->adam_v, m->param16, m->act.encoded, m->act.ln1, m->act.qkv,
+                    m->act.atty, m->act.att, m->act.attproj, m->act.res2, m->act.ln2, m->act.fch, m->act.fchg, m->act.fcproj, m->act.res3,
+                    m->act.lnf, m->act.logits, m->act.ln1_mean, m->act.ln1_rstd, m->act.ln2_mean, m->act.ln2_rstd,
+                    m->act.lnf_mean, m->act.lnf_rstd, m->act.losses, m->part, m->dres16, m->dproj16,
                     m->dc1, m->dqkv, m->dqkv_all, m->dfch_all, m->dres_all, m->dfch, m->dfchg, m->att_scratch,
                     m->red_part, m->stats, m->zeros, m->d_in, m->d_tg, m->d_order, m->d_segtok, m->d_segstart,
                     m->chunks,
-                    m->decay, m->att_lse, m->pn_part};
+                    m->decay, m->act.att_lse, m->pn_part};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
     for (int i = 0; i < G_SLOTS; i++)
         if (m->gexec[i]) cudaGraphExecDestroy(m->gexec[i]);

@@ -22,28 +22,26 @@ const char *dt_gpt_cuda_describe(dt_gpt_cuda *m) {
              "\"gemm_table\":%s,\"gemm_algos\":%s,\"bwd_overlap\":\"%s\",\"gemm_algos_weight_stream\":%s,"
              "\"cuda_graphs\":\"%s\",\"gemm_own\":\"%s\",\"fc_bias_grad\":\"%s\",\"attention_d\":\"%s\","
              "\"dw_batch\":\"%s\"}",
-             gcu_attention_name(m), m->fuse_gelu ? "true" : "false", m->fuse_bgrad ? "true" : "false",
-             m->fusion_note, "dt_cu_gemm_splits",
-             m->fuse_bgrad ? "off (bias gradients from the GEMM epilogue)"
+             gcu_attention_name(m), m->ch.fuse_gelu ? "true" : "false", m->ch.fuse_bgrad ? "true" : "false",
+             m->ch.fusion_note, "dt_cu_gemm_splits",
+             m->ch.fuse_bgrad ? "off (bias gradients from the GEMM epilogue)"
              : m->hidden_dropout > 0.0f ? "off while training (hidden dropout)" : "attproj, fcproj", p.name, p.major,
              p.minor, p.multiProcessorCount, drv, rt, cublasLtGetVersion(), DT_NVCC_FLAGS, DT_CU_GEMM_WORKSPACE,
-             table, algos, m->overlap ? "weight gradients on a second stream (--bwd-overlap on)" : "off", algos_w,
-             m->graphs ? "on: zero_grad, forward and backward replayed from CUDA graphs (--cuda-graphs on)" : "off",
-             m->gemm_own && m->fuse_gelu
+             table, algos, m->ch.overlap ? "weight gradients on a second stream (--bwd-overlap on)" : "off", algos_w,
+             m->ch.graphs ? "on: zero_grad, forward and backward replayed from CUDA graphs (--cuda-graphs on)" : "off",
+             m->ch.gemm_own && m->ch.fuse_gelu
                  ? "gelu: fc forward and fcproj input gradient on gemm_wgmma_cuda.cu where their shapes fit its tiles, "
                    "else cuBLASLt (--gemm-own gelu)"
                  : "off",
-             m->fuse_bgrad ? "the fc weight-gradient GEMM's epilogue"
-             : !m->fuse_gelu ? "the GELU backward's column sums"
-             : m->csum_sites > 0 && gcu_own_dgelu(m)
-                 ? "the fcproj dGELU GEMM's epilogue (gemm_wgmma_cuda.cu) where its shape fits, else a column sum "
-                   "of dfch"
+             m->bp.bias[DT_CU_LIN_FC] == DT_CU_BIAS_GEMM_EPILOGUE ? "the fc weight-gradient GEMM's epilogue"
+             : m->bp.bias[DT_CU_LIN_FC] == DT_CU_BIAS_GELU_BWD   ? "the GELU backward's column sums"
+             : m->bp.bias[DT_CU_LIN_FC] == DT_CU_BIAS_DGELU_EPILOGUE
+                 ? "the fcproj dGELU GEMM's epilogue (gemm_wgmma_cuda.cu)"
                  : "a column sum of dfch",
-             m->gemm_dot ? "the attproj input-gradient GEMM's DOT epilogue (gemm_wgmma_cuda.cu) where its shape fits, "
-                           "else the D kernel (--gemm-dot on)"
-             : m->flash ? "the D kernel"
-                        : "none (GEMM attention)",
-             !m->dw_batch ? "off (--dw-batch off: one weight-gradient GEMM a layer)"
+             m->bp.ld_from_dot ? "the attproj input-gradient GEMM's DOT epilogue (gemm_wgmma_cuda.cu; --gemm-dot on)"
+             : m->ch.flash        ? "the D kernel"
+                               : "none (GEMM attention)",
+             !m->ch.dw_batch ? "off (--dw-batch off: one weight-gradient GEMM a layer)"
              : m->dqkv_all && m->dfch_all && m->dres_all
                  ? "qkv, fc, fcproj, attproj: every layer's weight gradients in one batched GEMM a kind after the "
                    "layers (--dw-batch on; fcproj and attproj where the bias gradients come from the "

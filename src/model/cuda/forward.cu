@@ -7,10 +7,10 @@ static dt_status t_encoder_fwd(dt_gpt_cuda *m, const dt_dropout *hd) {
     OP_BEGIN(DT_PHASE_FWD, "encoder_fwd", -1,
              (IN("tokens", m->d_in, DT_DT_I32, B, T), IN("wte", P(DT_P_WTE), F32, m->cfg.padded_vocab, C),
               IN("wpe", P(DT_P_WPE), F32, m->cfg.max_seq_len, C)));
-    dt_cu_encoder_fwd(m->encoded, m->d_in, P(DT_P_WTE), P(DT_P_WPE), B, T, C, hd, DT_RNG_DROPOUT_HIDDEN,
+    dt_cu_encoder_fwd(m->act.encoded, m->d_in, P(DT_P_WTE), P(DT_P_WPE), B, T, C, hd, DT_RNG_DROPOUT_HIDDEN,
                       EMB_SITE, m->s);
-    TRY(gcu_inject(m, "encoder_fwd", m->encoded, (size_t)B * T * C, 2));
-    OP_END(OUT("y", m->encoded, BF, BTC));
+    TRY(gcu_inject(m, "encoder_fwd", m->act.encoded, (size_t)B * T * C, 2));
+    OP_END(OUT("y", m->act.encoded, BF, BTC));
     return DT_OK;
 }
 
@@ -34,7 +34,7 @@ static dt_status t_layernorm_fwd(dt_gpt_cuda *m, bf16 *out, float *mean, float *
 
 /* The attention kernels in use, as named in env.json and the kernel-level trace. */
 const char *gcu_attention_name(const dt_gpt_cuda *m) {
-    return m->flash_wgmma ? "flash (wgmma)" : m->flash ? "flash" : "gemm";
+    return m->ch.flash_wgmma ? "flash (wgmma)" : m->ch.flash ? "flash" : "gemm";
 }
 
 static dt_status t_attention_fwd(dt_gpt_cuda *m, bf16 *atty, bf16 *att, float *lse, const bf16 *qkv,
@@ -42,9 +42,9 @@ static dt_status t_attention_fwd(dt_gpt_cuda *m, bf16 *atty, bf16 *att, float *l
     int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads;
     OP_BEGIN(DT_PHASE_FWD, "attention_fwd", -1, IN("qkv", qkv, BF, (int64_t)B * T, 3 * C));
     if (h_) dt_trace_kernel_info(h_, "%s B=%d T=%d C=%d NH=%d", gcu_attention_name(m), B, T, C, NH);
-    if (m->flash_wgmma)
+    if (m->ch.flash_wgmma)
         dt_cu_flash_fwd_wgmma(atty, lse, qkv, B, T, C, NH, m->s);
-    else if (m->flash)
+    else if (m->ch.flash)
         dt_cu_flash_fwd(atty, lse, qkv, B, T, C, NH, m->s);
     else
         TRY(dt_cu_attention_fwd(m->blas, atty, att, qkv, m->att_scratch, B, T, C, NH, ad, (uint32_t)l, m->s));
@@ -69,15 +69,15 @@ static dt_status t_crossentropy(dt_gpt_cuda *m, float loss_scale) {
     int BT = m->B * m->T, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab;
     {
         OP_BEGIN(DT_PHASE_FWD, "crossentropy", -1,
-                 (IN("logits", m->logits, BF, BT, Vp), IN("targets", m->d_tg, DT_DT_I32, m->B, m->T)));
-        dt_cu_crossentropy(m->losses, m->logits, m->d_tg, loss_scale / (float)BT, BT, V, Vp, m->s);
-        if (loss_scale != 0.0f) TRY(gcu_inject(m, "crossentropy", m->logits, (size_t)BT * Vp, 2));
-        else TRY(gcu_inject(m, "crossentropy", m->losses, (size_t)BT, 4));
-        OP_END((OUT("losses", m->losses, F32, BT, 1),
-                OUT("dlogits", m->logits, BF, BT, loss_scale != 0.0f ? Vp : 0)));
+                 (IN("logits", m->act.logits, BF, BT, Vp), IN("targets", m->d_tg, DT_DT_I32, m->B, m->T)));
+        dt_cu_crossentropy(m->act.losses, m->act.logits, m->d_tg, loss_scale / (float)BT, BT, V, Vp, m->s);
+        if (loss_scale != 0.0f) TRY(gcu_inject(m, "crossentropy", m->act.logits, (size_t)BT * Vp, 2));
+        else TRY(gcu_inject(m, "crossentropy", m->act.losses, (size_t)BT, 4));
+        OP_END((OUT("losses", m->act.losses, F32, BT, 1),
+                OUT("dlogits", m->act.logits, BF, BT, loss_scale != 0.0f ? Vp : 0)));
     }
-    OP_BEGIN(DT_PHASE_FWD, "crossentropy_mean", DT_OP_CROSSENTROPY, IN("losses", m->losses, F32, BT, 1));
-    dt_cu_reduce(m->stats, NULL, m->red_part, m->losses, (size_t)BT, 0,
+    OP_BEGIN(DT_PHASE_FWD, "crossentropy_mean", DT_OP_CROSSENTROPY, IN("losses", m->act.losses, F32, BT, 1));
+    dt_cu_reduce(m->stats, NULL, m->red_part, m->act.losses, (size_t)BT, 0,
                  dt_crossentropy_choose() == DT_REDUCE_DET, m->s);
     TRY(gcu_inject(m, "crossentropy_mean", m->stats, 1, 8));
     OP_END(OUT("loss_sum", m->stats, DT_DT_F64, 1, 1));
@@ -101,15 +101,15 @@ static dt_status forward_launches(dt_gpt_cuda *m) {
     gcu_rend(m, DT_R_EMBED_FWD);
     dt_trace_scope_pop();
     gcu_rbegin(m, DT_R_LN_FWD);
-    TRY(t_layernorm_fwd(m, m->ln1, m->ln1_mean, m->ln1_rstd, NULL, m->encoded, NULL, P(DT_P_LN1W),
+    TRY(t_layernorm_fwd(m, m->act.ln1, m->act.ln1_mean, m->act.ln1_rstd, NULL, m->act.encoded, NULL, P(DT_P_LN1W),
                         P(DT_P_LN1B), NULL, 0));
     gcu_rend(m, DT_R_LN_FWD);
     for (int l = 0; l < L; l++) {
-        const bf16 *res = l == 0 ? m->encoded : m->res3 + (size_t)(l - 1) * sc;
-        bf16 *ln1 = m->ln1 + l * sc, *qkv = m->qkv + l * sc * 3, *atty = m->atty + l * sc;
-        bf16 *att = m->att ? m->att + (size_t)l * B * NH * TT : NULL, *attproj = m->attproj + l * sc;
-        bf16 *res2 = m->res2 + l * sc, *ln2 = m->ln2 + l * sc, *fch = m->fch + l * sc * 4;
-        bf16 *fchg = m->fchg + l * sc * 4, *fcproj = m->fcproj + l * sc, *res3 = m->res3 + l * sc;
+        const bf16 *res = l == 0 ? m->act.encoded : m->act.res3 + (size_t)(l - 1) * sc;
+        bf16 *ln1 = m->act.ln1 + l * sc, *qkv = m->act.qkv + l * sc * 3, *atty = m->act.atty + l * sc;
+        bf16 *att = m->act.att ? m->act.att + (size_t)l * B * NH * TT : NULL, *attproj = m->act.attproj + l * sc;
+        bf16 *res2 = m->act.res2 + l * sc, *ln2 = m->act.ln2 + l * sc, *fch = m->act.fch + l * sc * 4;
+        bf16 *fchg = m->act.fchg + l * sc * 4, *fcproj = m->act.fcproj + l * sc, *res3 = m->act.res3 + l * sc;
         size_t lC = (size_t)l * C;
         dt_trace_op *blk = NULL;
         TRY(gcu_block_begin(m, &blk, DT_PHASE_FWD, l, res, DT_DT_BF16));
@@ -117,17 +117,17 @@ static dt_status forward_launches(dt_gpt_cuda *m) {
         TRY(gcu_linear_fwd(m, qkv, ln1, P16(DT_P_QKVW) + lC * 3 * C, P16(DT_P_QKVB) + lC * 3, BT, C, 3 * C));
         gcu_rend(m, DT_R_MATMUL_FWD);
         gcu_rbegin(m, DT_R_ATTN_FWD);
-        TRY(t_attention_fwd(m, atty, att, m->flash ? m->att_lse + (size_t)l * B * NH * T : NULL, qkv, &ad, l));
+        TRY(t_attention_fwd(m, atty, att, m->ch.flash ? m->act.att_lse + (size_t)l * B * NH * T : NULL, qkv, &ad, l));
         gcu_rend(m, DT_R_ATTN_FWD);
         gcu_rbegin(m, DT_R_MATMUL_FWD);
         TRY(gcu_linear_fwd(m, attproj, atty, P16(DT_P_ATTPROJW) + lC * C, P16(DT_P_ATTPROJB) + lC, BT, C, C));
         gcu_rend(m, DT_R_MATMUL_FWD);
         gcu_rbegin(m, DT_R_LN_FWD); /* res2 = res + dropout(attproj), ln2 = LN(res2) */
-        TRY(t_layernorm_fwd(m, ln2, m->ln2_mean + (size_t)l * BT, m->ln2_rstd + (size_t)l * BT, res2, res,
+        TRY(t_layernorm_fwd(m, ln2, m->act.ln2_mean + (size_t)l * BT, m->act.ln2_rstd + (size_t)l * BT, res2, res,
                             attproj, P(DT_P_LN2W) + lC, P(DT_P_LN2B) + lC, &hd, 2u * (uint32_t)l));
         gcu_rend(m, DT_R_LN_FWD);
         gcu_rbegin(m, DT_R_MATMUL_FWD);
-        if (m->fuse_gelu) {
+        if (m->ch.fuse_gelu) {
             TRY(gcu_linear_gelu_fwd(m, fchg, fch, ln2, P16(DT_P_FCW) + lC * 4 * C, P16(DT_P_FCB) + lC * 4, BT, C, 4 * C));
             gcu_rend(m, DT_R_MATMUL_FWD);
         } else {
@@ -143,9 +143,9 @@ static dt_status forward_launches(dt_gpt_cuda *m) {
         /* res3 = res2 + dropout(fcproj), normalised by the next layer's ln1 or by lnf */
         int last = l == L - 1;
         gcu_rbegin(m, DT_R_LN_FWD);
-        TRY(t_layernorm_fwd(m, last ? m->lnf : m->ln1 + (l + 1) * sc,
-                            last ? m->lnf_mean : m->ln1_mean + (size_t)(l + 1) * BT,
-                            last ? m->lnf_rstd : m->ln1_rstd + (size_t)(l + 1) * BT, res3, res2, fcproj,
+        TRY(t_layernorm_fwd(m, last ? m->act.lnf : m->act.ln1 + (l + 1) * sc,
+                            last ? m->act.lnf_mean : m->act.ln1_mean + (size_t)(l + 1) * BT,
+                            last ? m->act.lnf_rstd : m->act.ln1_rstd + (size_t)(l + 1) * BT, res3, res2, fcproj,
                             last ? P(DT_P_LNFW) : P(DT_P_LN1W) + lC + C,
                             last ? P(DT_P_LNFB) : P(DT_P_LN1B) + lC + C, &hd, 2u * (uint32_t)l + 1u));
         gcu_rend(m, DT_R_LN_FWD);
@@ -153,7 +153,7 @@ static dt_status forward_launches(dt_gpt_cuda *m) {
     }
     dt_trace_scope_push("head");
     gcu_rbegin(m, DT_R_HEAD_FWD);
-    TRY(gcu_linear_fwd(m, m->logits, m->lnf, P16(DT_P_WTE), NULL, BT, C, Vp));
+    TRY(gcu_linear_fwd(m, m->act.logits, m->act.lnf, P16(DT_P_WTE), NULL, BT, C, Vp));
     gcu_rend(m, DT_R_HEAD_FWD);
     gcu_rbegin(m, DT_R_CROSSENTROPY);
     TRY(t_crossentropy(m, loss_scale));

@@ -15,14 +15,14 @@ static const char *graph_names[G_SLOTS] = {"zero_grad (graph)", "forward (graph)
 
 static int graph_eligible(const dt_gpt_cuda *m) {
     dt_dropout hd = gcu_hidden_drop(m), ad = gcu_attn_drop(m);
-    return m->graphs && !m->prof && !dt_trace_on(DT_TRACE_MODULE) && !dt_inject_pending() && !dt_dropout_on(&hd) &&
+    return m->ch.graphs && !m->prof && !dt_trace_on(DT_TRACE_MODULE) && !dt_inject_pending() && !dt_dropout_on(&hd) &&
            !dt_dropout_on(&ad);
 }
 
 /* Every host-side setting phase g's launch sequence depends on. */
 static uint64_t graph_sig(const dt_gpt_cuda *m, int g) {
     struct {
-        int g, training, ov, dwb, ln_colsum, grad_fresh;
+        int g, training, ov, grad_fresh;
         float loss_scale;
         unsigned char variant[DT_OP_COUNT];
     } k;
@@ -33,8 +33,6 @@ static uint64_t graph_sig(const dt_gpt_cuda *m, int g) {
         k.loss_scale = m->loss_scale;
         if (g == G_BWD_FRESH || g == G_BWD_ADD) { /* set by the backward before its launches */
             k.ov = m->ov;
-            k.dwb = m->dwb_qkv | m->dwb_fc << 1 | m->dwb_res << 2;
-            k.ln_colsum = m->ln_colsum;
             k.grad_fresh = m->grad_fresh;
         }
         for (int i = 0; i < DT_OP_COUNT; i++) k.variant[i] = (unsigned char)dt_op_variant((dt_op_id)i);
@@ -57,7 +55,7 @@ static void graphs_off(dt_gpt_cuda *m, int g, const char *why) {
         m->gexec[i] = NULL;
         dt_cu_graph_forget(&m->gstate[i]);
     }
-    m->graphs = 0;
+    m->ch.graphs = 0;
     dt_cu_reads_clear(&m->reads); /* events noted in the abandoned capture */
 }
 

@@ -31,6 +31,13 @@ extern "C" {
 
 #ifndef DT_NVCC_FLAGS
 #define DT_NVCC_FLAGS "unknown"
+/* backward.cu: layer l's dqkv and dfch (its own slice when its weight gradient is batched,
+ * else the buffer every layer reuses) and residual-gradient slot k (dres16 when the plan
+ * keeps no slots, or for k < 0) */
+bf16 *gcu_dqkv_of(const dt_gpt_cuda *m, int l);
+bf16 *gcu_dfch_of(const dt_gpt_cuda *m, int l);
+bf16 *gcu_dres_slot(const dt_gpt_cuda *m, int k);
+
 #endif
 
 #define EMB_SITE 0xffffffffu
@@ -42,6 +49,39 @@ extern "C" {
  * Each keeps its own graph. */
 enum { G_ZERO, G_FWD, G_FWD_EVAL, G_BWD_FRESH, G_BWD_ADD, G_SLOTS };
 
+/* The choices made once at create (the flags, what the device and the shape allow). */
+typedef struct gcu_choices {
+    int flash;          /* attention through attention_flash_cuda.cu */
+    int flash_wgmma;    /* flash kernels on warpgroup MMA (attention_wgmma*_cuda.cu, sm_90 only) */
+    int fuse_gelu;      /* GELU in the fc GEMM's epilogue, its backward in the fcproj input-gradient GEMM */
+    int fuse_bgrad;     /* bias gradients from the weight-gradient GEMMs' epilogue */
+    const char *fusion_note; /* the fusions asked for (--gemm-epilogues: off, gelu, bgrad, all) */
+    /* --gemm-own gelu: the two GELU GEMMs (fc forward, fcproj input gradient with dGELU) on
+     * our own TMA-fed warpgroup-MMA kernel (dt_cu_gemm_wgmma, sm_90 only) instead of
+     * cuBLASLt, calls that do not fit its tiles staying on cuBLASLt; off: every GEMM on
+     * cuBLASLt. */
+    int gemm_own;
+    /* --gemm-dot on (with our own GEMM and flash attention): the attproj input gradient on
+     * our kernel with the DOT epilogue, which writes the flash backward's LD (both flash
+     * backwards take it, so --attention-impl flash-mma still gives the same bits); where
+     * every layer's GEMM takes it, the plan's ld_from_dot */
+    int gemm_dot;
+    /* --bwd-overlap on: the backward's weight-gradient GEMMs run on a second stream (wgs),
+     * through their own cuBLASLt handle and workspace (blas_w: the same plans, so the same
+     * bits), while m->s goes on with the input gradients; a backward uses it (m->ov) unless
+     * profiled or traced per module */
+    int overlap;
+    int graphs;         /* --cuda-graphs on: each phase replayed from a CUDA graph */
+    int dw_batch;       /* --dw-batch on: 2 (the plan decides which kinds), off: 0 */
+} gcu_choices;
+
+/* Activations of one forward (bf16 unless noted), kept for the backward. */
+typedef struct gcu_acts {
+    bf16 *encoded, *ln1, *qkv, *atty, *att, *attproj, *res2, *ln2, *fch, *fchg, *fcproj, *res3, *lnf, *logits;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *losses;
+    float *att_lse; /* flash: (L,B,NH,T) */
+} gcu_acts;
+
 struct dt_gpt_cuda {
     dt_gpt_config cfg;
     dt_param_desc params[DT_NUM_PARAM_TENSORS];
@@ -49,24 +89,19 @@ struct dt_gpt_cuda {
     int B, T;
     float hidden_dropout, attn_dropout;
     uint64_t seed;
+    /* set per call */
     uint32_t rng_step;
     int64_t step;       /* the trainer's step (trace events, --inject-nondeterminism) */
     int training;
-    int flash;          /* attention through attention_flash_cuda.cu */
-    int flash_wgmma;    /* flash kernels on warpgroup MMA (attention_wgmma*_cuda.cu, sm_90 only) */
-    int fuse_gelu;      /* GELU in the fc GEMM's epilogue, its backward in the fcproj input-gradient GEMM */
-    int fuse_bgrad;     /* bias gradients from the weight-gradient GEMMs' epilogue */
-    /* --gemm-own gelu: the two GELU GEMMs (fc forward, fcproj input gradient with dGELU) on
-     * our own TMA-fed warpgroup-MMA kernel (dt_cu_gemm_wgmma, sm_90 only) instead of
-     * cuBLASLt, calls that do not fit its tiles staying on cuBLASLt; off: every GEMM on
-     * cuBLASLt. */
-    int gemm_own;
-    /* --gemm-dot on (with our own GEMM and flash attention): the attproj input
-     * gradient on our kernel with the DOT epilogue, which writes the flash backward's LD (both
-     * flash backwards take it, so --attention-impl flash-mma still gives the same bits), so no D
-     * kernel runs (linear_bwd tells backward_launches, which tells t_attention_bwd) */
-    int gemm_dot;
-    const char *fusion_note; /* the fusions asked for (--gemm-epilogues: off, gelu, bgrad, all) */
+    float loss_scale;
+    /* set by zero_grad: the next backward's weight-gradient GEMMs write their gradients
+     * (beta 0) instead of adding to them, so zero_grad clears only the other tensors */
+    int grad_fresh;
+    int ov;             /* this backward's weight gradients on wgs (choices.overlap) */
+    /* decided at create */
+    gcu_choices ch;
+    dt_cu_bwd_plan bp;  /* who makes each gradient of the backward (plan.h) */
+    /* streams, events, handles */
     cudaStream_t s, fin;  /* main stream; det partial finishes (joined at the end of backward) */
     cudaEvent_t join;
     /* recorded after the latest launches that copy from the pinned batch buffers (the
@@ -74,43 +109,15 @@ struct dt_gpt_cuda {
      * the backward runs, after the forward: ev_fwd): the host rewrites them once both passed */
     cudaEvent_t ev_batch, ev_buckets, ev_fwd;
     cudaStream_t up;
-    /* set by zero_grad: the next backward's weight-gradient GEMMs write their gradients
-     * (beta 0) instead of adding to them, so zero_grad clears only the other tensors */
-    int grad_fresh;
-    /* Weight gradients on a second stream (--bwd-overlap on): the backward's
-     * weight-gradient GEMMs run on wgs, through their own cuBLASLt handle and workspace
-     * (blas_w: the same plans, so the same bits), while m->s goes on with the input
-     * gradients. A dW GEMM reads its dout buffer after m->s made it (ev_ready); before
-     * m->s writes that buffer again it waits for the GEMM's event in reads (claim). */
-    int overlap;     /* asked for (create); this backward uses it when m->ov */
-    int ov;
-    /* --dw-batch on: the qkv and fc (and below fcproj and attproj) weight
-     * gradients of every layer in one strided-batched GEMM a kind after the layers, instead
-     * of one a layer on wgs beside the next layer's input gradients, which it slows about as
-     * much as it runs (the GEMMs fill every SM): batched, the products run at the full rate
-     * and the layers' input gradients alone. It keeps each layer's dqkv (dqkv_all, L B T 3C)
-     * and dfch (dfch_all, L B T 4C). dw_batch: 0 off, 1 qkv, 2 every kind. dwb_qkv, dwb_fc:
-     * this backward batches that kind (asked; qkv: flash attention, no qkv bias gradient
-     * from the GEMM; fc: the fc bias gradient not from the weight-gradient GEMM's epilogue),
-     * traced or not: the batched GEMM is an op event of its own ("matmul_dw_batched"), and
-     * block events leave those gradients out. */
-    int dw_batch, dwb_qkv, dwb_fc, dwb_res;
-    bf16 *dqkv_all, *dfch_all;
-    /* dwb_res: the fcproj and attproj weight gradients batched too (no hidden dropout, the
-     * LayerNorm backward's column sums making their bias gradients): every LayerNorm backward
-     * writes the residual gradient out of place into its own slot of dres_all (L, 2, B T, C;
-     * model/cuda/plan.h's dt_cu_res_slot: slot 2 l + 1 is what layer l's fcproj reads, 2 l its
-     * attproj; layer 0's LN1 writes dres16 for the embedding backward) */
-    bf16 *dres_all;
-    bf16 *dres; /* the backward's residual gradient now: dres16, or a slot of dres_all */
+    /* the weight-gradient stream: a dW GEMM reads its dout buffer after m->s made it
+     * (ev_ready); before m->s writes that buffer again it waits for the GEMM's event in
+     * reads (claim) */
     cudaStream_t wgs;
-    dt_cu_blas *blas_w;
+    dt_cu_blas *blas, *blas_w;
     cudaEvent_t ev_ready, ev_wdone, ev_read[DT_CU_READS_MAX];
     dt_cu_reads reads;
-    dt_cu_blas *blas;
-    /* CUDA graphs of the launch sequences (--cuda-graphs on; model/cuda/plan.h), one a
-     * slot */
-    int graphs, ncapture, nreplay, nrelaxed;
+    /* CUDA graphs of the launch sequences (model/cuda/plan.h), one a slot */
+    int ncapture, nreplay, nrelaxed;
     dt_cu_graph_state gstate[G_SLOTS];
     cudaGraphExec_t gexec[G_SLOTS];
     /* parameters, gradients, optimizer state */
@@ -123,22 +130,19 @@ struct dt_gpt_cuda {
     float *decay;
     int decay_set;
     float decay_value;
-    /* activations (bf16 unless noted) */
-    bf16 *encoded, *ln1, *qkv, *atty, *att, *attproj, *res2, *ln2, *fch, *fchg, *fcproj, *res3, *lnf,
-        *logits;
-    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *losses;
-    float *att_lse; /* flash: (L,B,NH,T) */
+    gcu_acts act;
     /* backward scratch */
     float *part;
-    size_t part_site;  /* floats per partial site; sites used so far in this backward */
+    size_t part_site;  /* floats per partial site */
     int csum_sites;    /* consecutive sites of the fused fc bias column sum (linear_bwd) */
-    int nsite, maxsite, site_over; /* site_over: more sites were asked for than exist */
-    /* this backward: the LayerNorm backwards add the attproj/fcproj bias gradients (the
-     * column sums of dres16, fused; hidden dropout off and no BGRAD epilogue), and the bias
-     * gradient the latest one added into, which the next linear_bwd must not add again */
-    int ln_colsum;
-    float *db_summed;
+    int nsite, maxsite, site_over; /* sites used in this backward; site_over: more were asked for than exist */
     bf16 *dres16, *dproj16, *dc1, *dqkv, *dfch, *dfchg, *att_scratch;
+    /* the plan's batched weight gradients keep every layer's dqkv (L B T 3C), dfch (L B T 4C)
+     * and residual gradients (dres_all: L, 2, B T, C; plan.h's dt_cu_res_slot: slot 2 l + 1
+     * is what layer l's fcproj reads, 2 l its attproj; layer 0's LN1 writes dres16 for the
+     * embedding backward) */
+    bf16 *dqkv_all, *dfch_all, *dres_all;
+    bf16 *dres; /* the backward's residual gradient now: dres16, or a slot of dres_all */
     double *red_part, *stats; /* stats: [0] loss sum, [1] grad sumsq, [2] param sumsq, [3] grad norm */
     long long *zeros;
     /* batch */
@@ -149,7 +153,6 @@ struct dt_gpt_cuda {
     double *h_stats;
     long long *h_zeros;
     cudaEvent_t ev_stats; /* recorded after the copies into h_stats / h_zeros */
-    float loss_scale;
     /* the loss sum of the latest forward, read back with the step's statistics */
     double loss_sum;
     int loss_read;
@@ -219,6 +222,21 @@ static inline dt_dropout gcu_attn_drop(const dt_gpt_cuda *m) {
 #define G(i) (m->grad + m->params[i].offset)
 #define BTC ((int64_t)m->B * m->T), m->cfg.channels
 
+/* One linear's backward (linear.cu): dinp = dout W (times GELU'(gelu_pre) with the dGELU
+ * epilogue); dw += dout^T inp unless batched (NULL); db as the plan's `bias` says: COLSUM and
+ * GEMM_EPILOGUE here, LN_COLSUM and DGELU_EPILOGUE already made (db is then this event's
+ * input and output only), FLASH and GELU_BWD belong to another op (db NULL). */
+typedef struct gcu_lin_bwd {
+    bf16 *dinp;
+    float *dw, *db;
+    dt_cu_bias_src bias;
+    const bf16 *dout, *inp, *w;
+    int N, IC, OC;
+    const bf16 *gelu_pre; /* fcproj with the GELU fusion: the fc pre-activation */
+    float *fc_db;         /* fcproj, with fc's bias from the dGELU epilogue: the bias it sums into */
+    int dot_layer;        /* attproj, with LD from the DOT epilogue: its layer; else -1 */
+} gcu_lin_bwd;
+
 /* graphs.cu: runs phase g's launches (fn) eagerly, recorded into a graph, or replayed */
 dt_status gcu_run_phase(dt_gpt_cuda *m, int g, dt_status (*fn)(dt_gpt_cuda *));
 
@@ -250,7 +268,10 @@ int gcu_own_dgelu(const dt_gpt_cuda *m);
 dt_status gcu_linear_fwd(dt_gpt_cuda *m, bf16 *out, const bf16 *inp, const bf16 *w, const bf16 *b, int N, int IC, int OC);
 dt_status gcu_linear_gelu_fwd(dt_gpt_cuda *m, bf16 *out, bf16 *pre, const bf16 *inp, const bf16 *w, const bf16 *b, int N, int IC, int OC);
 dt_cu_gemm_args gcu_dw_gemm(const dt_gpt_cuda *m, const bf16 *dout, const bf16 *inp, float *dw, int N, int IC, int OC);
-dt_status gcu_linear_bwd(dt_gpt_cuda *m, bf16 *dinp, float *dw, float *db, const bf16 *dout, const bf16 *inp, const bf16 *w, int N, int IC, int OC, const bf16 *gelu_pre, float *dx_db, int dot_l, int *ld_made);
+dt_status gcu_linear_bwd(dt_gpt_cuda *m, const gcu_lin_bwd *a);
+dt_cu_gemm_args gcu_dx_gemm(const gcu_lin_bwd *a);
+int gcu_dot_fits(const dt_gpt_cuda *m, const gcu_lin_bwd *a);
+int gcu_dgelu_csum_fits(const dt_gpt_cuda *m, const gcu_lin_bwd *a);
 dt_status gcu_dw_batched(dt_gpt_cuda *m, const bf16 *dout_all, long long sdout, const bf16 *inp_all, float *dw, int IC, int OC);
 
 /* forward.cu */
@@ -258,5 +279,12 @@ const char *gcu_attention_name(const dt_gpt_cuda *m);
 dt_status gcu_queue_stats(dt_gpt_cuda *m);
 dt_status gcu_wait_stats(dt_gpt_cuda *m);
 dt_status gcu_read_stats(dt_gpt_cuda *m);
+
+/* backward.cu: layer l's dqkv and dfch (its own slice when its weight gradient is batched,
+ * else the buffer every layer reuses) and residual-gradient slot k (dres16 when the plan
+ * keeps no slots, or for k < 0) */
+bf16 *gcu_dqkv_of(const dt_gpt_cuda *m, int l);
+bf16 *gcu_dfch_of(const dt_gpt_cuda *m, int l);
+bf16 *gcu_dres_slot(const dt_gpt_cuda *m, int k);
 
 #endif

@@ -1,7 +1,9 @@
 /* The CUDA model's plan: what the backward's launches read and write, decided by plain C
  * that CI tests on the CPU (no GPU), so the launch code follows a plan instead of
- * handshakes between ops: the residual-gradient slots of the batched weight gradients, the
- * second stream's pending reads, and when a phase's launches run from a CUDA graph.
+ * handshakes between ops: who makes each bias gradient and weight gradient of the backward
+ * and who writes the flash backward's LD (dt_cu_bwd_plan), the residual-gradient slots of
+ * the batched weight gradients, the second stream's pending reads, and when a phase's
+ * launches run from a CUDA graph.
  * Functions of the model's shape and of host-side settings only. */
 #ifndef DT_MODEL_CUDA_PLAN_H
 #define DT_MODEL_CUDA_PLAN_H
@@ -13,8 +15,57 @@ extern "C" {
 #include <stddef.h>
 #include <stdint.h>
 
+/* ---- the backward's plan ---------------------------------------------------------------
+ * Every linear of a layer (qkv, attproj, fc, fcproj) has a bias gradient and a weight
+ * gradient; the fastest backward makes several of them inside other ops. The plan, made
+ * once at create from the model's choices, names the one op that makes each, the same for
+ * every layer, so no op has to tell the next what it already did:
+ *   COLSUM          a column sum of dout in the linear's own backward (reduce family)
+ *   GEMM_EPILOGUE   the linear's weight-gradient GEMM's bias-gradient epilogue
+ *   LN_COLSUM       the LayerNorm backward just before the linear in the backward order,
+ *                   whose output is the linear's dout (attproj: LN2 of its layer; fcproj:
+ *                   LN1 of the next layer, lnf for the last), adds its column sums
+ *   DGELU_EPILOGUE  fc only: the fcproj input-gradient GEMM's dGELU epilogue (our kernel)
+ *                   adds the column sums of the dfch it writes
+ *   GELU_BWD        fc only: the GELU backward adds the column sums of the dfch it writes
+ *   FLASH           qkv only: the flash attention backward sums the dqkv it writes
+ * A weight gradient is made by the linear's backward, or (dw_batched) by one strided-batched
+ * GEMM of every layer after the layers, which needs each layer's dout kept. */
+typedef enum dt_cu_bias_src {
+    DT_CU_BIAS_COLSUM, DT_CU_BIAS_GEMM_EPILOGUE, DT_CU_BIAS_LN_COLSUM, DT_CU_BIAS_DGELU_EPILOGUE,
+    DT_CU_BIAS_GELU_BWD, DT_CU_BIAS_FLASH, DT_CU_BIAS_SRC_COUNT
+} dt_cu_bias_src;
+enum { DT_CU_LIN_QKV, DT_CU_LIN_ATTPROJ, DT_CU_LIN_FC, DT_CU_LIN_FCPROJ, DT_CU_LINEARS };
+
+/* The model's choices the plan follows (all fixed at create). */
+typedef struct dt_cu_bwd_plan_in {
+    int flash;           /* flash attention (its backward can sum the qkv bias gradient) */
+    int fuse_gelu;       /* GELU in the fc GEMM's epilogue, dGELU in the fcproj input-gradient GEMM */
+    int fuse_bgrad;      /* bias gradients from the weight-gradient GEMMs' epilogue (--gemm-epilogues bgrad) */
+    int hidden_dropout;  /* hidden dropout on: the linears after a LayerNorm read a masked copy of its output */
+    int dw_batch;        /* --dw-batch on: weight gradients batched after the layers where the plan allows */
+    int dgelu_csum;      /* the fcproj dGELU GEMM runs on our kernel, whose column-sum partials fit */
+    int dot_ld;          /* the attproj input-gradient GEMM runs on our kernel with the DOT epilogue */
+} dt_cu_bwd_plan_in;
+
+typedef struct dt_cu_bwd_plan {
+    dt_cu_bias_src bias[DT_CU_LINEARS];
+    int dw_batched[DT_CU_LINEARS];
+    int ln_colsum;       /* the LayerNorm backwards sum the next linear's bias gradient */
+    int keep_res;        /* each LayerNorm backward writes the residual gradient to its own slot */
+    int ld_from_dot;     /* the attproj input-gradient GEMM writes the flash backward's LD (no D kernel) */
+} dt_cu_bwd_plan;
+
+void dt_cu_bwd_plan_make(const dt_cu_bwd_plan_in *in, dt_cu_bwd_plan *out);
+/* 0 when every gradient has exactly one maker that exists in this configuration (a maker
+ * the choices do not provide, a bias-gradient epilogue without its GEMM, a batched weight
+ * gradient whose dout is not kept, LD from a GEMM without flash attention); else -1 with
+ * the reason in why. */
+int dt_cu_bwd_plan_check(const dt_cu_bwd_plan_in *in, const dt_cu_bwd_plan *p, char *why, size_t cap);
+const char *dt_cu_bias_src_name(dt_cu_bias_src s);
+
 /* ---- residual-gradient slots ----------------------------------------------------------
- * DT_DW_BATCH's residual-gradient slots (gpt_cuda.cu's dres_all: 2 L slots of (B T, C)).
+ * --dw-batch's residual-gradient slots (model/cuda's dres_all: 2 L slots of (B T, C)).
  * Layer l's attproj reads slot dt_cu_res_slot(l, DT_CU_RES_ATTPROJ) = 2 l, its fcproj
  * dt_cu_res_slot(l, DT_CU_RES_FCPROJ) = 2 l + 1, so each kind's L douts are one strided
  * batch: first slot dt_cu_res_slot(0, kind), DT_CU_RES_STRIDE slots apart. The LayerNorm

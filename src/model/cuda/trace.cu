@@ -70,13 +70,14 @@ void gcu_gemm_info(dt_gpt_cuda *m, dt_trace_op *h, const char *what) {
 
 /* Module-level event of block l: its input (the residual stream or its gradient) and the
  * layer's parameters, plus its gradients in the backward (as the CPU model's block events).
- * With m->ln_colsum, block l's LN1 backward also adds into layer l-1's fcproj bias gradient:
+ * With the plan's ln_colsum, block l's LN1 backward also adds into layer l-1's fcproj bias gradient:
  * that tensor is one of block l's backward gradients too ("dfcprojb.prev"). */
 static void layer_tensors(dt_gpt_cuda *m, dt_gtrace_set *s, int l, int grads) {
     for (int i = DT_P_LN1W; i <= DT_P_FCPROJB; i++) {
         /* a weight gradient made after the layers (--dw-batch on) belongs to that op's event */
-        if (grads && ((i == DT_P_QKVW && m->dwb_qkv) || (i == DT_P_FCW && m->dwb_fc) ||
-                      ((i == DT_P_FCPROJW || i == DT_P_ATTPROJW) && m->dwb_res)))
+        if (grads && ((i == DT_P_QKVW && m->bp.dw_batched[DT_CU_LIN_QKV]) ||
+                      (i == DT_P_FCW && m->bp.dw_batched[DT_CU_LIN_FC]) ||
+                      ((i == DT_P_FCPROJW || i == DT_P_ATTPROJW) && m->bp.keep_res)))
             continue;
         const dt_param_desc *d = &m->params[i];
         size_t per_layer = d->numel / (size_t)d->shape[0];
@@ -85,7 +86,7 @@ static void layer_tensors(dt_gpt_cuda *m, dt_gtrace_set *s, int l, int grads) {
         dt_gtrace_add(s, grads ? m->gname[i] : m->pname[i], base + d->offset + (size_t)l * per_layer,
                       DT_DT_F32, rows, cols);
     }
-    if (grads && m->ln_colsum && l > 0)
+    if (grads && m->bp.ln_colsum && l > 0)
         dt_gtrace_add(s, "dfcprojb.prev", m->grad + m->params[DT_P_FCPROJB].offset + (size_t)(l - 1) * m->cfg.channels,
                       DT_DT_F32, 1, m->cfg.channels);
 }

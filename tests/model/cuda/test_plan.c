@@ -98,7 +98,66 @@ static void test_graph_decide(void) {
     CHECK(dt_cu_graph_decide(&g, 1, a) == DT_CU_GRAPH_CAPTURE);
 }
 
+/* The backward's plan: every combination of the model's choices gives a plan in which each
+ * gradient has exactly one maker that exists (dt_cu_bwd_plan_check), and the named
+ * configurations give the makers the backward has always used. */
+static void test_bwd_plan(void) {
+    for (int bits = 0; bits < 128; bits++) {
+        dt_cu_bwd_plan_in in = {bits & 1, bits >> 1 & 1, bits >> 2 & 1, bits >> 3 & 1, bits >> 4 & 1, bits >> 5 & 1,
+                                bits >> 6 & 1};
+        dt_cu_bwd_plan p;
+        char why[256] = "";
+        dt_cu_bwd_plan_make(&in, &p);
+        CHECKF(dt_cu_bwd_plan_check(&in, &p, why, sizeof why) == 0, "choices 0x%02x: %s", bits, why);
+    }
+    /* the default on the H200: flash, GELU fused, our dGELU and DOT epilogues, batched dW */
+    dt_cu_bwd_plan_in def = {1, 1, 0, 0, 1, 1, 1};
+    dt_cu_bwd_plan p;
+    dt_cu_bwd_plan_make(&def, &p);
+    CHECK(p.bias[DT_CU_LIN_QKV] == DT_CU_BIAS_FLASH && p.bias[DT_CU_LIN_ATTPROJ] == DT_CU_BIAS_LN_COLSUM &&
+          p.bias[DT_CU_LIN_FC] == DT_CU_BIAS_DGELU_EPILOGUE && p.bias[DT_CU_LIN_FCPROJ] == DT_CU_BIAS_LN_COLSUM);
+    CHECK(p.dw_batched[0] && p.dw_batched[1] && p.dw_batched[2] && p.dw_batched[3] && p.keep_res && p.ld_from_dot);
+    /* hidden dropout: attproj's and fcproj's dout is a masked copy: column sums of their own,
+     * per-layer weight gradients; qkv and fc still batched */
+    dt_cu_bwd_plan_in drop = def;
+    drop.hidden_dropout = 1;
+    dt_cu_bwd_plan_make(&drop, &p);
+    CHECK(!p.ln_colsum && p.bias[DT_CU_LIN_ATTPROJ] == DT_CU_BIAS_COLSUM && p.bias[DT_CU_LIN_FCPROJ] == DT_CU_BIAS_COLSUM);
+    CHECK(p.dw_batched[DT_CU_LIN_QKV] && p.dw_batched[DT_CU_LIN_FC] && !p.dw_batched[DT_CU_LIN_ATTPROJ] && !p.keep_res);
+    /* --gemm-epilogues all: every bias but qkv's from its weight-gradient GEMM, none batched but qkv */
+    dt_cu_bwd_plan_in all = def;
+    all.fuse_bgrad = 1;
+    dt_cu_bwd_plan_make(&all, &p);
+    CHECK(p.bias[DT_CU_LIN_QKV] == DT_CU_BIAS_FLASH && p.bias[DT_CU_LIN_ATTPROJ] == DT_CU_BIAS_GEMM_EPILOGUE &&
+          p.bias[DT_CU_LIN_FC] == DT_CU_BIAS_GEMM_EPILOGUE && p.bias[DT_CU_LIN_FCPROJ] == DT_CU_BIAS_GEMM_EPILOGUE);
+    CHECK(p.dw_batched[DT_CU_LIN_QKV] && !p.dw_batched[DT_CU_LIN_FC] && !p.dw_batched[DT_CU_LIN_FCPROJ]);
+    /* GEMM attention, no GELU fusion, --gemm-own off, --dw-batch off */
+    dt_cu_bwd_plan_in plain = {0, 0, 0, 0, 0, 0, 0};
+    dt_cu_bwd_plan_make(&plain, &p);
+    CHECK(p.bias[DT_CU_LIN_QKV] == DT_CU_BIAS_COLSUM && p.bias[DT_CU_LIN_FC] == DT_CU_BIAS_GELU_BWD && !p.ld_from_dot);
+    CHECK(!p.dw_batched[0] && !p.dw_batched[1] && !p.dw_batched[2] && !p.dw_batched[3]);
+    /* the check can fail: a bias from the epilogue of a GEMM that is batched away, a batched
+     * fcproj without the kept residual gradients, the flash sum without flash, LD without it */
+    char why[256];
+    dt_cu_bwd_plan_make(&all, &p);
+    p.dw_batched[DT_CU_LIN_FC] = 1;
+    CHECK(dt_cu_bwd_plan_check(&all, &p, why, sizeof why) < 0 && strstr(why, "fc:"));
+    dt_cu_bwd_plan_make(&drop, &p);
+    p.dw_batched[DT_CU_LIN_FCPROJ] = 1;
+    CHECK(dt_cu_bwd_plan_check(&drop, &p, why, sizeof why) < 0 && strstr(why, "fcproj:"));
+    dt_cu_bwd_plan_make(&plain, &p);
+    p.bias[DT_CU_LIN_QKV] = DT_CU_BIAS_FLASH;
+    CHECK(dt_cu_bwd_plan_check(&plain, &p, why, sizeof why) < 0 && strstr(why, "qkv:"));
+    dt_cu_bwd_plan_make(&plain, &p);
+    p.ld_from_dot = 1;
+    CHECK(dt_cu_bwd_plan_check(&plain, &p, why, sizeof why) < 0);
+    dt_cu_bwd_plan_make(&def, &p);
+    p.bias[DT_CU_LIN_FC] = DT_CU_BIAS_LN_COLSUM;
+    CHECK(dt_cu_bwd_plan_check(&def, &p, why, sizeof why) < 0 && strstr(why, "fc:"));
+}
+
 int main(void) {
+    RUN(test_bwd_plan);
     RUN(test_pending_reads);
     RUN(test_res_slots);
     RUN(test_graph_decide);
