@@ -142,6 +142,99 @@ static dt_status t_encoder_bwd(dt_gpt_cuda *m, const dt_dropout *hd) {
     return DT_OK;
 }
 
+#define NEXT_DB(i, l) (m->bp.ln_colsum ? G(i) + (size_t)(l) * m->cfg.channels : NULL) /* bias i of layer l */
+
+/* Layer l's dense MLP backward: fcproj (the dGELU epilogue with the GELU fusion), the GELU
+ * backward otherwise, fc, then LN2's backward, adding its input gradient to the residual
+ * gradient; each gradient made where the plan says. */
+static dt_status dense_mlp_bwd(dt_gpt_cuda *m, int l, const dt_dropout *hd) {
+    const dt_cu_bwd_plan *bp = &m->bp;
+    int BT = m->B * m->T, C = m->cfg.channels;
+    size_t sc = (size_t)BT * C, lC = (size_t)l * C;
+    const bf16 *dproj = NULL;
+    TRY(through_dropout(m, hd, 2u * (uint32_t)l + 1u, &dproj));
+    const bf16 *fch = m->act.fch + l * sc * 4;
+    gcu_rbegin(m, DT_R_MATMUL_BWD);
+    float *fcb = G(DT_P_FCB) + lC * 4;
+    float *fcprojw = bp->dw_batched[DT_CU_LIN_FCPROJ] ? NULL : G(DT_P_FCPROJW) + lC * 4 * C;
+    float *fcw = bp->dw_batched[DT_CU_LIN_FC] ? NULL : G(DT_P_FCW) + lC * 4 * C;
+    dt_cu_bias_src fcsrc = bp->bias[DT_CU_LIN_FC];
+    if (m->ch.fuse_gelu) { /* dfch straight from the fcproj GEMM (dGELU epilogue) */
+        const gcu_lin_bwd fcproj = {gcu_dfch_of(m, l), fcprojw, G(DT_P_FCPROJB) + lC, bp->bias[DT_CU_LIN_FCPROJ], dproj,
+                                    m->act.fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, fch,
+                                    fcsrc == DT_CU_BIAS_DGELU_EPILOGUE ? fcb : NULL, -1};
+        TRY(gcu_linear_bwd(m, &fcproj));
+        const gcu_lin_bwd fc = {m->dc1, fcw, fcb, fcsrc, gcu_dfch_of(m, l), m->act.ln2 + l * sc,
+                                P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1};
+        TRY(gcu_linear_bwd(m, &fc));
+        gcu_rend(m, DT_R_MATMUL_BWD);
+    } else {
+        const gcu_lin_bwd fcproj = {m->dfchg, fcprojw, G(DT_P_FCPROJB) + lC, bp->bias[DT_CU_LIN_FCPROJ], dproj,
+                                    m->act.fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, NULL, NULL,
+                                    -1};
+        TRY(gcu_linear_bwd(m, &fcproj));
+        gcu_rend(m, DT_R_MATMUL_BWD);
+        gcu_rbegin(m, DT_R_GELU_BWD);
+        TRY(t_gelu_bwd(m, gcu_dfch_of(m, l), fcsrc == DT_CU_BIAS_GELU_BWD ? fcb : NULL, fch, m->dfchg, BT, 4 * C));
+        gcu_rend(m, DT_R_GELU_BWD);
+        gcu_rbegin(m, DT_R_MATMUL_BWD);
+        const gcu_lin_bwd fc = {m->dc1, fcw, fcsrc == DT_CU_BIAS_GELU_BWD ? NULL : fcb, fcsrc, gcu_dfch_of(m, l),
+                                m->act.ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1};
+        TRY(gcu_linear_bwd(m, &fc));
+        gcu_rend(m, DT_R_MATMUL_BWD);
+    }
+    gcu_rbegin(m, DT_R_LN_BWD);
+    TRY(t_layernorm_bwd(m, 1, G(DT_P_LN2W) + lC, G(DT_P_LN2B) + lC, m->act.res2 + l * sc, P(DT_P_LN2W) + lC,
+                        m->act.ln2_mean + (size_t)l * BT, m->act.ln2_rstd + (size_t)l * BT, NEXT_DB(DT_P_ATTPROJB, l),
+                        dres_of_ln(m, l, DT_CU_RES_LN2)));
+    gcu_rend(m, DT_R_LN_BWD);
+    return DT_OK;
+}
+
+static dt_status mlp_bwd(dt_gpt_cuda *m, int l, const dt_dropout *hd) {
+    switch (dt_gpt_mlp_kind(&m->cfg, l)) {
+    case DT_BLOCK_MLP_DENSE: return dense_mlp_bwd(m, l, hd);
+    default: return dt_fail(DT_EUNSUPPORTED, "layer %d: the GPU model has no %s block", l,
+                            dt_block_kind_name(dt_gpt_mlp_kind(&m->cfg, l)));
+    }
+}
+
+/* Layer l's attention block backward: attproj (writing the flash backward's LD with the
+ * plan's ld_from_dot), attention, qkv, then LN1's backward (res: the block's input). */
+static dt_status attention_bwd(dt_gpt_cuda *m, int l, const bf16 *res, const dt_dropout *hd, const dt_dropout *ad) {
+    const dt_cu_bwd_plan *bp = &m->bp;
+    int BT = m->B * m->T, C = m->cfg.channels;
+    size_t sc = (size_t)BT * C, lC = (size_t)l * C;
+    const bf16 *dproj = NULL;
+    TRY(through_dropout(m, hd, 2u * (uint32_t)l, &dproj));
+    gcu_rbegin(m, DT_R_MATMUL_BWD);
+    /* with the plan's ld_from_dot, the attproj GEMM writes the flash backward's LD */
+    const gcu_lin_bwd attproj = {m->dc1, bp->dw_batched[DT_CU_LIN_ATTPROJ] ? NULL : G(DT_P_ATTPROJW) + lC * C,
+                                 G(DT_P_ATTPROJB) + lC, bp->bias[DT_CU_LIN_ATTPROJ], dproj, m->act.atty + l * sc,
+                                 P16(DT_P_ATTPROJW) + lC * C, BT, C, C, NULL, NULL, bp->ld_from_dot ? l : -1};
+    TRY(gcu_linear_bwd(m, &attproj));
+    gcu_rend(m, DT_R_MATMUL_BWD);
+    /* the qkv bias gradient: fused into the flash backward (it sums the dqkv it stores;
+     * no colsum or GEMM epilogue re-reads dqkv), else the qkv linear's */
+    float *qkvb = G(DT_P_QKVB) + lC * 3;
+    int qkv_flash = bp->bias[DT_CU_LIN_QKV] == DT_CU_BIAS_FLASH;
+    gcu_rbegin(m, DT_R_ATTN_BWD);
+    TRY(t_attention_bwd(m, l, ad, qkv_flash ? qkvb : NULL, bp->ld_from_dot));
+    gcu_rend(m, DT_R_ATTN_BWD);
+    gcu_rbegin(m, DT_R_MATMUL_BWD);
+    const gcu_lin_bwd qkv = {m->dc1, bp->dw_batched[DT_CU_LIN_QKV] ? NULL : G(DT_P_QKVW) + lC * 3 * C,
+                             qkv_flash ? NULL : qkvb, bp->bias[DT_CU_LIN_QKV], gcu_dqkv_of(m, l), m->act.ln1 + l * sc,
+                             P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C, NULL, NULL, -1};
+    TRY(gcu_linear_bwd(m, &qkv));
+    gcu_rend(m, DT_R_MATMUL_BWD);
+    gcu_rbegin(m, DT_R_LN_BWD);
+    TRY(t_layernorm_bwd(m, 1, G(DT_P_LN1W) + lC, G(DT_P_LN1B) + lC, res, P(DT_P_LN1W) + lC,
+                        m->act.ln1_mean + (size_t)l * BT, m->act.ln1_rstd + (size_t)l * BT,
+                        l > 0 ? NEXT_DB(DT_P_FCPROJB, l - 1) : NULL, dres_of_ln(m, l, DT_CU_RES_LN1)));
+    gcu_rend(m, DT_R_LN_BWD);
+    return DT_OK;
+}
+
 /* The backward's launches up to the embedding backward (whose launch depends on the
  * batch's buckets), ending with the side streams joined. */
 static dt_status backward_launches(dt_gpt_cuda *m) {
@@ -153,11 +246,10 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
     const dt_cu_bwd_plan *bp = &m->bp;
     m->nsite = 0;
     m->site_over = 0;
-#define NEXT_DB(i, l) (bp->ln_colsum ? G(i) + (size_t)(l) * C : NULL) /* bias i of layer l */
     dt_trace_scope_push("head");
     gcu_rbegin(m, DT_R_HEAD_BWD); /* logits = lnf wte^T; the logits hold dlogits */
-    const gcu_lin_bwd head = {m->dc1, G(DT_P_WTE), NULL, DT_CU_BIAS_COLSUM, m->act.logits, m->act.lnf, P16(DT_P_WTE), BT, C, Vp,
-                              NULL, NULL, -1};
+    const gcu_lin_bwd head = {m->dc1, G(DT_P_WTE), NULL, DT_CU_BIAS_COLSUM, m->act.logits, m->act.lnf, P16(DT_P_WTE),
+                              BT, C, Vp, NULL, NULL, -1};
     TRY(gcu_linear_bwd(m, &head));
     gcu_rend(m, DT_R_HEAD_BWD);
     gcu_rbegin(m, DT_R_LN_BWD);
@@ -168,72 +260,10 @@ static dt_status backward_launches(dt_gpt_cuda *m) {
     dt_trace_scope_pop();
     for (int l = L - 1; l >= 0; l--) {
         const bf16 *res = l == 0 ? m->act.encoded : m->act.res3 + (size_t)(l - 1) * sc;
-        size_t lC = (size_t)l * C;
         dt_trace_op *blk = NULL;
         TRY(gcu_block_begin(m, &blk, DT_PHASE_BWD, l, m->dres, DT_DT_BF16));
-        const bf16 *dproj = NULL;
-        TRY(through_dropout(m, &hd, 2u * (uint32_t)l + 1u, &dproj));
-        const bf16 *fch = m->act.fch + l * sc * 4;
-        gcu_rbegin(m, DT_R_MATMUL_BWD);
-        float *fcb = G(DT_P_FCB) + lC * 4;
-        float *fcprojw = bp->dw_batched[DT_CU_LIN_FCPROJ] ? NULL : G(DT_P_FCPROJW) + lC * 4 * C;
-        float *fcw = bp->dw_batched[DT_CU_LIN_FC] ? NULL : G(DT_P_FCW) + lC * 4 * C;
-        dt_cu_bias_src fcsrc = bp->bias[DT_CU_LIN_FC];
-        if (m->ch.fuse_gelu) { /* dfch straight from the fcproj GEMM (dGELU epilogue) */
-            const gcu_lin_bwd fcproj = {gcu_dfch_of(m, l), fcprojw, G(DT_P_FCPROJB) + lC, bp->bias[DT_CU_LIN_FCPROJ], dproj,
-                                        m->act.fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, fch,
-                                        fcsrc == DT_CU_BIAS_DGELU_EPILOGUE ? fcb : NULL, -1};
-            TRY(gcu_linear_bwd(m, &fcproj));
-            const gcu_lin_bwd fc = {m->dc1, fcw, fcb, fcsrc, gcu_dfch_of(m, l), m->act.ln2 + l * sc,
-                                    P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1};
-            TRY(gcu_linear_bwd(m, &fc));
-            gcu_rend(m, DT_R_MATMUL_BWD);
-        } else {
-            const gcu_lin_bwd fcproj = {m->dfchg, fcprojw, G(DT_P_FCPROJB) + lC, bp->bias[DT_CU_LIN_FCPROJ], dproj,
-                                        m->act.fchg + l * sc * 4, P16(DT_P_FCPROJW) + lC * 4 * C, BT, 4 * C, C, NULL, NULL,
-                                        -1};
-            TRY(gcu_linear_bwd(m, &fcproj));
-            gcu_rend(m, DT_R_MATMUL_BWD);
-            gcu_rbegin(m, DT_R_GELU_BWD);
-            TRY(t_gelu_bwd(m, gcu_dfch_of(m, l), fcsrc == DT_CU_BIAS_GELU_BWD ? fcb : NULL, fch, m->dfchg, BT, 4 * C));
-            gcu_rend(m, DT_R_GELU_BWD);
-            gcu_rbegin(m, DT_R_MATMUL_BWD);
-            const gcu_lin_bwd fc = {m->dc1, fcw, fcsrc == DT_CU_BIAS_GELU_BWD ? NULL : fcb, fcsrc, gcu_dfch_of(m, l),
-                                    m->act.ln2 + l * sc, P16(DT_P_FCW) + lC * 4 * C, BT, C, 4 * C, NULL, NULL, -1};
-            TRY(gcu_linear_bwd(m, &fc));
-            gcu_rend(m, DT_R_MATMUL_BWD);
-        }
-        gcu_rbegin(m, DT_R_LN_BWD);
-        TRY(t_layernorm_bwd(m, 1, G(DT_P_LN2W) + lC, G(DT_P_LN2B) + lC, m->act.res2 + l * sc, P(DT_P_LN2W) + lC,
-                            m->act.ln2_mean + (size_t)l * BT, m->act.ln2_rstd + (size_t)l * BT, NEXT_DB(DT_P_ATTPROJB, l),
-                            dres_of_ln(m, l, DT_CU_RES_LN2)));
-        gcu_rend(m, DT_R_LN_BWD);
-        TRY(through_dropout(m, &hd, 2u * (uint32_t)l, &dproj));
-        gcu_rbegin(m, DT_R_MATMUL_BWD);
-        /* with the plan's ld_from_dot, the attproj GEMM writes the flash backward's LD */
-        const gcu_lin_bwd attproj = {m->dc1, bp->dw_batched[DT_CU_LIN_ATTPROJ] ? NULL : G(DT_P_ATTPROJW) + lC * C,
-                                     G(DT_P_ATTPROJB) + lC, bp->bias[DT_CU_LIN_ATTPROJ], dproj, m->act.atty + l * sc,
-                                     P16(DT_P_ATTPROJW) + lC * C, BT, C, C, NULL, NULL, bp->ld_from_dot ? l : -1};
-        TRY(gcu_linear_bwd(m, &attproj));
-        gcu_rend(m, DT_R_MATMUL_BWD);
-        /* the qkv bias gradient: fused into the flash backward (it sums the dqkv it stores;
-         * no colsum or GEMM epilogue re-reads dqkv), else the qkv linear's */
-        float *qkvb = G(DT_P_QKVB) + lC * 3;
-        int qkv_flash = bp->bias[DT_CU_LIN_QKV] == DT_CU_BIAS_FLASH;
-        gcu_rbegin(m, DT_R_ATTN_BWD);
-        TRY(t_attention_bwd(m, l, &ad, qkv_flash ? qkvb : NULL, bp->ld_from_dot));
-        gcu_rend(m, DT_R_ATTN_BWD);
-        gcu_rbegin(m, DT_R_MATMUL_BWD);
-        const gcu_lin_bwd qkv = {m->dc1, bp->dw_batched[DT_CU_LIN_QKV] ? NULL : G(DT_P_QKVW) + lC * 3 * C,
-                                 qkv_flash ? NULL : qkvb, bp->bias[DT_CU_LIN_QKV], gcu_dqkv_of(m, l), m->act.ln1 + l * sc,
-                                 P16(DT_P_QKVW) + lC * 3 * C, BT, C, 3 * C, NULL, NULL, -1};
-        TRY(gcu_linear_bwd(m, &qkv));
-        gcu_rend(m, DT_R_MATMUL_BWD);
-        gcu_rbegin(m, DT_R_LN_BWD);
-        TRY(t_layernorm_bwd(m, 1, G(DT_P_LN1W) + lC, G(DT_P_LN1B) + lC, res, P(DT_P_LN1W) + lC,
-                            m->act.ln1_mean + (size_t)l * BT, m->act.ln1_rstd + (size_t)l * BT,
-                            l > 0 ? NEXT_DB(DT_P_FCPROJB, l - 1) : NULL, dres_of_ln(m, l, DT_CU_RES_LN1)));
-        gcu_rend(m, DT_R_LN_BWD);
+        TRY(mlp_bwd(m, l, &hd));
+        TRY(attention_bwd(m, l, res, &hd, &ad));
         TRY(gcu_block_end(m, blk, DT_PHASE_BWD, l, m->dres, DT_DT_BF16));
     }
 #undef NEXT_DB

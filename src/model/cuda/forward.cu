@@ -84,16 +84,81 @@ static dt_status t_crossentropy(dt_gpt_cuda *m, float loss_scale) {
     return DT_OK;
 }
 
+/* Layer l's attention block from its LayerNorm'd input (ln1, made by the block before):
+ * qkv, attention, attproj, then res2 = res + dropout(attproj) fused with ln2 = LN2(res2),
+ * the MLP slot's input. */
+static dt_status attention_fwd(dt_gpt_cuda *m, int l, const bf16 *res, const dt_dropout *hd, const dt_dropout *ad) {
+    int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads, BT = B * T;
+    size_t sc = (size_t)BT * C, TT = (size_t)T * T, lC = (size_t)l * C;
+    bf16 *ln1 = m->act.ln1 + l * sc, *qkv = m->act.qkv + l * sc * 3, *atty = m->act.atty + l * sc;
+    bf16 *att = m->act.att ? m->act.att + (size_t)l * B * NH * TT : NULL, *attproj = m->act.attproj + l * sc;
+    gcu_rbegin(m, DT_R_MATMUL_FWD);
+    TRY(gcu_linear_fwd(m, qkv, ln1, P16(DT_P_QKVW) + lC * 3 * C, P16(DT_P_QKVB) + lC * 3, BT, C, 3 * C));
+    gcu_rend(m, DT_R_MATMUL_FWD);
+    gcu_rbegin(m, DT_R_ATTN_FWD);
+    TRY(t_attention_fwd(m, atty, att, m->ch.flash ? m->act.att_lse + (size_t)l * B * NH * T : NULL, qkv, ad, l));
+    gcu_rend(m, DT_R_ATTN_FWD);
+    gcu_rbegin(m, DT_R_MATMUL_FWD);
+    TRY(gcu_linear_fwd(m, attproj, atty, P16(DT_P_ATTPROJW) + lC * C, P16(DT_P_ATTPROJB) + lC, BT, C, C));
+    gcu_rend(m, DT_R_MATMUL_FWD);
+    gcu_rbegin(m, DT_R_LN_FWD); /* res2 = res + dropout(attproj), ln2 = LN(res2) */
+    TRY(t_layernorm_fwd(m, m->act.ln2 + l * sc, m->act.ln2_mean + (size_t)l * BT, m->act.ln2_rstd + (size_t)l * BT,
+                        m->act.res2 + l * sc, res, attproj, P(DT_P_LN2W) + lC, P(DT_P_LN2B) + lC, hd, 2u * (uint32_t)l));
+    gcu_rend(m, DT_R_LN_FWD);
+    return DT_OK;
+}
+
+/* Layer l's dense MLP from ln2: fc with its GELU (fused in the GEMM's epilogue, or a GELU
+ * kernel after it), fcproj, then res3 = res2 + dropout(fcproj) fused with the next
+ * block's LayerNorm (the next layer's ln1, or lnf after the last layer). */
+static dt_status dense_mlp_fwd(dt_gpt_cuda *m, int l, const dt_dropout *hd) {
+    int BT = m->B * m->T, C = m->cfg.channels, L = m->cfg.num_layers;
+    size_t sc = (size_t)BT * C, lC = (size_t)l * C;
+    bf16 *res2 = m->act.res2 + l * sc, *ln2 = m->act.ln2 + l * sc, *fch = m->act.fch + l * sc * 4;
+    bf16 *fchg = m->act.fchg + l * sc * 4, *fcproj = m->act.fcproj + l * sc, *res3 = m->act.res3 + l * sc;
+    gcu_rbegin(m, DT_R_MATMUL_FWD);
+    if (m->ch.fuse_gelu) {
+        TRY(gcu_linear_gelu_fwd(m, fchg, fch, ln2, P16(DT_P_FCW) + lC * 4 * C, P16(DT_P_FCB) + lC * 4, BT, C, 4 * C));
+        gcu_rend(m, DT_R_MATMUL_FWD);
+    } else {
+        TRY(gcu_linear_fwd(m, fch, ln2, P16(DT_P_FCW) + lC * 4 * C, P16(DT_P_FCB) + lC * 4, BT, C, 4 * C));
+        gcu_rend(m, DT_R_MATMUL_FWD);
+        gcu_rbegin(m, DT_R_GELU_FWD);
+        TRY(t_gelu_fwd(m, fchg, fch, sc * 4));
+        gcu_rend(m, DT_R_GELU_FWD);
+    }
+    gcu_rbegin(m, DT_R_MATMUL_FWD);
+    TRY(gcu_linear_fwd(m, fcproj, fchg, P16(DT_P_FCPROJW) + lC * 4 * C, P16(DT_P_FCPROJB) + lC, BT, 4 * C, C));
+    gcu_rend(m, DT_R_MATMUL_FWD);
+    int last = l == L - 1;
+    gcu_rbegin(m, DT_R_LN_FWD);
+    TRY(t_layernorm_fwd(m, last ? m->act.lnf : m->act.ln1 + (l + 1) * sc,
+                        last ? m->act.lnf_mean : m->act.ln1_mean + (size_t)(l + 1) * BT,
+                        last ? m->act.lnf_rstd : m->act.ln1_rstd + (size_t)(l + 1) * BT, res3, res2, fcproj,
+                        last ? P(DT_P_LNFW) : P(DT_P_LN1W) + lC + C, last ? P(DT_P_LNFB) : P(DT_P_LN1B) + lC + C, hd,
+                        2u * (uint32_t)l + 1u));
+    gcu_rend(m, DT_R_LN_FWD);
+    return DT_OK;
+}
+
+/* Layer l's MLP slot: the block its kind names (model/blocks.h). */
+static dt_status mlp_fwd(dt_gpt_cuda *m, int l, const dt_dropout *hd) {
+    switch (dt_gpt_mlp_kind(&m->cfg, l)) {
+    case DT_BLOCK_MLP_DENSE: return dense_mlp_fwd(m, l, hd);
+    default: return dt_fail(DT_EUNSUPPORTED, "layer %d: the GPU model has no %s block", l,
+                            dt_block_kind_name(dt_gpt_mlp_kind(&m->cfg, l)));
+    }
+}
+
 /* The forward's launches, from the batch's upload (h_in, h_tg) to the loss sum. */
 static dt_status forward_launches(dt_gpt_cuda *m) {
     const dt_gpt_config *c = &m->cfg;
-    int B = m->B, T = m->T, C = c->channels, NH = c->num_heads, L = c->num_layers;
+    int B = m->B, T = m->T, C = c->channels, L = c->num_layers;
     int Vp = c->padded_vocab, BT = B * T;
     cudaStream_t s = m->s;
     TRY(dt_cu_check(cudaMemcpyAsync(m->d_in, m->h_in, sizeof(int) * BT, cudaMemcpyHostToDevice, s), "upload"));
     TRY(dt_cu_check(cudaMemcpyAsync(m->d_tg, m->h_tg, sizeof(int) * BT, cudaMemcpyHostToDevice, s), "upload"));
-    float loss_scale = m->loss_scale;
-    size_t sc = (size_t)BT * C, TT = (size_t)T * T;
+    size_t sc = (size_t)BT * C;
     dt_dropout hd = gcu_hidden_drop(m), ad = gcu_attn_drop(m);
     dt_trace_scope_push("embed");
     gcu_rbegin(m, DT_R_EMBED_FWD);
@@ -106,57 +171,18 @@ static dt_status forward_launches(dt_gpt_cuda *m) {
     gcu_rend(m, DT_R_LN_FWD);
     for (int l = 0; l < L; l++) {
         const bf16 *res = l == 0 ? m->act.encoded : m->act.res3 + (size_t)(l - 1) * sc;
-        bf16 *ln1 = m->act.ln1 + l * sc, *qkv = m->act.qkv + l * sc * 3, *atty = m->act.atty + l * sc;
-        bf16 *att = m->act.att ? m->act.att + (size_t)l * B * NH * TT : NULL, *attproj = m->act.attproj + l * sc;
-        bf16 *res2 = m->act.res2 + l * sc, *ln2 = m->act.ln2 + l * sc, *fch = m->act.fch + l * sc * 4;
-        bf16 *fchg = m->act.fchg + l * sc * 4, *fcproj = m->act.fcproj + l * sc, *res3 = m->act.res3 + l * sc;
-        size_t lC = (size_t)l * C;
         dt_trace_op *blk = NULL;
         TRY(gcu_block_begin(m, &blk, DT_PHASE_FWD, l, res, DT_DT_BF16));
-        gcu_rbegin(m, DT_R_MATMUL_FWD);
-        TRY(gcu_linear_fwd(m, qkv, ln1, P16(DT_P_QKVW) + lC * 3 * C, P16(DT_P_QKVB) + lC * 3, BT, C, 3 * C));
-        gcu_rend(m, DT_R_MATMUL_FWD);
-        gcu_rbegin(m, DT_R_ATTN_FWD);
-        TRY(t_attention_fwd(m, atty, att, m->ch.flash ? m->act.att_lse + (size_t)l * B * NH * T : NULL, qkv, &ad, l));
-        gcu_rend(m, DT_R_ATTN_FWD);
-        gcu_rbegin(m, DT_R_MATMUL_FWD);
-        TRY(gcu_linear_fwd(m, attproj, atty, P16(DT_P_ATTPROJW) + lC * C, P16(DT_P_ATTPROJB) + lC, BT, C, C));
-        gcu_rend(m, DT_R_MATMUL_FWD);
-        gcu_rbegin(m, DT_R_LN_FWD); /* res2 = res + dropout(attproj), ln2 = LN(res2) */
-        TRY(t_layernorm_fwd(m, ln2, m->act.ln2_mean + (size_t)l * BT, m->act.ln2_rstd + (size_t)l * BT, res2, res,
-                            attproj, P(DT_P_LN2W) + lC, P(DT_P_LN2B) + lC, &hd, 2u * (uint32_t)l));
-        gcu_rend(m, DT_R_LN_FWD);
-        gcu_rbegin(m, DT_R_MATMUL_FWD);
-        if (m->ch.fuse_gelu) {
-            TRY(gcu_linear_gelu_fwd(m, fchg, fch, ln2, P16(DT_P_FCW) + lC * 4 * C, P16(DT_P_FCB) + lC * 4, BT, C, 4 * C));
-            gcu_rend(m, DT_R_MATMUL_FWD);
-        } else {
-            TRY(gcu_linear_fwd(m, fch, ln2, P16(DT_P_FCW) + lC * 4 * C, P16(DT_P_FCB) + lC * 4, BT, C, 4 * C));
-            gcu_rend(m, DT_R_MATMUL_FWD);
-            gcu_rbegin(m, DT_R_GELU_FWD);
-            TRY(t_gelu_fwd(m, fchg, fch, sc * 4));
-            gcu_rend(m, DT_R_GELU_FWD);
-        }
-        gcu_rbegin(m, DT_R_MATMUL_FWD);
-        TRY(gcu_linear_fwd(m, fcproj, fchg, P16(DT_P_FCPROJW) + lC * 4 * C, P16(DT_P_FCPROJB) + lC, BT, 4 * C, C));
-        gcu_rend(m, DT_R_MATMUL_FWD);
-        /* res3 = res2 + dropout(fcproj), normalised by the next layer's ln1 or by lnf */
-        int last = l == L - 1;
-        gcu_rbegin(m, DT_R_LN_FWD);
-        TRY(t_layernorm_fwd(m, last ? m->act.lnf : m->act.ln1 + (l + 1) * sc,
-                            last ? m->act.lnf_mean : m->act.ln1_mean + (size_t)(l + 1) * BT,
-                            last ? m->act.lnf_rstd : m->act.ln1_rstd + (size_t)(l + 1) * BT, res3, res2, fcproj,
-                            last ? P(DT_P_LNFW) : P(DT_P_LN1W) + lC + C,
-                            last ? P(DT_P_LNFB) : P(DT_P_LN1B) + lC + C, &hd, 2u * (uint32_t)l + 1u));
-        gcu_rend(m, DT_R_LN_FWD);
-        TRY(gcu_block_end(m, blk, DT_PHASE_FWD, l, res3, DT_DT_BF16));
+        TRY(attention_fwd(m, l, res, &hd, &ad));
+        TRY(mlp_fwd(m, l, &hd));
+        TRY(gcu_block_end(m, blk, DT_PHASE_FWD, l, m->act.res3 + (size_t)l * sc, DT_DT_BF16));
     }
     dt_trace_scope_push("head");
     gcu_rbegin(m, DT_R_HEAD_FWD);
     TRY(gcu_linear_fwd(m, m->act.logits, m->act.lnf, P16(DT_P_WTE), NULL, BT, C, Vp));
     gcu_rend(m, DT_R_HEAD_FWD);
     gcu_rbegin(m, DT_R_CROSSENTROPY);
-    TRY(t_crossentropy(m, loss_scale));
+    TRY(t_crossentropy(m, m->loss_scale));
     gcu_rend(m, DT_R_CROSSENTROPY);
     dt_trace_scope_pop();
     return dt_cu_check(cudaGetLastError(), "forward launch");

@@ -16,6 +16,7 @@
 #include "ops/ops_cuda.h"
 #include "model/cuda/plan.h"
 
+#include "model/blocks.h"
 #include "model/gpt_cuda.h"
 #include "trace/trace_cuda.h"
 extern "C" {
