@@ -5,14 +5,14 @@
 # bench_gemm.txt and bench_attention.txt left beside it: the device tool returns 8 files).
 #   OUT       results folder (default /tmp/detrain-gpu)
 #   PEERS=0   skip the PyTorch peers;   STEPS=N   bench steps (default 20)
-#   GEMM_ATTN=1  also bench with the GEMM attention formulation (DT_ATTENTION=gemm; flash
+#   GEMM_ATTN=1  also bench with the GEMM attention formulation (--attention-impl gemm; flash
 #             attention is the default where the shape allows)
 #   CARRY=dir prebuilt build/detrain-cuda and build/gpu-tests/* to use if the build fails
 #             (bench/gpu-carry.sh makes them)
 #   TESTS=0   skip the test binaries, kernel benches, gpu_trace.sh and the PyTorch model check
 #             (gpu_e2e.sh, the bench and the peers still run)
 #   TORCH_CHECK=0  skip the whole-model check against PyTorch (tools/torch_check_gpu.sh)
-#   AB="VAR=val ..."  also run the bench once per setting (e.g. DT_BWD_OVERLAP=off), right
+#   AB="--flag=val ..."  also run the bench once per setting (e.g. --bwd-overlap=off), right
 #             after the main bench, for side-by-side step times
 #   TRACE_BENCH=1  also measure the tracing overhead (bench/trace_overhead_gpu.sh; needs
 #             CARRY's detrain-cuda-notrace)
@@ -69,21 +69,21 @@ brc=${PIPESTATUS[0]}
 case $brc in 0) echo "tax gate (--max-tax 1): PASS";; 1) echo "tax gate (--max-tax 1): FAIL (tax above 1%)";; *) echo "bench failed ($brc)"; rc=1;; esac
 for ab in ${AB:-}; do
   stamp "bench with $ab"
-  env "$ab" build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 1 \
+  build/detrain-cuda bench "$ab" --steps "${STEPS:-20}" --warmup 5 --profile-steps 1 \
     --json "$OUT/bench_${ab//[^A-Za-z0-9]/_}.json" | tee "$OUT/bench_${ab//[^A-Za-z0-9]/_}.txt" || rc=1
 done
 if [ "${GEMM_ATTN:-0}" != 0 ]; then
-  stamp "bench, GEMM attention (DT_ATTENTION=gemm)"
-  DT_ATTENTION=gemm build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --json "$OUT/bench_gemm_attn.json" | tee "$OUT/bench_gemm_attn.txt" || rc=1
+  stamp "bench, GEMM attention (--attention-impl gemm)"
+  build/detrain-cuda bench --attention-impl gemm --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --json "$OUT/bench_gemm_attn.json" | tee "$OUT/bench_gemm_attn.txt" || rc=1
 fi
 if [ "${MEMCHECK:-0}" != 0 ] && command -v compute-sanitizer >/dev/null; then
   stamp "compute-sanitizer memcheck: 2 training steps, GEMM and flash attention"
-  DT_ATTENTION=gemm timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 build/detrain-cuda train --device cuda --model tiny \
+  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 build/detrain-cuda train --device cuda --model tiny --attention-impl gemm \
     --train-iters 2 --eval-interval 0 --deterministic-mode --quiet > "$OUT/memcheck.txt" 2>&1; echo "memcheck gemm attention: rc=$?"
-  DT_ATTENTION=flash timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 build/detrain-cuda train --device cuda \
-    --model tiny --num-attention-heads 2 --train-iters 2 --eval-interval 0 --quiet >> "$OUT/memcheck.txt" 2>&1; echo "memcheck flash attention (fast branch): rc=$?"
-  DT_ATTENTION=flash timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 build/detrain-cuda train --device cuda \
-    --model tiny --num-attention-heads 2 --train-iters 2 --eval-interval 0 --deterministic-mode --quiet >> "$OUT/memcheck.txt" 2>&1; echo "memcheck flash attention (det branch): rc=$?"
+  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 build/detrain-cuda train --device cuda \
+    --attention-impl flash --model tiny --num-attention-heads 2 --train-iters 2 --eval-interval 0 --quiet >> "$OUT/memcheck.txt" 2>&1; echo "memcheck flash attention (fast branch): rc=$?"
+  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 build/detrain-cuda train --device cuda \
+    --attention-impl flash --model tiny --num-attention-heads 2 --train-iters 2 --eval-interval 0 --deterministic-mode --quiet >> "$OUT/memcheck.txt" 2>&1; echo "memcheck flash attention (det branch): rc=$?"
   tail -3 "$OUT/memcheck.txt"
 fi
 if [ "${TRACE_BENCH:-0}" != 0 ] && [ -x "${CARRY:-}/detrain-cuda-notrace" ]; then

@@ -1056,7 +1056,7 @@ static void test_model(void) {
     test_model_nh(4, "off");   /* the separate GELU and column-sum kernels */
 }
 
-/* CUDA graphs (DT_CUDA_GRAPH): a model that records its launches once and replays them
+/* CUDA graphs (--cuda-graphs): a model that records its launches once and replays them
  * gives, step by step, the bytes of one that launches every op itself: the losses, the
  * statistics, and at the end the parameters and AdamW moments, in both branches, across an
  * eval forward between training steps (another signature: launched eagerly while the
@@ -1139,7 +1139,7 @@ static void test_model_graphs(void) {
         /* zero_grad, forward and backward: eager at step 1, recorded at 2, replayed from 3 */
         CHECKF(captures[0] == 3 && replays[0] == 3 * (steps - 2), "%s: graphs recorded %d, replayed %d (want 3, %d)",
                br, captures[0], replays[0], 3 * (steps - 2));
-        CHECKF(captures[1] == 0 && replays[1] == 0, "%s: DT_CUDA_GRAPH=off recorded %d, replayed %d graphs", br,
+        CHECKF(captures[1] == 0 && replays[1] == 0, "%s: --cuda-graphs off recorded %d, replayed %d graphs", br,
                captures[1], replays[1]);
         if (!det) { /* the fast branch adds with atomics: only the recording must be equivalent */
             CHECK_REL(par[0], par[1], 1e-2, "fast branch: parameters, graphs vs launches");

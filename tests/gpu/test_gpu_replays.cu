@@ -385,8 +385,8 @@ static void dropout_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
  * parameters, last gradients, optimizer state and every step's loss, grad norm, param norm
  * and num-zeros into the case's outputs. With alternate, the model's calls k = 0, 1, 2, ...
  * (the first run and the replays, det then fast) switch the choices that promise the same
- * bits: DT_BWD_OVERLAP off on odd k (weight gradients on the main stream instead of the
- * second one) and DT_ATTENTION=flash-mma when k & 2 (the mma.sync flash kernels instead of
+ * bits: --bwd-overlap off on odd k (weight gradients on the main stream instead of the
+ * second one) and --attention-impl flash-mma when k & 2 (the mma.sync flash kernels instead of
  * the wgmma ones on sm_90), so the det replays' byte comparison covers all four combinations. */
 enum { MODEL_STEPS = 2 };
 typedef struct model_state {
@@ -554,7 +554,7 @@ static gcase cases[] = {
     {"model", "GPT L=2 C=128 NH=2 V=512 B=4 T=128, hidden dropout 0.1 (flash), 2 steps",
      {2, 2, 128, 512, 4, 128, 100, 0}, model_setup, model_run, FAST_MAY, 0, NULL, model_teardown},
     {"model", "GPT-2 widths L=2 C=768 NH=12 V=50257 B=4 T=1024 (flash), 2 steps, replays alternate "
-     "DT_BWD_OVERLAP on/off and the wgmma/mma.sync flash kernels",
+     "--bwd-overlap on/off and the wgmma/mma.sync flash kernels",
      {2, 12, 768, 50257, 4, 1024, 0, 0, 1}, model_setup, model_run, FAST_MAY, 0, NULL, model_teardown},
 };
 

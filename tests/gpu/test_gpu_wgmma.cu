@@ -110,7 +110,7 @@ static void test_shape(int B, int NH, int T, int cpu_ref, int timed) {
     CHECKF(lmax <= 2e-4, "lse wgmma vs mma.sync B%d NH%d T%d: max abs %.3g > 2e-4", B, NH, T, lmax);
     fprintf(stderr, "  B%d NH%d T%d: out max abs %.3g, lse max abs %.3g\n", B, NH, T, dmax, lmax);
     /* The model runs the wgmma forward on sm_90 and the mma.sync forward elsewhere (or with
-     * DT_ATTENTION=flash-mma) and promises the same bits either way: the same products in
+     * --attention-impl flash-mma) and promises the same bits either way: the same products in
      * the same k order, the same softmax code. */
     CHECKF(bytes_of(ow, nout * sizeof(bf16)) == bytes_of(of, nout * sizeof(bf16)),
            "out wgmma vs mma.sync B%d NH%d T%d: the bytes differ", B, NH, T);

@@ -77,7 +77,7 @@ struct dt_cu_blas {
     int force_cand, force_splits;
     int forced_cfg;            /* force_cfg in effect (benchmarks) */
     dt_cu_gemm_cfg force_cfg;
-    int table_on;              /* DT_GEMM_TABLE (dt_cu_blas_use_table) */
+    int table_on;              /* the plan table in use (dt_cu_blas_use_table, benchmarks) */
     int cc;                    /* the device's compute capability, major * 10 + minor */
     /* while a graph is captured (dt_cu_blas_capture_begin): per GEMM, the capture's
      * dependency nodes before cuBLASLt's launches and after them */
@@ -97,15 +97,12 @@ static dt_status lt_check(cublasStatus_t st, const char *what) {
 
 dt_status dt_cu_blas_create(dt_cu_blas **out) {
     *out = NULL;
-    int table_on = 1;
-    dt_status st = dt_cu_gemm_table_env(getenv("DT_GEMM_TABLE"), &table_on);
-    if (st != DT_OK) return st;
     dt_runtime_mark(DT_LIB_CUDA | DT_LIB_CUBLAS);
     int cc = dt_cu_device_cc();
     if (cc < 0) return dt_fail(DT_EUNSUPPORTED, "cannot read the CUDA device's compute capability: is a GPU visible?");
     dt_cu_blas *h = (dt_cu_blas *)calloc(1, sizeof *h);
     if (!h) return dt_fail(DT_ENOMEM, "out of memory for the cuBLASLt handle");
-    h->table_on = table_on;
+    h->table_on = 1;
     h->cc = cc;
     if (cublasLtCreate(&h->lt) != CUBLAS_STATUS_SUCCESS) {
         free(h);

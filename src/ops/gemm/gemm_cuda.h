@@ -18,7 +18,7 @@ extern "C" {
 /* One cuBLASLt handle with a fixed workspace and a cache of plans keyed by shape, types,
  * epilogue and branch. Both branches first look the call up in the static plan table
  * (gemm_table.h: configurations chosen offline, det-eligible, checked with
- * cublasLtMatmulAlgoCheck; DT_GEMM_TABLE=off skips it). Otherwise det: the algorithm is the
+ * cublasLtMatmulAlgoCheck; benchmarks can switch it off, dt_cu_blas_use_table). Otherwise det: the algorithm is the
  * first heuristic result without in-place
  * split-K reduction (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK; dt_cu_gemm_pick), chosen
  * once per shape without timing and pinned (split-K allowed only with a workspace reduction
@@ -28,7 +28,7 @@ extern "C" {
  * in chunk order by one thread per output element (deterministic by construction). */
 typedef struct dt_cu_blas dt_cu_blas;
 #define DT_CU_GEMM_WORKSPACE (32u << 20) /* per GEMM; a handle holds two (dt_cu_blas_graph_relax) */
-/* Reads DT_GEMM_TABLE (a bad value is DT_EINVAL) and the device's compute capability. */
+/* Reads the device's compute capability; the plan table is on. */
 dt_status dt_cu_blas_create(dt_cu_blas **out);
 void dt_cu_blas_free(dt_cu_blas *h);
 /* Appends the chosen algorithms as a JSON array to buf (for env.json): per plan its source
@@ -48,8 +48,7 @@ void dt_cu_blas_force(dt_cu_blas *h, int cand, int splits);
 /* Benchmarks only (tests/gpu/tune_gemm.cu, bench_gemm.cu): plans made after this call take
  * configuration cfg (NULL: back to the table and the policy), validated with
  * cublasLtMatmulAlgoCheck (a configuration that does not fit is an error; in det, one that is
- * not dt_cu_gemm_cfg_det too); dt_cu_blas_use_table switches the table (DT_GEMM_TABLE's
- * value at create); dt_cu_blas_forget drops every cached plan (no GEMM of h may be in flight
+ * not dt_cu_gemm_cfg_det too); dt_cu_blas_use_table switches the table (on at create); dt_cu_blas_forget drops every cached plan (no GEMM of h may be in flight
  * on the host side: call it between calls). Each setting is part of the plan key. */
 void dt_cu_blas_force_cfg(dt_cu_blas *h, const dt_cu_gemm_cfg *cfg);
 void dt_cu_blas_use_table(dt_cu_blas *h, int on);

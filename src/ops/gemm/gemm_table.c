@@ -64,13 +64,3 @@ int dt_cu_gemm_cfg_str(const dt_cu_gemm_cfg *c, char *buf, size_t cap) {
                     c->cluster);
 }
 
-dt_status dt_cu_gemm_table_env(const char *value, int *on) {
-    *on = 1;
-    if (!value || !strcmp(value, "on")) return DT_OK;
-    if (!strcmp(value, "off")) {
-        *on = 0;
-        return DT_OK;
-    }
-    return dt_fail(DT_EINVAL, "DT_GEMM_TABLE='%s': accepted: on (the default: the GEMM plan table of "
-                   "src/ops/gemm_table.c), off (cuBLASLt's heuristic for every shape)", value);
-}

@@ -68,10 +68,6 @@ int dt_cu_gemm_cfg_det(const dt_cu_gemm_cfg *c);
  * returns what snprintf returns. */
 int dt_cu_gemm_cfg_str(const dt_cu_gemm_cfg *c, char *buf, size_t cap);
 
-/* DT_GEMM_TABLE: unset or "on" -> *on = 1, "off" -> *on = 0 (the heuristic for every
- * shape, to compare); anything else is DT_EINVAL naming the value and the accepted ones. */
-dt_status dt_cu_gemm_table_env(const char *value, int *on);
-
 #ifdef __cplusplus
 }
 #endif

@@ -39,7 +39,7 @@ static void test_pending_reads(void) {
     for (int i = 0; i <= DT_CU_READS_MAX; i++) CHECK(dt_cu_reads_claim(&r, &bufs[i]) == -1);
 }
 
-/* DT_DW_BATCH's residual-gradient slots, in the backward's order: lnf, then for l = L - 1
+/* --dw-batch's residual-gradient slots, in the backward's order: lnf, then for l = L - 1
  * down to 0 fcproj reads, LN2 writes, attproj reads, LN1 writes. Each linear reads the slot
  * the LayerNorm backward just before it wrote; every slot of the 2 L is written once, so
  * each still holds its layer's dout when the batched GEMMs read them after the layers; a

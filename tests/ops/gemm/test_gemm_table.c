@@ -2,7 +2,7 @@
  * det-eligible, well formed and reachable (its key is what gemm_cuda.cu builds for the
  * model's call: natural leading dimensions, the K chunks of dt_cu_gemm_splits), keys are
  * unique, a lookup finds an entry by its exact key and nothing when any one field differs;
- * DT_GEMM_TABLE accepts on/off only; the det rule on configurations. */
+ * the det rule on configurations. */
 #include "ops/gemm/gemm_table.h"
 
 #include "ops/gemm/gemm_plan.h"
@@ -72,19 +72,6 @@ static void test_lookup(void) {
     CHECK(dt_cu_gemm_table_find(&none) == NULL);
 }
 
-static void test_env(void) {
-    int on = -1;
-    CHECK_OK(dt_cu_gemm_table_env(NULL, &on));
-    CHECK(on == 1);
-    CHECK_OK(dt_cu_gemm_table_env("on", &on));
-    CHECK(on == 1);
-    CHECK_OK(dt_cu_gemm_table_env("off", &on));
-    CHECK(on == 0);
-    CHECK(dt_cu_gemm_table_env("0", &on) == DT_EINVAL);
-    CHECKF(strstr(dt_errmsg(), "DT_GEMM_TABLE='0'") && strstr(dt_errmsg(), "accepted: on"), "%s", dt_errmsg());
-    CHECK(dt_cu_gemm_table_env("OFF", &on) == DT_EINVAL);
-}
-
 static void test_cfg(void) {
     dt_cu_gemm_cfg c = {66, 20, 15, 1, 0, 1, 0, 0, 2};
     CHECK(dt_cu_gemm_cfg_det(&c));
@@ -107,7 +94,6 @@ static void test_cfg(void) {
 int main(void) {
     RUN(test_entries);
     RUN(test_lookup);
-    RUN(test_env);
     RUN(test_cfg);
     return dt_test_report();
 }
