@@ -130,10 +130,14 @@ static dt_status train_step(run *t, int64_t step, dt_step_metrics *sm) {
     return DT_OK;
 }
 
-/* env.json with the backend's device description, once it differs from what was written
- * (the GPU's is complete after the first step, when every GEMM algorithm is pinned). */
-static dt_status write_env(run *t) {
+/* env.json with the backend's device description: a backend without one (the CPU) writes
+ * it before the first step; a device backend's is complete once a step ran (the GPU's GEMM
+ * algorithms are pinned then), so it writes after the first step, and again if the
+ * description changes. The warning about a checkpoint from another environment compares
+ * that first complete env.json. */
+static dt_status write_env(run *t, int after_step) {
     const char *d = t->b->ops->describe(t->b);
+    if (d && !after_step) return DT_OK;
     if (t->env_written && !strcmp(t->env_written, d ? d : "")) return DT_OK;
     dt_status st = dt_train_write_env(&t->r, d, !t->env_written);
     t->env_written = d ? d : "";
@@ -191,7 +195,7 @@ static dt_status open_run(run *t, const dt_train_config *cfg) {
     if (st == DT_OK) st = check_injection(t);
     if (st == DT_OK) st = check_trace(t);
     if (st == DT_OK) st = dt_train_state_outputs(&t->r);
-    if (st == DT_OK) st = write_env(t);
+    if (st == DT_OK) st = write_env(t, 0);
     dt_trace_config tc = cfg->trace;
     tc.digest = t->b ? t->b->ops->trace_digest : NULL;
     if (st == DT_OK) st = dt_trace_open(&tc, dt_comm_rank(t->comm));
@@ -218,7 +222,7 @@ dt_status dt_train_loop(const dt_train_config *cfg, const dt_loop_hooks *hooks) 
         if (h->before_step && (st = h->before_step(h->ctx, t.b, step)) != DT_OK) break;
         if ((st = train_step(&t, step, &sm)) != DT_OK) break;
         if (cfg->check_nonfinite && (st = check_finite(&sm)) != DT_OK) break;
-        if ((st = write_env(&t)) != DT_OK) break;
+        if ((st = write_env(&t, 1)) != DT_OK) break;
         if (t.r.metrics && (st = dt_metrics_log(t.r.metrics, &sm)) != DT_OK) break;
         stopped = stop_reason(cfg, step, started, why, sizeof why);
         if (dt_train_save_due(cfg, step) || (stopped && cfg->save_dir)) {

@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: out of memory\n", tool);
         goto done;
     }
-    if (dt_gpt_create_params(&host, &cfg, a.seed) != DT_OK || dt_gpt_cuda_create(&m, host, &spec) != DT_OK ||
+    if (dt_gpt_create(&host, &cfg, B, T, a.seed) != DT_OK || dt_gpt_cuda_create(&m, host, &spec) != DT_OK ||
         dt_dataset_open(&ds, NULL, cfg.vocab_size, a.seed, 0.05f, B, T) != DT_OK) {
         fprintf(stderr, "%s: %s\n", tool, dt_errmsg());
         goto done;
