@@ -285,7 +285,8 @@ static void test_gemm_epilogues(void) {
 static void test_encoder_accuracy(void) {
     const int B = 4, T = 64, C = 64, Vp = 128, BT = B * T;
     std::vector<int> inp(BT);
-    for (int i = 0; i < BT; i++) inp[i] = (int)(dt_rng_u32(3, 250, 1, 0, i) % 40); /* repeats */
+    /* repeats, and one token taking a fifth of the batch: its run is cut into chunks */
+    for (int i = 0; i < BT; i++) inp[i] = i % 5 == 0 ? 7 : (int)(dt_rng_u32(3, 250, 1, 0, i) % 40);
     vf wte = rnd((size_t)Vp * C), wpe = rnd((size_t)T * C), dout = rnd((size_t)BT * C);
     vf out((size_t)BT * C);
     dt_encoder_fwd(out.data(), inp.data(), wte.data(), wpe.data(), B, T, C);
@@ -299,18 +300,24 @@ static void test_encoder_accuracy(void) {
     dt_encoder_bwd_det(gte.data(), gpe.data(), dout.data(), inp.data(), B, T, C, Vp);
     std::vector<int> cnt(Vp), order(BT), tok(BT), start(BT + 1);
     int nseg = dt_cu_encoder_buckets(inp.data(), BT, Vp, cnt.data(), order.data(), tok.data(), start.data());
-    int *dorder = upi(order), *dtok = upi(tok), *dstart = upi(start);
+    std::vector<int> cs(BT + 1), cd(BT), mt(dt_cu_encoder_max_multi(BT) + 1), ms(dt_cu_encoder_max_multi(BT) + 1);
+    int nmulti = 0, nchunk = dt_cu_encoder_chunks(tok.data(), start.data(), nseg, cs.data(), cd.data(), mt.data(),
+                                                  ms.data(), &nmulti);
+    CHECK(nmulti >= 1 && nchunk > nseg); /* the skewed token's run is several chunks */
+    int *dorder = upi(order), *dtok = upi(cs), *dstart = upi(cd), *dmt = upi(mt), *dms = upi(ms);
+    float *dpart = dev<float>((size_t)dt_cu_encoder_max_slots(BT) * C);
+    const dt_cu_encoder_work w = {dorder, dtok, dstart, dmt, dms, nchunk, nmulti, dpart};
     for (int br = 0; br < 2; br++) {
         variant(br ? "encoder_bwd=fast" : "encoder_bwd=det");
         float *g1 = dev<float>((size_t)Vp * C), *g2 = dev<float>((size_t)T * C);
-        dt_cu_encoder_bwd(g1, g2, ddout, din, dorder, dtok, dstart, nseg, B, T, C, NULL, 0, 0, 0);
+        dt_cu_encoder_bwd(g1, g2, ddout, din, &w, B, T, C, NULL, 0, 0, 0);
         CHECK_REL(down32(g1, (size_t)Vp * C), gte, 1e-5, br ? "encoder bwd dwte fast" : "encoder bwd dwte det");
         CHECK_REL(down32(g2, (size_t)T * C), gpe, 1e-5, br ? "encoder bwd dwpe fast" : "encoder bwd dwpe det");
         cudaFree(g1); cudaFree(g2);
     }
     dt_op_clear_overrides();
     cudaFree(din); cudaFree(dwte_); cudaFree(dwpe_); cudaFree(ddout); cudaFree(dout16);
-    cudaFree(dorder); cudaFree(dtok); cudaFree(dstart);
+    cudaFree(dorder); cudaFree(dtok); cudaFree(dstart); cudaFree(dmt); cudaFree(dms); cudaFree(dpart);
 }
 
 static void test_layernorm_accuracy(void) {

@@ -48,7 +48,7 @@ struct gcase {
     void (*setup)(dt_kset *s, gcase *c);
     dt_kh_fn run;
     int fast;
-    int aux;       /* set by setup: a host-side count the launcher needs (segments, chunks) */
+    int aux, aux2; /* set by setup: host-side counts the launcher needs (chunks, runs) */
     void *state;   /* set by setup, freed by teardown (the model case's host model) */
     void (*teardown)(gcase *c);
 };
@@ -128,8 +128,13 @@ static void gemm_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
 }
 
 /* ---- embedding, p: B T C Vp ntok dropout‰ ----------------------------------------------- */
+/* p[4] distinct tokens; with p[6] > 0, token 1 takes every p[6]-th position as well (a real
+ * text's skew: a few tokens take a large share of every batch). */
 static void enc_inputs(dt_kset *s, const gcase *c) {
-    dt_kv_fill_int(add(s, "inp", DT_KH_I32, DT_KH_IN, {c->p[0], c->p[1]}), 5, 0, (int)c->p[4]);
+    int *inp = dt_kv_i32(add(s, "inp", DT_KH_I32, DT_KH_IN, {c->p[0], c->p[1]}));
+    dt_kv_fill_int(dt_kset_get(s, "inp"), 5, 0, (int)c->p[4]);
+    if (c->p[6] > 0)
+        for (long long i = 0; i < c->p[0] * c->p[1]; i += c->p[6]) inp[i] = 1;
 }
 static void enc_fwd_setup(dt_kset *s, gcase *c) {
     enc_inputs(s, c);
@@ -148,12 +153,19 @@ static void enc_bwd_setup(dt_kset *s, gcase *c) {
     int BT = (int)(c->p[0] * c->p[1]), Vp = (int)c->p[3];
     enc_inputs(s, c);
     std::vector<int> cnt(Vp), order(BT), tok(BT), start(BT + 1);
-    c->aux = dt_cu_encoder_buckets(dt_kv_i32(dt_kset_get(s, "inp")), BT, Vp, cnt.data(), order.data(),
-                                   tok.data(), start.data());
-    CHECK(c->aux > 0);
+    int nseg = dt_cu_encoder_buckets(dt_kv_i32(dt_kset_get(s, "inp")), BT, Vp, cnt.data(), order.data(),
+                                     tok.data(), start.data());
+    CHECK(nseg > 0);
+    int nm = dt_cu_encoder_max_multi(BT) + 1, nmulti = 0;
+    std::vector<int> cs(BT + 1), cd(BT), mt(nm), ms(nm);
+    c->aux = dt_cu_encoder_chunks(tok.data(), start.data(), nseg, cs.data(), cd.data(), mt.data(), ms.data(), &nmulti);
+    c->aux2 = nmulti;
     memcpy(dt_kv_i32(add(s, "order", DT_KH_I32, DT_KH_IN, {BT})), order.data(), sizeof(int) * BT);
-    memcpy(dt_kv_i32(add(s, "segtok", DT_KH_I32, DT_KH_IN, {BT})), tok.data(), sizeof(int) * BT);
-    memcpy(dt_kv_i32(add(s, "segstart", DT_KH_I32, DT_KH_IN, {BT + 1})), start.data(), sizeof(int) * (BT + 1));
+    memcpy(dt_kv_i32(add(s, "chunk_start", DT_KH_I32, DT_KH_IN, {BT + 1})), cs.data(), sizeof(int) * (BT + 1));
+    memcpy(dt_kv_i32(add(s, "chunk_dst", DT_KH_I32, DT_KH_IN, {BT})), cd.data(), sizeof(int) * BT);
+    memcpy(dt_kv_i32(add(s, "multi_tok", DT_KH_I32, DT_KH_IN, {nm})), mt.data(), sizeof(int) * nm);
+    memcpy(dt_kv_i32(add(s, "multi_slot", DT_KH_I32, DT_KH_IN, {nm})), ms.data(), sizeof(int) * nm);
+    add(s, "partial", DT_KH_F32, DT_KH_OUT, {dt_cu_encoder_max_slots(BT), c->p[2]});
     dt_kv_fill(add(s, "dout", DT_KH_BF16, DT_KH_IN, {c->p[0], c->p[1], c->p[2]}), 8, -1, 1);
     dt_kv_fill(add(s, "dwte", DT_KH_F32, DT_KH_IN, {c->p[3], c->p[2]}), 9, -1, 1);
     dt_kv_fill(add(s, "dwpe", DT_KH_F32, DT_KH_IN, {c->p[1], c->p[2]}), 10, -1, 1);
@@ -161,8 +173,9 @@ static void enc_bwd_setup(dt_kset *s, gcase *c) {
 static void enc_bwd_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     CASE(ctx);
     dt_dropout d = drop_of(c->p[5]);
-    dt_cu_encoder_bwd(F(s, "dwte"), F(s, "dwpe"), H(s, "dout"), I(s, "inp"), I(s, "order"),
-                      I(s, "segtok"), I(s, "segstart"), c->aux, (int)c->p[0], (int)c->p[1],
+    const dt_cu_encoder_work w = {I(s, "order"), I(s, "chunk_start"), I(s, "chunk_dst"), I(s, "multi_tok"),
+                                  I(s, "multi_slot"), c->aux, c->aux2, F(s, "partial")};
+    dt_cu_encoder_bwd(F(s, "dwte"), F(s, "dwpe"), H(s, "dout"), I(s, "inp"), &w, (int)c->p[0], (int)c->p[1],
                       (int)c->p[2], &d, DT_RNG_DROPOUT_HIDDEN, 0, 0);
 }
 
@@ -481,9 +494,9 @@ static void model_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
 
 /* ---- the table ------------------------------------------------------------------------- */
 #define GEMM(name, cfg, M, N, K, ta, tb, fl, nb) \
-    {name, cfg, {M, N, K, ta, tb, fl, nb}, gemm_setup, gemm_run, FAST_MAY, 0, NULL, NULL}
+    {name, cfg, {M, N, K, ta, tb, fl, nb}, gemm_setup, gemm_run, FAST_MAY, 0, 0, NULL, NULL}
 #define OP(name, cfg, setup, run, fast, ...) \
-    {name, cfg, {__VA_ARGS__}, setup, run, fast, 0, NULL, NULL}
+    {name, cfg, {__VA_ARGS__}, setup, run, fast, 0, 0, NULL, NULL}
 static gcase cases[] = {
     GEMM("gemm", "weight grad 768x768, K=16384 (B*T), fp32 += ", 768, 768, 16384, 1, 0, G_F32 | G_ACC, 1),
     GEMM("gemm", "weight grad 3072x768, K=16384, fp32 +=", 3072, 768, 16384, 1, 0, G_F32 | G_ACC, 1),
@@ -513,6 +526,8 @@ static gcase cases[] = {
        16, 1024, 768, 50304, 50257, 100),
     OP("encoder_bwd", "B=16 T=1024 C=768 Vp=50304, 50 distinct tokens", enc_bwd_setup, enc_bwd_run,
        FAST_RACES, 16, 1024, 768, 50304, 50, 0),
+    OP("encoder_bwd", "B=16 T=1024 C=768 Vp=50304, 50257 tokens, one in every 5 positions (skewed)", enc_bwd_setup,
+       enc_bwd_run, FAST_RACES, 16, 1024, 768, 50304, 50257, 0, 5),
     OP("encoder_bwd", "B=8 T=512 C=64 Vp=128, 3 distinct tokens, dropout 0.1", enc_bwd_setup, enc_bwd_run,
        FAST_RACES, 8, 512, 64, 128, 3, 100),
     OP("layernorm_fwd", "N=16384 C=768, fused residual + dropout 0.1", ln_fwd_setup, ln_fwd_run,
@@ -550,12 +565,12 @@ static gcase cases[] = {
     OP("gelu", "fwd+bwd n=16M", gelu_setup, gelu_run, FAST_EXACT, 1 << 24),
     OP("dropout", "n=16M p=0.1", dropout_setup, dropout_run, FAST_EXACT, 1 << 24, 100),
     {"model", "GPT L=2 C=128 NH=4 V=512 B=4 T=128, dropout 0.1/0.1 (GEMM attention), 2 steps",
-     {2, 4, 128, 512, 4, 128, 100, 100}, model_setup, model_run, FAST_MAY, 0, NULL, model_teardown},
+     {2, 4, 128, 512, 4, 128, 100, 100}, model_setup, model_run, FAST_MAY, 0, 0, NULL, model_teardown},
     {"model", "GPT L=2 C=128 NH=2 V=512 B=4 T=128, hidden dropout 0.1 (flash), 2 steps",
-     {2, 2, 128, 512, 4, 128, 100, 0}, model_setup, model_run, FAST_MAY, 0, NULL, model_teardown},
+     {2, 2, 128, 512, 4, 128, 100, 0}, model_setup, model_run, FAST_MAY, 0, 0, NULL, model_teardown},
     {"model", "GPT-2 widths L=2 C=768 NH=12 V=50257 B=4 T=1024 (flash), 2 steps, replays alternate "
      "--bwd-overlap on/off and the wgmma/mma.sync flash kernels",
-     {2, 12, 768, 50257, 4, 1024, 0, 0, 1}, model_setup, model_run, FAST_MAY, 0, NULL, model_teardown},
+     {2, 12, 768, 50257, 4, 1024, 0, 0, 1}, model_setup, model_run, FAST_MAY, 0, 0, NULL, model_teardown},
 };
 
 static double now(void) {
@@ -660,7 +675,7 @@ static void test_plan_table(void) {
         snprintf(names[n], sizeof names[n], "entry %d: %s%s %dx%dx%d %s, %s, %d K chunks", i, k->ta ? "T" : "N",
                  k->tb ? "T" : "N", k->M, k->N, k->K, k->c_f32 ? "fp32 +=" : "bf16", e, k->k_chunks);
         gcase c = {"gemm (table)", names[n], {k->M, k->N, k->K, k->ta, k->tb, fl, 1}, gemm_setup, gemm_run, FAST_MAY,
-                   0, NULL, NULL};
+                   0, 0, NULL, NULL};
         run_case(&c);
         n++;
     }

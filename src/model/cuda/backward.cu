@@ -135,8 +135,10 @@ static dt_status t_encoder_bwd(dt_gpt_cuda *m, const dt_dropout *hd) {
     OP_BEGIN(DT_PHASE_BWD, "encoder_bwd", DT_OP_ENCODER_BWD,
              (IN("dout", m->dres16, BF, BTC), IN("tokens", m->d_in, DT_DT_I32, B, T),
               IN_ROWS("dwte", G(DT_P_WTE), F32, Vp, C), IN("dwpe", G(DT_P_WPE), F32, maxT, C)));
-    dt_cu_encoder_bwd(G(DT_P_WTE), G(DT_P_WPE), m->dres16, m->d_in, m->d_order, m->d_segtok, m->d_segstart,
-                      m->nseg, B, T, C, hd, DT_RNG_DROPOUT_HIDDEN, EMB_SITE, m->s);
+    const dt_cu_encoder_work w = {m->d_order, m->d_chunk_start, m->d_chunk_dst, m->d_multi_tok, m->d_multi_slot,
+                                  m->nchunk, m->nmulti, m->enc_partial};
+    dt_cu_encoder_bwd(G(DT_P_WTE), G(DT_P_WPE), m->dres16, m->d_in, &w, B, T, C, hd, DT_RNG_DROPOUT_HIDDEN, EMB_SITE,
+                      m->s);
     TRY(gcu_inject(m, "encoder_bwd", G(DT_P_WTE), (size_t)Vp * C, 4));
     OP_END((OUT_ROWS("dwte", G(DT_P_WTE), F32, Vp, C), OUT("dwpe", G(DT_P_WPE), F32, maxT, C)));
     return DT_OK;
@@ -304,14 +306,21 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m) {
         /* on the host while the device runs the forward, then copied on m->up while it runs
          * the backward (after the forward: the previous embedding backward read the device
          * buffers before it) */
-        m->nseg = dt_cu_encoder_buckets(m->h_in, BT, Vp, m->h_count, m->h_order, m->h_segtok, m->h_segstart);
-        if (m->nseg <= 0) return dt_fail(DT_EINVAL, "encoder backward: token outside [0, %d)", Vp);
+        int nseg = dt_cu_encoder_buckets(m->h_in, BT, Vp, m->h_count, m->h_order, m->h_segtok, m->h_segstart);
+        if (nseg <= 0) return dt_fail(DT_EINVAL, "encoder backward: token outside [0, %d)", Vp);
+        m->nchunk = dt_cu_encoder_chunks(m->h_segtok, m->h_segstart, nseg, m->h_chunk_start, m->h_chunk_dst,
+                                         m->h_multi_tok, m->h_multi_slot, &m->nmulti);
         cudaStream_t u = m->up;
         TRY(dt_cu_check(cudaEventRecord(m->ev_fwd, s), "cudaEventRecord"));
         TRY(dt_cu_check(cudaStreamWaitEvent(u, m->ev_fwd, 0), "cudaStreamWaitEvent"));
         TRY(dt_cu_check(cudaMemcpyAsync(m->d_order, m->h_order, sizeof(int) * BT, cudaMemcpyHostToDevice, u), "upload"));
-        TRY(dt_cu_check(cudaMemcpyAsync(m->d_segtok, m->h_segtok, sizeof(int) * m->nseg, cudaMemcpyHostToDevice, u), "upload"));
-        TRY(dt_cu_check(cudaMemcpyAsync(m->d_segstart, m->h_segstart, sizeof(int) * (m->nseg + 1),
+        TRY(dt_cu_check(cudaMemcpyAsync(m->d_chunk_start, m->h_chunk_start, sizeof(int) * (m->nchunk + 1),
+                                        cudaMemcpyHostToDevice, u), "upload"));
+        TRY(dt_cu_check(cudaMemcpyAsync(m->d_chunk_dst, m->h_chunk_dst, sizeof(int) * m->nchunk, cudaMemcpyHostToDevice,
+                                        u), "upload"));
+        TRY(dt_cu_check(cudaMemcpyAsync(m->d_multi_tok, m->h_multi_tok, sizeof(int) * m->nmulti,
+                                        cudaMemcpyHostToDevice, u), "upload"));
+        TRY(dt_cu_check(cudaMemcpyAsync(m->d_multi_slot, m->h_multi_slot, sizeof(int) * (m->nmulti + 1),
                                         cudaMemcpyHostToDevice, u), "upload"));
         TRY(dt_cu_check(cudaEventRecord(m->ev_buckets, u), "cudaEventRecord"));
     }

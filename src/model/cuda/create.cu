@@ -235,8 +235,11 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host, const dt_gpt
     DMALLOC(m->d_in, BT, "batch");
     DMALLOC(m->d_tg, BT, "batch");
     DMALLOC(m->d_order, BT, "batch");
-    DMALLOC(m->d_segtok, BT, "batch");
-    DMALLOC(m->d_segstart, BT + 1, "batch");
+    DMALLOC(m->d_chunk_start, BT + 1, "batch");
+    DMALLOC(m->d_chunk_dst, BT, "batch");
+    DMALLOC(m->d_multi_tok, dt_cu_encoder_max_multi((int)BT) + 1, "batch");
+    DMALLOC(m->d_multi_slot, dt_cu_encoder_max_multi((int)BT) + 1, "batch");
+    DMALLOC(m->enc_partial, (size_t)dt_cu_encoder_max_slots((int)BT) * C, "scratch");
     /* the multi-tensor AdamW table */
     size_t offs[DT_NUM_PARAM_TENSORS], nums[DT_NUM_PARAM_TENSORS];
     float decay[DT_NUM_PARAM_TENSORS];
@@ -258,9 +261,15 @@ dt_status dt_gpt_cuda_create(dt_gpt_cuda **out, const dt_gpt *host, const dt_gpt
     if (cudaMallocHost((void **)&m->h_order, sizeof(int) * BT) != cudaSuccess) m->h_order = NULL;
     if (cudaMallocHost((void **)&m->h_segtok, sizeof(int) * BT) != cudaSuccess) m->h_segtok = NULL;
     if (cudaMallocHost((void **)&m->h_segstart, sizeof(int) * (BT + 1)) != cudaSuccess) m->h_segstart = NULL;
+    size_t nmax = (size_t)dt_cu_encoder_max_multi((int)BT) + 1;
+    if (cudaMallocHost((void **)&m->h_chunk_start, sizeof(int) * (BT + 1)) != cudaSuccess) m->h_chunk_start = NULL;
+    if (cudaMallocHost((void **)&m->h_chunk_dst, sizeof(int) * BT) != cudaSuccess) m->h_chunk_dst = NULL;
+    if (cudaMallocHost((void **)&m->h_multi_tok, sizeof(int) * nmax) != cudaSuccess) m->h_multi_tok = NULL;
+    if (cudaMallocHost((void **)&m->h_multi_slot, sizeof(int) * nmax) != cudaSuccess) m->h_multi_slot = NULL;
     if (cudaMallocHost((void **)&m->h_stats, sizeof(double) * 4 + sizeof(long long)) != cudaSuccess) m->h_stats = NULL;
     m->h_zeros = m->h_stats ? (long long *)(m->h_stats + 4) : NULL;
-    if (!hch || !m->h_in || !m->h_tg || !m->h_count || !m->h_order || !m->h_segtok || !m->h_segstart || !m->h_stats) {
+    if (!hch || !m->h_in || !m->h_tg || !m->h_count || !m->h_order || !m->h_segtok || !m->h_segstart || !m->h_stats ||
+        !m->h_chunk_start || !m->h_chunk_dst || !m->h_multi_tok || !m->h_multi_slot) {
         free(hch);
         dt_gpt_cuda_free(m);
         return dt_fail(DT_ENOMEM, "out of host memory for the GPU model's batch buffers");
@@ -291,7 +300,8 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
                     m->act.lnf, m->act.logits, m->act.ln1_mean, m->act.ln1_rstd, m->act.ln2_mean, m->act.ln2_rstd,
                     m->act.lnf_mean, m->act.lnf_rstd, m->act.losses, m->part, m->dres16, m->dproj16,
                     m->dc1, m->dqkv, m->dqkv_all, m->dfch_all, m->dres_all, m->dfch, m->dfchg, m->att_scratch,
-                    m->red_part, m->stats, m->zeros, m->d_in, m->d_tg, m->d_order, m->d_segtok, m->d_segstart,
+                    m->red_part, m->stats, m->zeros, m->d_in, m->d_tg, m->d_order, m->d_chunk_start, m->d_chunk_dst,
+                    m->d_multi_tok, m->d_multi_slot, m->enc_partial,
                     m->chunks,
                     m->decay, m->act.att_lse, m->pn_part};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
@@ -316,6 +326,8 @@ void dt_gpt_cuda_free(dt_gpt_cuda *m) {
     if (m->ev_stats) cudaEventDestroy(m->ev_stats);
     cudaFreeHost(m->h_in); cudaFreeHost(m->h_tg); cudaFreeHost(m->h_order); cudaFreeHost(m->h_segtok);
     cudaFreeHost(m->h_segstart);
+    cudaFreeHost(m->h_chunk_start); cudaFreeHost(m->h_chunk_dst); cudaFreeHost(m->h_multi_tok);
+    cudaFreeHost(m->h_multi_slot);
     cudaFreeHost(m->h_stats);
     free(m->h_count);
     free(m);

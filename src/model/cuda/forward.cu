@@ -204,7 +204,7 @@ dt_status dt_gpt_cuda_forward(dt_gpt_cuda *m, const int *inputs, const int *targ
     m->loss_scale = loss_scale;
     m->loss_read = 0;
     dt_cu_launch_log(dt_trace_on(DT_TRACE_KERNEL)); /* launches noted only for kernel-level events */
-    m->nseg = 0; /* the det embedding buckets are built in backward, while the forward runs */
+    m->nchunk = m->nmulti = 0; /* the det embedding buckets are built in backward, while the forward runs */
     TRY(gcu_run_phase(m, loss_scale != 0.0f ? G_FWD : G_FWD_EVAL, forward_launches));
     return dt_cu_check(cudaEventRecord(m->ev_batch, m->s), "cudaEventRecord");
 }

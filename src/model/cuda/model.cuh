@@ -147,8 +147,13 @@ struct dt_gpt_cuda {
     double *red_part, *stats; /* stats: [0] loss sum, [1] grad sumsq, [2] param sumsq, [3] grad norm */
     long long *zeros;
     /* batch */
-    int *d_in, *d_tg, *d_order, *d_segtok, *d_segstart, nseg;
-    int *h_in, *h_tg, *h_count, *h_order, *h_segtok, *h_segstart;
+    int *d_in, *d_tg;
+    /* the det embedding backward's work (encoder_plan.h): the token buckets (host) and
+     * their chunks (host, then device) */
+    int *h_count, *h_order, *h_segtok, *h_segstart, *h_chunk_start, *h_chunk_dst, *h_multi_tok, *h_multi_slot;
+    int *d_order, *d_chunk_start, *d_chunk_dst, *d_multi_tok, *d_multi_slot, nchunk, nmulti;
+    float *enc_partial;
+    int *h_in, *h_tg;
     /* pinned read-back of stats[0..3] and zeros: a copy into pageable memory is staged by
      * the driver, which left the device idle ~40-70 us at the end of every step */
     double *h_stats;

@@ -16,15 +16,22 @@ extern "C" {
 void dt_cu_encoder_fwd(bf16 *out, const int *inp, const float *wte, const float *wpe, int B, int T,
                        int C, const dt_dropout *drop, uint32_t purpose, uint32_t layer,
                        cudaStream_t s);
+/* The det token-table backward's device work (encoder_plan.h's chunks of the buckets). */
+typedef struct dt_cu_encoder_work {
+    const int *order, *chunk_start, *chunk_dst, *multi_tok, *multi_slot;
+    int nchunk, nmulti;
+    float *partial;     /* dt_cu_encoder_max_slots(B T) x C */
+} dt_cu_encoder_work;
+
 /* dwte (Vp,C), dwpe (maxT,C) fp32 += gradient of dout (B,T,C) bf16, multiplied by the
  * dropout mask of (drop, purpose, layer) when drop is on.
- * det: buckets from dt_cu_encoder_buckets (device copies: order, seg_tok, seg_start with
- *      nseg segments): one owner per (token, channel) sums its positions in position order;
- *      one owner per (t, channel) sums over b in order.
- * fast: one atomicAdd per (b, t, channel) into both tables. */
-void dt_cu_encoder_bwd(float *dwte, float *dwpe, const bf16 *dout, const int *inp,
-                       const int *order, const int *seg_tok, const int *seg_start, int nseg,
-                       int B, int T, int C, const dt_dropout *drop, uint32_t purpose,
-                       uint32_t layer, cudaStream_t s);
+ * det: w, the chunks of the token buckets (device copies): one thread a (chunk, channel)
+ *      sums its positions in order into its token's row (a run of one chunk) or its slot,
+ *      then one owner per (token, channel) of a longer run adds its slots in order; one owner
+ *      per (t, channel) sums over b in order.
+ * fast: one atomicAdd per (b, t, channel) into both tables (w unused). */
+void dt_cu_encoder_bwd(float *dwte, float *dwpe, const bf16 *dout, const int *inp, const dt_cu_encoder_work *w,
+                       int B, int T, int C, const dt_dropout *drop, uint32_t purpose, uint32_t layer,
+                       cudaStream_t s);
 
 #endif
