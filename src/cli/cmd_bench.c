@@ -100,7 +100,27 @@ typedef struct bench_ctx {
     const char *rname[DT_BACKEND_MAX_RANGES];
     double mem, model_mem;
     char device[256];
+    /* the token distribution of the batches: distinct tokens and the most frequent token's
+     * share, per micro-batch (the det embedding backward's cost depends on both) */
+    int *count, vocab, nbatch, cap;
+    double *distinct, *top_share;
 } bench_ctx;
+
+static void b_batch(void *ctx, const int *inputs, int n) {
+    bench_ctx *c = ctx;
+    if (!c->count || c->nbatch >= c->cap) return;
+    int distinct = 0, top = 0;
+    for (int i = 0; i < n; i++)
+        if (inputs[i] >= 0 && inputs[i] < c->vocab && c->count[inputs[i]]++ == 0) distinct++;
+    for (int i = 0; i < n; i++)
+        if (inputs[i] >= 0 && inputs[i] < c->vocab) {
+            if (c->count[inputs[i]] > top) top = c->count[inputs[i]];
+        }
+    for (int i = 0; i < n; i++)
+        if (inputs[i] >= 0 && inputs[i] < c->vocab) c->count[inputs[i]] = 0;
+    c->distinct[c->nbatch] = distinct;
+    c->top_share[c->nbatch++] = (double)top / n;
+}
 
 /* The device's name for the report: env.json's "gpu" and "sms" of the backend's
  * description, or "cpu". */
@@ -208,12 +228,18 @@ static int worker(const bench_args *a) {
     c.a = a;
     c.ms = calloc((size_t)nsteps, sizeof *c.ms);
     c.rms = calloc((size_t)DT_BACKEND_MAX_RANGES * (size_t)(a->profile_steps + 1), sizeof *c.rms);
-    dt_loop_hooks hooks = {&c, b_started, b_before, b_after, b_finished};
+    c.vocab = cfg.gpt.vocab_size;
+    c.cap = nsteps * (cfg.global_batch / cfg.micro_batch);
+    c.count = calloc((size_t)c.vocab, sizeof *c.count);
+    c.distinct = calloc((size_t)c.cap + 1, sizeof *c.distinct);
+    c.top_share = calloc((size_t)c.cap + 1, sizeof *c.top_share);
+    dt_loop_hooks hooks = {&c, b_started, b_before, b_after, b_finished, b_batch};
     dt_status st = c.ms && c.rms ? dt_train_loop(&cfg, &hooks) : dt_fail(DT_ENOMEM, "bench timers");
     free(argv);
     if (st != DT_OK) {
         free(c.ms);
         free(c.rms);
+        free(c.count); free(c.distinct); free(c.top_share);
         return fail_cfg(&cfg);
     }
     const double *timed = c.ms + a->warmup;
@@ -234,8 +260,9 @@ static int worker(const bench_args *a) {
     for (char *p = c.device; *p; p++)
         if (*p == ' ') *p = '_';
     printf("DT_BENCH mode=%s step_ms=%.6f step_min=%.6f step_max=%.6f tok_s=%.3f mfu=%.6f peak_tflops=%.3f "
-           "flops=%.6g mem_gib=%.4f model_gib=%.4f loss0=%.6f loss1=%.6f device=%s", a->worker, step_ms, lo, hi, tok_s,
-           mfu, c.peak, flops, c.mem / (1 << 30), c.model_mem / (1 << 30), c.loss_first, c.loss_last, c.device);
+           "flops=%.6g mem_gib=%.4f model_gib=%.4f loss0=%.6f loss1=%.6f distinct=%.1f top_share=%.6f device=%s",
+           a->worker, step_ms, lo, hi, tok_s, mfu, c.peak, flops, c.mem / (1 << 30), c.model_mem / (1 << 30),
+           c.loss_first, c.loss_last, median(c.distinct, c.nbatch), median(c.top_share, c.nbatch), c.device);
     for (int i = 0; i < c.nranges; i++)
         printf(" r.%s=%.6f", c.rname[i], a->profile_steps > 0 ? median(c.rms + (size_t)i * a->profile_steps,
                                                                         a->profile_steps) : 0.0);
@@ -243,13 +270,14 @@ static int worker(const bench_args *a) {
     fflush(stdout);
     free(c.ms);
     free(c.rms);
+    free(c.count); free(c.distinct); free(c.top_share);
     dt_train_config_free(&cfg);
     return 0;
 }
 
 enum { MAXR = DT_BACKEND_MAX_RANGES };
 typedef struct parsed {
-    double step_ms, step_min, step_max, tok_s, mfu, peak, flops, mem, model_mem, loss0, loss1;
+    double step_ms, step_min, step_max, tok_s, mfu, peak, flops, mem, model_mem, loss0, loss1, distinct, top_share;
     char device[256];
     int nr;
     char rname[MAXR][32];
@@ -307,6 +335,8 @@ static int run_worker(const char *self, const bench_args *a, const char *mode, p
             else if (!strcmp(k, "model_gib")) p->model_mem = x;
             else if (!strcmp(k, "loss0")) p->loss0 = x;
             else if (!strcmp(k, "loss1")) p->loss1 = x;
+            else if (!strcmp(k, "distinct")) p->distinct = x;
+            else if (!strcmp(k, "top_share")) p->top_share = x;
             else if (!strcmp(k, "device")) snprintf(p->device, sizeof p->device, "%s", v);
             else if (!strncmp(k, "r.", 2) && p->nr < MAXR) {
                 snprintf(p->rname[p->nr], sizeof p->rname[0], "%s", k + 2);
@@ -366,6 +396,8 @@ int dt_cmd_bench(int argc, char **argv) {
     snprintf(mfu, sizeof mfu, "MFU (peak %.0f TFLOP/s measured)", def.peak);
     printf("%-34s %13.1f%% %13.1f%%\n", mfu, def.mfu * 100, det.mfu * 100);
     printf("%-34s %14.2f %14.2f\n", "device memory in use GiB", def.mem, det.mem);
+    printf("%-34s %14.0f %14.0f\n", "distinct tokens a batch (median)", def.distinct, det.distinct);
+    printf("%-34s %13.1f%% %13.1f%%\n", "top token's share (median)", def.top_share * 100, det.top_share * 100);
     printf("%-34s %14.4f %14.4f\n", "loss first / last step", def.loss0, det.loss0);
     printf("%-34s %14.4f %14.4f\n", "", def.loss1, det.loss1);
     if (det.nr == 0) printf("\nno named ranges on the %s backend\n", cfg.device ? "cuda" : "cpu");
@@ -387,8 +419,8 @@ int dt_cmd_bench(int argc, char **argv) {
     if (a.json) {
         FILE *f = fopen(a.json, "w");
         if (!f) { fprintf(stderr, "detrain bench: cannot write %s\n", a.json); dt_train_config_free(&cfg); return 2; }
-        fprintf(f, "{\"model\":\"%s\",\"B\":%d,\"T\":%d,\"device\":\"%s\",\"tax_pct\":%.4f", run.model, run.B, run.T,
-                def.device, t);
+        fprintf(f, "{\"model\":\"%s\",\"B\":%d,\"T\":%d,\"device\":\"%s\",\"tax_pct\":%.4f,\"data\":{\"distinct\":%.1f,"
+                "\"top_share\":%.6f}", run.model, run.B, run.T, def.device, t, det.distinct, det.top_share);
         const parsed *ps[2] = {&def, &det};
         const char *names[2] = {"default", "deterministic"};
         for (int m = 0; m < 2; m++) {

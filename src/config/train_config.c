@@ -113,6 +113,8 @@ dt_status dt_train_config_resolve(dt_train_config *c) {
         (st = needs(c, DT_F_NO_LOAD_OPTIM, DT_F_LOAD, " (a checkpoint to resume)")) != DT_OK ||
         (st = needs(c, DT_F_NO_LOAD_RNG, DT_F_LOAD, " (a checkpoint to resume)")) != DT_OK)
         return st;
+    if (c->synthetic && c->data_path)
+        return dt_fail(DT_EINVAL, "--synthetic-tokens uniform and --data-path %s both set: choose one", c->data_path);
     if (c->load_dir && c->init_from_hf)
         return dt_fail(DT_EINVAL, "--load and --init-from-hf both set: a resumed run takes its weights "
                        "from the checkpoint; drop one of them");

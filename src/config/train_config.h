@@ -62,6 +62,7 @@ typedef struct dt_train_config {
     int deterministic;
     int device;                   /* --device: 0 cpu, 1 cuda */
     const char *data_path;        /* NULL: built-in corpus */
+    int synthetic;                /* --synthetic-tokens: 0 off, 1 uniform */
     float val_fraction;
     const char *save_dir;         /* --save: NULL no checkpoints (ckpt/ckpt.h) */
     int64_t save_interval;        /* save every N steps (0: not given, only at the end) */

@@ -36,7 +36,8 @@ enum {
     DT_RNG_DROPOUT_HIDDEN = 2, /* residual / MLP dropout masks */
     DT_RNG_DROPOUT_ATTN = 3,   /* attention-probability dropout masks */
     DT_RNG_DATA_SHUFFLE = 4,   /* per-epoch window permutation (step/layer = epoch) */
-    DT_RNG_CORPUS = 5          /* built-in corpus generation */
+    DT_RNG_CORPUS = 5,         /* built-in corpus generation */
+    DT_RNG_UNIFORM_TOKENS = 6  /* synthetic tokens drawn uniformly (element = token index) */
 };
 
 /* Philox4x32 round constants (multipliers and Weyl key increments), from the paper. */

@@ -122,8 +122,28 @@ static dt_status add_builtin(dt_dataset *ds, int vocab_size) {
     return DT_OK;
 }
 
+/* Synthetic tokens drawn uniformly over [0, vocab_size), keyed by (seed, index): the
+ * uniform case of the bench (real batches are skewed; this is the contrast). */
+static dt_status add_uniform(dt_dataset *ds, int vocab_size, uint64_t seed) {
+    const uint64_t n = (uint64_t)1 << 22;
+    ds->corpus = malloc(sizeof(uint16_t) * n);
+    ds->src = calloc(1, sizeof *ds->src);
+    if (!ds->corpus || !ds->src) return dt_fail(DT_ENOMEM, "data: out of memory");
+    for (uint64_t i = 0; i < n; i++)
+        ds->corpus[i] = (uint16_t)(dt_rng_u32(seed, DT_RNG_UNIFORM_TOKENS, 0, 0, i) % (uint32_t)vocab_size);
+    ds->src[0].tokens = ds->corpus;
+    ds->src[0].ntokens = n;
+    ds->nsrc = 1;
+    return DT_OK;
+}
+
 dt_status dt_dataset_open(dt_dataset **out, const char *data_path, int vocab_size,
                           uint64_t seed, float val_fraction, int B, int T) {
+    return dt_dataset_open_source(out, data_path, 0, vocab_size, seed, val_fraction, B, T);
+}
+
+dt_status dt_dataset_open_source(dt_dataset **out, const char *data_path, int uniform, int vocab_size,
+                                 uint64_t seed, float val_fraction, int B, int T) {
     *out = NULL;
     if (B < 1 || T < 1)
         return dt_fail(DT_EINVAL, "data: batch size B=%d and sequence length T=%d must be >= 1",
@@ -138,8 +158,11 @@ dt_status dt_dataset_open(dt_dataset **out, const char *data_path, int vocab_siz
     ds->B = B;
     ds->T = T;
     ds->seed = seed;
-    int builtin = !data_path || !*data_path || !strcmp(data_path, "builtin");
-    dt_status st = builtin ? add_builtin(ds, vocab_size) : add_paths(ds, data_path, vocab_size);
+    int builtin = !uniform && (!data_path || !*data_path || !strcmp(data_path, "builtin"));
+    dt_status st = uniform ? (data_path ? dt_fail(DT_EINVAL, "data: uniform synthetic tokens and a data path '%s' "
+                                                  "both given; choose one", data_path)
+                                        : add_uniform(ds, vocab_size, seed))
+                 : builtin ? add_builtin(ds, vocab_size) : add_paths(ds, data_path, vocab_size);
     if (st != DT_OK) {
         dt_dataset_free(ds);
         return st;
@@ -157,7 +180,7 @@ dt_status dt_dataset_open(dt_dataset **out, const char *data_path, int vocab_siz
         if (ds->nval < 1) ds->nval = 1;
     }
     ds->ntrain = ds->nwindows > ds->nval ? ds->nwindows - ds->nval : 0;
-    const char *name = builtin ? "built-in corpus" : data_path;
+    const char *name = uniform ? "uniform synthetic tokens" : builtin ? "built-in corpus" : data_path;
     if (ds->ntrain < (uint64_t)B) {
         st = dt_fail(DT_EINVAL,
                      "data %s is too small: %llu tokens give %llu windows of T+1=%d tokens "

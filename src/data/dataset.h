@@ -53,6 +53,10 @@ typedef struct dt_data_cursor {
  * data holds fewer than B training windows. Starts at cursor {0, 0}, val at window 0. */
 dt_status dt_dataset_open(dt_dataset **out, const char *data_path, int vocab_size,
                           uint64_t seed, float val_fraction, int B, int T);
+/* As dt_dataset_open, or (uniform) over 4M synthetic tokens drawn uniformly over the
+ * vocabulary, keyed by the seed (data_path must then be NULL). */
+dt_status dt_dataset_open_source(dt_dataset **out, const char *data_path, int uniform, int vocab_size,
+                                 uint64_t seed, float val_fraction, int B, int T);
 void dt_dataset_free(dt_dataset *ds);
 
 /* Fills inputs[B*T] and targets[B*T] (row b = one window) with the next training batch

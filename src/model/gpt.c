@@ -18,6 +18,7 @@ static const struct { const char *name; int L, NH, C, V, T; } presets[] = {
     {"gpt2-124m", 12, 12, 768, 50257, 1024},
     {"gpt2-350m", 24, 16, 1024, 50257, 1024},
     {"gpt2-774m", 36, 20, 1280, 50257, 1024},
+    {"gpt2-1558m", 48, 25, 1600, 50257, 1024},
 };
 
 dt_status dt_gpt_preset(const char *name, dt_gpt_config *cfg) {
@@ -32,7 +33,7 @@ dt_status dt_gpt_preset(const char *name, dt_gpt_config *cfg) {
             return DT_OK;
         }
     return dt_fail(DT_EINVAL, "unknown model preset '%s'; known: tiny, small, gpt2-124m, "
-                   "gpt2-350m, gpt2-774m", name);
+                   "gpt2-350m, gpt2-774m, gpt2-1558m", name);
 }
 
 dt_status dt_gpt_config_finish(dt_gpt_config *cfg) {

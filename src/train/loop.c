@@ -75,6 +75,7 @@ typedef struct run {
     dt_backend *b;
     dt_inject inj;             /* --inject-nondeterminism, parsed */
     const char *env_written;   /* the device description env.json holds ("" none yet) */
+    const dt_loop_hooks *hooks;
 } run;
 
 /* Mean validation loss over eval_iters batches, summed in batch order. */
@@ -103,6 +104,7 @@ static dt_status train_step(run *t, int64_t step, dt_step_metrics *sm) {
         dt_fwd_args fa = {(uint32_t)((step - 1) * accum + micro), step, 1.0f / (float)accum, micro, accum};
         dt_trace_set_step(step, micro);
         dt_status st = dt_dataset_next_train(t->r.data, t->r.inputs, t->r.targets);
+        if (st == DT_OK && t->hooks->batch) t->hooks->batch(t->hooks->ctx, t->r.inputs, cfg->micro_batch * cfg->seq_length);
         if (st == DT_OK) st = b->ops->forward(b, t->r.inputs, t->r.targets, &fa);
         if (st == DT_OK) st = b->ops->backward(b);
         if (st != DT_OK) return st;
@@ -207,6 +209,7 @@ dt_status dt_train_loop(const dt_train_config *cfg, const dt_loop_hooks *hooks) 
     memset(&t, 0, sizeof t);
     dt_loop_hooks none = {0};
     const dt_loop_hooks *h = hooks ? hooks : &none;
+    t.hooks = h;
     dt_status st = open_run(&t, cfg);
     if (st == DT_OK && !cfg->quiet)
         printf("detrain: %s | %zu parameters | %s mode%s | data: %s\n", cfg->model, t.r.model->num_params,

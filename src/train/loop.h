@@ -30,6 +30,8 @@ typedef struct dt_loop_hooks {
     dt_status (*after_step)(void *ctx, dt_backend *b, const dt_step_metrics *sm);
     /* Once, after the last step, before the backend is freed. */
     dt_status (*finished)(void *ctx, dt_backend *b);
+    /* Every training micro-batch's input tokens (n = B T) as the loop read them. */
+    void (*batch)(void *ctx, const int *inputs, int n);
 } dt_loop_hooks;
 
 /* Trains cfg (parsed, resolved, deterministic mode applied) on one process. */

@@ -24,8 +24,8 @@ static dt_status train_accum(const dt_train_config *cfg, int *accum) {
 }
 
 static dt_status open_data(const dt_train_config *cfg, dt_dataset **out) {
-    dt_status st = dt_dataset_open(out, cfg->data_path, cfg->gpt.vocab_size, cfg->seed,
-                                   cfg->val_fraction, cfg->micro_batch, cfg->seq_length);
+    dt_status st = dt_dataset_open_source(out, cfg->data_path, cfg->synthetic, cfg->gpt.vocab_size, cfg->seed,
+                                          cfg->val_fraction, cfg->micro_batch, cfg->seq_length);
     if (st != DT_OK) return dt_fail_context(st, "--data-path");
     if (cfg->eval_interval > 0 && dt_dataset_val_windows(*out) == 0)
         return dt_fail(DT_EINVAL, "--eval-interval %d needs a validation split; set "

@@ -107,7 +107,18 @@ static void uses_and_overrides(void) {
     dt_train_config_free(&c);
 }
 
+/* The presets, the largest included. */
+static void presets(void) {
+    dt_gpt_config g;
+    CHECK_OK(dt_gpt_preset("gpt2-1558m", &g));
+    CHECK(g.num_layers == 48 && g.channels == 1600 && g.num_heads == 25 && g.vocab_size == 50257 && g.max_seq_len == 1024);
+    CHECK_OK(dt_gpt_config_finish(&g));
+    CHECK(g.padded_vocab == 50304 && g.channels / g.num_heads == 64);
+    CHECK(dt_gpt_preset("gpt2-3b", &g) == DT_EINVAL && strstr(dt_errmsg(), "gpt2-1558m"));
+}
+
 int main(void) {
+    RUN(presets);
     RUN(table_rows);
     RUN(defaults_parse);
     RUN(binding_keys);

@@ -38,6 +38,15 @@ if "$DETRAIN" compare "$d/bench_det" "$d/other" >/dev/null 2>&1; then echo "FAIL
 out=$("$DETRAIN" bench --warmup 1 --steps 2 --profile-steps 0 "${common[@]}" 2>&1) || { echo "FAIL: bench: $out"; fail=1; }
 grep -q "median of 2 steps (end to end) after 1 warm-up" <<<"$out" || { echo "FAIL: bench header: $out"; fail=1; }
 grep -q "^step ms (median) " <<<"$out" || { echo "FAIL: bench table: $out"; fail=1; }
+# the token distribution it measured on: the built-in corpus is skewed (its top byte takes a
+# large share of a batch); --synthetic-tokens uniform is not
+share() { sed -n "s/^top token's share (median) *\([0-9.]*\)%.*/\1/p" <<<"$1"; }
+real=$(share "$out")
+uni=$("$DETRAIN" bench --warmup 1 --steps 1 --profile-steps 0 "${common[@]}" --synthetic-tokens uniform 2>&1)
+uni=$(share "$uni")
+if [ -z "$real" ] || [ -z "$uni" ] || ! awk -v r="$real" -v u="$uni" 'BEGIN { exit !(r > 10 && u < 5) }'; then
+  echo "FAIL: top token's share: built-in corpus '$real'%, uniform '$uni'% (want > 10 and < 5)"; fail=1
+else echo "ok: top token's share: built-in corpus $real%, uniform $uni%"; fi
 # the bench's own flags stay its own
 out=$("$DETRAIN" bench "${common[@]}" --train-iters 5 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q -- "--train-iters is the bench's own" <<<"$out" || { echo "FAIL: --train-iters: $rc $out"; fail=1; }

@@ -38,6 +38,7 @@ table="
 --device E - -
 --seed U 0 -
 --data-path S - -
+--synthetic-tokens E - -
 --val-fraction F 0 -
 --save S - -
 --save-interval I 1 --save|$d/sv
