@@ -1,17 +1,23 @@
 #!/usr/bin/env python3
-"""PyTorch peer of `detrain bench`: the same GPT-2 124M training step (L12 d768 H12, vocab
-50257 padded to 50304, T=1024, micro-batch 16, bf16 autocast with fp32 master weights,
+"""PyTorch peer of `detrain bench`: the same GPT-2 training step (--model: 124M L12 d768 H12,
+350M L24 d1024 H16, 774M L36 d1280 H20, 1558M L48 d1600 H25; vocab 50257 padded to 50304,
+T=1024, --micro-batch-size, default 16; bf16 autocast with fp32 master weights,
 fused AdamW, tied head, causal SDPA) in four configurations, each in its own process:
 eager / torch.compile x default / torch.use_deterministic_algorithms(True).
 Prints one JSON line per configuration ("PEER {...}") and a table; --json writes them.
 A configuration's step time is the faster of the median of synchronised steps and the mean
 of the same number of steps run back to back (one synchronisation at the end).
-usage: bench/torch_peer.py [--steps 10] [--warmup 3] [--json FILE] [--modes eager,compile]
+usage: bench/torch_peer.py [--model gpt2-124m] [--micro-batch-size 16] [--steps 10] [--warmup 3]
+                           [--json FILE] [--modes eager,compile] [--det 0,1]
 """
 import argparse, json, os, subprocess, sys, time
 
 
-def worker(mode, det, steps, warmup):
+SIZES = {"gpt2-124m": (12, 768, 12), "gpt2-350m": (24, 1024, 16), "gpt2-774m": (36, 1280, 20),
+         "gpt2-1558m": (48, 1600, 25)}
+
+
+def worker(mode, det, steps, warmup, model_name, B):
     if det:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import torch
@@ -26,7 +32,8 @@ def worker(mode, det, steps, warmup):
             torch.use_deterministic_algorithms(True, warn_only=True)
             det_note = "warn_only"
     torch.manual_seed(1234)
-    L, C, NH, V, Vp, T, B = 12, 768, 12, 50257, 50304, 1024, 16
+    L, C, NH = SIZES[model_name]
+    V, Vp, T = 50257, 50304, 1024
 
     class Block(nn.Module):
         def __init__(self):
@@ -101,7 +108,7 @@ def worker(mode, det, steps, warmup):
            "step_ms_synced_median": med, "step_ms_back_to_back": back_to_back,
            "tok_per_s": B * T / (best / 1e3), "warmup_s": warm_s, "loss": float(loss),
            "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30, "torch": torch.__version__,
-           "device": torch.cuda.get_device_name()}
+           "device": torch.cuda.get_device_name(), "model": model_name, "B": B}
     print("PEER " + json.dumps(out), flush=True)
 
 
@@ -112,16 +119,18 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--modes", default="eager,compile")
     ap.add_argument("--worker")
-    ap.add_argument("--det", type=int, default=0)
+    ap.add_argument("--det", default="0,1")
+    ap.add_argument("--model", default="gpt2-124m", choices=sorted(SIZES))
+    ap.add_argument("--micro-batch-size", type=int, default=16)
     a = ap.parse_args()
     if a.worker:
-        worker(a.worker, bool(a.det), a.steps, a.warmup)
+        worker(a.worker, a.det == "1", a.steps, a.warmup, a.model, a.micro_batch_size)
         return
     res = []
     for mode in a.modes.split(","):
-        for det in (0, 1):
+        for det in [int(d) for d in a.det.split(",")]:
             cmd = [sys.executable, __file__, "--worker", mode, "--det", str(det), "--steps", str(a.steps),
-                   "--warmup", str(a.warmup)]
+                   "--warmup", str(a.warmup), "--model", a.model, "--micro-batch-size", str(a.micro_batch_size)]
             p = subprocess.run(cmd, capture_output=True, text=True)
             line = [l for l in p.stdout.splitlines() if l.startswith("PEER ")]
             if p.returncode or not line:
@@ -130,7 +139,7 @@ def main():
             r = json.loads(line[0][5:])
             res.append(r)
             print(line[0], flush=True)
-    print(f"\n{'peer':<22}{'step ms':>10}{'tok/s':>12}{'det setting':>14}{'synced':>10}{'back to back':>14}")
+    print(f"\n{a.model} B={a.micro_batch_size}\n{'peer':<22}{'step ms':>10}{'tok/s':>12}{'det setting':>14}{'synced':>10}{'back to back':>14}")
     for r in res:
         name = f"{r['mode']} {'det' if r['deterministic'] else 'default'}"
         print(f"{name:<22}{r['step_ms']:>10.2f}{r['tok_per_s']:>12.0f}{r['det_setting']:>14}"
