@@ -15,6 +15,9 @@ dt_reduce_mode dt_comm_reduce_mode(void) {
 dt_status dt_comm_allreduce(dt_comm *c, void *buf, size_t n, dt_comm_dtype t, void *stream) {
     return c->ops->allreduce(c, buf, n, t, dt_comm_reduce_mode(), stream);
 }
+dt_status dt_comm_reduce_scatter(dt_comm *c, void *buf, size_t n, dt_comm_dtype t, void *stream) {
+    return c->ops->reduce_scatter(c, buf, n, t, dt_comm_reduce_mode(), stream);
+}
 dt_status dt_comm_allgather(dt_comm *c, void *buf, size_t n, dt_comm_dtype t, void *stream) {
     return c->ops->allgather(c, buf, n, t, stream);
 }
@@ -83,8 +86,10 @@ static dt_status single_barrier(dt_comm *c) {
     return DT_OK;
 }
 
-static const dt_comm_ops single_ops = {"single", 0, single_allreduce, single_allgather, single_broadcast,
-                                       single_barrier, NULL};
+static const dt_comm_ops single_ops = {"single",         0,
+                                       single_allreduce, single_allreduce,
+                                       single_allgather, single_broadcast,
+                                       single_barrier,   NULL};
 
 dt_status dt_comm_create_single(dt_comm **out) {
     *out = calloc(1, sizeof **out);

@@ -39,14 +39,21 @@ typedef enum dt_comm_dtype { DT_COMM_F32, DT_COMM_F64, DT_COMM_I64 } dt_comm_dty
 
 typedef struct dt_comm dt_comm;
 
+/* The alignment, in elements, of the chunks every engine splits a buffer into (the
+ * rank-ordered reduction's chunks, reduce_scatter's and allgather's, ZeRO-1's shards). */
+enum { DT_COMM_ALIGN = 64 };
+
 /* An engine's operations (the data-parallel issue adds MPI's and NCCL's). */
 typedef struct dt_comm_ops {
     const char *engine;       /* "single", "mpi", "nccl" */
     int device;               /* 1: buffers are device memory (stream given) */
     /* Sums n elements of buf over every rank, in place, on every rank. */
     dt_status (*allreduce)(dt_comm *c, void *buf, size_t n, dt_comm_dtype t, dt_reduce_mode mode, void *stream);
-    /* Every rank's n elements at buf + rank's chunk: after the call each rank holds every
-     * rank's chunk (the chunks of dt_comm_chunk). */
+    /* Sums n elements of buf over every rank; afterwards rank r's chunk of buf (dt_comm_chunk
+     * with DT_COMM_ALIGN) holds the sum, the rest of buf is unspecified (ZeRO-1's gradients). */
+    dt_status (*reduce_scatter)(dt_comm *c, void *buf, size_t n, dt_comm_dtype t, dt_reduce_mode mode, void *stream);
+    /* Every rank's chunk of n elements (dt_comm_chunk with DT_COMM_ALIGN) at buf + its offset:
+     * after the call each rank holds every rank's chunk. */
     dt_status (*allgather)(dt_comm *c, void *buf, size_t n, dt_comm_dtype t, void *stream);
     /* Rank `root`'s bytes to every rank. */
     dt_status (*broadcast)(dt_comm *c, void *buf, size_t bytes, int root, void *stream);
@@ -70,6 +77,7 @@ static inline int dt_comm_size(const dt_comm *c) { return c->layout.size; }
 dt_reduce_mode dt_comm_reduce_mode(void);
 
 dt_status dt_comm_allreduce(dt_comm *c, void *buf, size_t n, dt_comm_dtype t, void *stream);
+dt_status dt_comm_reduce_scatter(dt_comm *c, void *buf, size_t n, dt_comm_dtype t, void *stream);
 dt_status dt_comm_allgather(dt_comm *c, void *buf, size_t n, dt_comm_dtype t, void *stream);
 dt_status dt_comm_broadcast(dt_comm *c, void *buf, size_t bytes, int root, void *stream);
 dt_status dt_comm_barrier(dt_comm *c);
