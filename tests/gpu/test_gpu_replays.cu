@@ -165,7 +165,7 @@ static void enc_bwd_setup(dt_kset *s, gcase *c) {
     memcpy(dt_kv_i32(add(s, "chunk_dst", DT_KH_I32, DT_KH_IN, {BT})), cd.data(), sizeof(int) * BT);
     memcpy(dt_kv_i32(add(s, "multi_tok", DT_KH_I32, DT_KH_IN, {nm})), mt.data(), sizeof(int) * nm);
     memcpy(dt_kv_i32(add(s, "multi_slot", DT_KH_I32, DT_KH_IN, {nm})), ms.data(), sizeof(int) * nm);
-    add(s, "partial", DT_KH_F32, DT_KH_OUT, {dt_cu_encoder_max_slots(BT), c->p[2]});
+    add(s, "partial", DT_KH_F32, DT_KH_SCRATCH, {dt_cu_encoder_max_slots(BT), c->p[2]});
     dt_kv_fill(add(s, "dout", DT_KH_BF16, DT_KH_IN, {c->p[0], c->p[1], c->p[2]}), 8, -1, 1);
     dt_kv_fill(add(s, "dwte", DT_KH_F32, DT_KH_IN, {c->p[3], c->p[2]}), 9, -1, 1);
     dt_kv_fill(add(s, "dwpe", DT_KH_F32, DT_KH_IN, {c->p[1], c->p[2]}), 10, -1, 1);

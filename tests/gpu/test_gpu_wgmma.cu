@@ -4,7 +4,7 @@
  * fence and wgmma group sync wgmma_sync.cuh, the wgmma attention pieces flash_wgmma_cuda.cuh,
  * the online softmax both forwards run flash_cuda.cuh's flash_softmax) on the GPU
  * machine (built by `make cuda` into build/gpu-tests/), in each of its configurations
- * (dt_cu_flash_fwd_wgmma_force: the serial kernel of session 4, the pipelined one, the
+ * (dt_cu_flash_fwd_wgmma_force: the serial kernel, the pipelined one, the
  * pipelined one with one warpgroup a block, the ping-pong rule). Per shape (B 2 NH 4 T 1024 and B 16 NH 12
  * T 1024: two warpgroups a block, except in "pipelined 64"; B 2 NH 4 T 960: one warpgroup a
  * block in every configuration), random bf16 qkv in [-2, 2):

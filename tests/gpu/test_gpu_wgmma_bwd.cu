@@ -2,7 +2,7 @@
  * sm_90a; kernel A on 128-query tiles in attention_wgmma_bwd_q128_cuda.cu; shared pieces in
  * wgmma_cuda.cuh, flash_wgmma_cuda.cuh, flash_cuda.cuh and flash_layout.h; the 128-query kernel A's producer and
  * consumers meet on mbarriers through mbarrier.cuh's wrappers, which it shares with the own
- * GEMM since session 9: a lost arrival hangs the test, a wait that passes early changes bytes
+ * GEMM: a lost arrival hangs the test, a wait that passes early changes bytes
  * in 1. or 3.) against the
  * mma.sync flash backward (attention_flash_cuda.cu, dt_cu_flash_bwd) on the GPU machine
  * (built by `make cuda` into build/gpu-tests/). Per shape (B 2 NH 4 T 1024 and B 16 NH 12

@@ -284,11 +284,9 @@ void dt_cu_flash_bwd_wgmma_force(int kernel_a, int dq) {
  * 0.2756 for the plain launches at B 16 NH 12 T 1024 on the H200, 400 interleaved calls). */
 /* Both entry points; ld_given: LD is in the scratch already (out, lse unused), and kernel A
  * is launched the ordinary way. In the model the GEMM that wrote LD is followed by a wait on
- * the weight-gradient stream (dqkv's pending read); kernel A launched with programmatic
- * dependent launch right after it failed the graph capture (cudaErrorLossyQuery, H200,
- * session 10), where the D kernel, launched the ordinary way, had stood between them. With
- * that wait moved before the GEMM the capture worked, but the step took 0.17 ms longer (the
- * main stream then waited for the weight-gradient stream a GEMM earlier; session 11). */
+ * the weight-gradient stream (dqkv's pending read), and a kernel launched with programmatic
+ * dependent launch right after such a wait fails the graph capture (cudaErrorLossyQuery):
+ * hence the ordinary launch there. */
 static void bwd_wgmma(bf16 *dqkv, float *dbias, float *part, void *scratch, const bf16 *dout, const bf16 *qkv,
                       const bf16 *out, const float *lse, int ld_given, int B, int T, int C, int NH, cudaStream_t s,
                       cudaStream_t fs) {

@@ -18,8 +18,8 @@
  *     repacked, same as the mma.sync A fragments) and V from shared memory as B through an
  *     MN-major descriptor (imm-trans-b = 1: V's rows are keys, channels contiguous).
  Three schedules of these steps (flash_fwd_wgmma_kernel's KIND):
- *   serial (wg_tile; session 4's kernel, kept for the benchmark): each product waited for
- *     at once;
+ *   serial (wg_tile; the reference schedule the tests compare against): each product
+ *     waited for at once;
  *   pipelined (wg_pipe_tile): S_j and then P_{j-1} V_{j-1} issued as two wgmma groups, S_j
  *     waited for alone (wait_group 1), tile j's exponentials computed while P_{j-1} V_{j-1}
  *     runs, then it is waited for, O rescaled and P_j packed;
@@ -29,8 +29,7 @@
  *     issues its next S and P V and leaves them in flight across the barrier while the first
  *     one runs its softmax. The two warpgroups of a block otherwise reach the MUFU and the
  *     tensor cores at the same moments (one barrier a tile), each idling the other unit.
- * Per layer at GPT-2 124M shapes on an H200 (tests/gpu/test_gpu_wgmma.cu, bench/RESULTS.md,
- * session 5): serial 0.0898 ms, pipelined 0.0895, ping-pong 0.0829 (mma.sync 0.1066).
+ * tests/gpu/test_gpu_wgmma.cu times the three (ping-pong is the fastest at the 124M shape).
  * All apply the same operations to each row in the same order (O is rescaled by tile j's
  * max after P_{j-1} V_{j-1} has added to it), hence the same bits. Accumulators are fenced
  * (wgmma.fence) before they are issued on and read only after their wait. cp.async writes

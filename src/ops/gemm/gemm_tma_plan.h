@@ -58,8 +58,8 @@
  * (DT_GT_RULE or any other value): 128 x 256 cooperative for deep products (K >= 2048)
  * where N allows, whose epilogue is short beside them and whose tiles read the fewest bytes
  * a flop; else 128 x 128 ping-pong, which overlaps each tile's epilogue with the other
- * warpgroup's products (on the H200, of the model's GEMMs: ping-pong 5-11% faster at
- * K = 768, 0.7-4.5% slower at K = 2304 and 3072; helper gemmpp's calls). */
+ * warpgroup's products (on the H200 the faster of the two at K = 768, the slower at
+ * K = 2304 and 3072). */
 DT_GT_FN int dt_gt_schedule(int N, int K, int forced) {
     if (forced <= DT_GT_RULE || forced >= DT_GT_SCHEDULES)
         return K >= 2048 && N % 256 == 0 ? DT_GT_COOP256 : DT_GT_PP128;

@@ -400,9 +400,8 @@ __global__ void __launch_bounds__(DT_GT_THREADS, 1)
          * warpgroup's WM x BN; its bf16 pairs go to the buffer in the 128-byte swizzle (the
          * 16-byte piece j of row r at piece j ^ (r % 8): the 32 threads of a warp hit 32
          * banks), then the warp's lane 0 writes the warp's 16 x 64 box by one TMA store, in
-         * its own bulk groups: no warp waits for another (with the warpgroup's 64 x 64 box,
-         * 12% of the epilogue's stall samples sat at the barriers before each store; ncu,
-         * session 11).
+         * its own bulk groups: no warp waits for another (one 64 x 64 box a warpgroup would
+         * make every warp wait at a barrier before each store).
          * dGELU and DOT load their aux chunk into the buffer by TMA and the output overwrites
          * it in place (each thread the same addresses); DEFAULT and GELU take the buffers in a
          * fixed turn, OUTS a chunk, and wait, before writing, for the stores that read them

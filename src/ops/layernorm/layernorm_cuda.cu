@@ -10,11 +10,7 @@
  * L1 and mark their L2 lines evict-first (a policy made once a thread), the residual `res`
  * is stored evict-first (.cs: read again only by the next LayerNorm), and `out`, which the
  * next GEMM reads, is stored plainly so it may stay in L2. The bits do not depend on them.
- * Measured on the 124M shape (H200, bench/RESULTS.md, session 5 helper ln2): 0.0281 vs
- * 0.0305 ms back to back with the no-dropout kernel below; that kernel alone 0.0302, with
- * only the load or only the store hints 0.0297-0.0301.
- * The same hints with an L2 prefetch of the next row made the backward 4% faster alone but
- * not in the model's step (layernorm_bwd range 1.569 vs 1.543 ms det): not kept there. */
+ * The backward takes no such hints: they did not make the model's step faster. */
 static __device__ __forceinline__ uint64_t ln_evict_first(void) {
     uint64_t p;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
@@ -462,11 +458,8 @@ static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
  * What differs: the lane's weights and bias (48 floats at C = 768) load right after its
  * row's loads, so they arrive during the reductions instead of after them; whole rows (no
  * per-vector bound checks); the row kept as packed bf16 words (unpacked exactly by shifts:
- * the compiler otherwise split every bf16 into its own register and spilled). 0.0290-0.0294
- * against 0.0316-0.0318 ms at the 124M shape on the H200 (bench/RESULTS.md, session 10;
- * helper lnfwd), beside a plain stream of the same bytes at 0.0302. Tried and slower: 4
- * rows a block 0.0301; persistent blocks with the next row's loads in flight 0.0302, with
- * the weights in shared memory 0.0308; persistent without the prefetch 0.0323. */
+ * the compiler otherwise split every bf16 into its own register and spilled). bench_ops
+ * times it against the general kernel at the 124M shape. */
 static int g_ln_fwd_general; /* dt_cu_layernorm_fwd_force(DT_CU_LN_FWD_GENERAL) */
 void dt_cu_layernorm_fwd_force(int kernel) { g_ln_fwd_general = kernel == DT_CU_LN_FWD_GENERAL; }
 
@@ -627,9 +620,8 @@ static_assert(2 * 3 <= LN_BWD_REG_ACC, "dt_cu_ln_full_rows (nv <= 3): the full-r
 /* ---- The backward for full rows (C = 256 nv, nv <= 3: the 124M shape's 768) ----------
  * The register kernel's rows, partition, per-warp row order and warp order, so the same
  * bits (dinp16 and the dweight/dbias and column-sum partials: bench_ops compares the bytes
- * with the register kernel's, DT_CU_LN_BWD_GENERAL), 31% faster at the 124M shape on the
- * H200 (0.0324 against 0.0471 ms; with the column sum 0.0377 against 0.0523: bench/RESULTS.md,
- * session 10). The register kernel was not limited by its rows' loads in flight (two attempts
+ * with the register kernel's, DT_CU_LN_BWD_GENERAL), and faster at the 124M shape (bench_ops
+ * times both). The register kernel was not limited by its rows' loads in flight (two attempts
  * at more of them were no faster) but by its weights: each w4[u] load sat behind its own
  * u < C4 branch, twelve dependent trips a row, and with the largest shared-memory carveout
  * (28 KB of L1) the row stream evicted them, so each was an L2 trip. Here the weights are
@@ -637,9 +629,7 @@ static_assert(2 * 3 <= LN_BWD_REG_ACC, "dt_cu_ln_full_rows (nv <= 3): the full-r
  * carveout is what two blocks need, and the rows stream past L1 (inp and dout loaded with
  * L1::no_allocate and L2 evict-first, the incoming dinp16 with L1::no_allocate: the
  * forward's hints).
- * Measured a step at a time: the carveout alone 0.0402 ms, the weights in shared memory
- * 0.0362, the hints 0.0324; the next row's loads in flight on top (1 block an SM) 0.0374;
- * blocks of 4 warps (another partition) 0.0332. The float operations per element are those
+ * The float operations per element are those
  * the register kernel compiles to (its SASS, nvcc 13.0 sm_90), spelled with _rn intrinsics
  * so ptxas cannot contract them otherwise:
  *   pass 1   dn = w g, n = (x - m) r, sdn += dn, sdnn = fma(dn, n, sdnn) (lane order, then
