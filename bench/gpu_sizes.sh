@@ -4,6 +4,8 @@
 # (bench/torch_peer.py: torch.compile and eager, default mode) in the same call.
 #   SIZES="gpt2-124m:16 gpt2-350m:16 gpt2-774m:16 gpt2-1558m:8"  preset:micro-batch pairs
 #   STEPS=N (default 15) timed steps after 3 warm-up, 1 profiled; PEER_MODES (compile,eager)
+#   TRAIN=N (default 0): also `detrain train` N steps (N > 10) in each mode, the path users
+#   run: the median step_ms of steps 11-N from metrics.jsonl beside bench's figure
 # Writes $OUT/sizes.txt (a table) and $OUT/<preset>.json; prints the table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +23,24 @@ for sb in ${SIZES:-gpt2-124m:16 gpt2-350m:16 gpt2-774m:16 gpt2-1558m:8}; do
     --steps 8 --warmup 3 --det 0 --modes "${PEER_MODES:-compile,eager}" --json "$out/peer_$m.json" \
     > "$out/peer_$m.txt" 2>&1 || { echo "FAIL: peer $m"; rc=1; }
   grep -E '^(compile|eager) ' "$out/peer_$m.txt"
+  if [ "${TRAIN:-0}" -gt 10 ]; then
+    for mode in det default; do
+      w=$(mktemp -d) det=""
+      [ $mode = det ] && det=--deterministic-mode
+      "$D" train --device cuda --model "$m" --micro-batch-size "$b" --global-batch-size "$b" --seq-length 1024 \
+        --train-iters "$TRAIN" --eval-interval 0 --log-interval 100 --quiet $det --log-dir "$w/log" \
+        > "$out/train_${m}_$mode.txt" 2>&1 || { echo "FAIL: train $m $mode"; rc=1; }
+      python3 - "$w/log/metrics.jsonl" "$m" "$mode" <<'PY' | tee -a "$out/train.txt"
+import json, statistics, sys
+try:
+    ms = [json.loads(l)["step_ms"] for l in open(sys.argv[1])][10:]
+    print(f"train {sys.argv[2]} {sys.argv[3]} median_step_ms={statistics.median(ms):.3f} steps={len(ms)}")
+except Exception as e:
+    print(f"train {sys.argv[2]} {sys.argv[3]} no metrics ({e})")
+PY
+      rm -rf "$w"
+    done
+  fi
 done
 python3 - "$out" ${SIZES:-gpt2-124m:16 gpt2-350m:16 gpt2-774m:16 gpt2-1558m:8} <<'PY' | tee "$out/sizes.txt"
 import json, os, sys
