@@ -7,5 +7,5 @@
 dt_status dt_comm_create_nccl(dt_comm **out, const dt_nccl_spec *spec) {
     (void)spec;
     *out = NULL;
-    return dt_fail(DT_EUNSUPPORTED, "the NCCL engine: this binary has no NCCL engine"");
+    return dt_fail(DT_EUNSUPPORTED, "the NCCL engine: this binary has none (build `make cuda` and run build/detrain-cuda)");
 }
