@@ -2,6 +2,7 @@
  * rank-ordered reduction and ZeRO-1 shard uses, the rank-ordered sum, and the
  * single-process engine. */
 #include "dist/comm.h"
+#include "dist/comm_nccl.h"
 #include "core/determinism.h"
 #include "dt_test.h"
 
@@ -81,9 +82,21 @@ static void single_engine(void) {
     dt_comm_free(c);
 }
 
+/* The CPU build's NCCL stand-in (src/dist/comm_nccl_stub.c) refuses, names what to run
+ * instead, and leaves no communicator behind. */
+static void nccl_stand_in_refuses(void) {
+    dt_comm *c = (dt_comm *)&c;
+    dt_nccl_spec spec = {.layout = {.rank = 0, .size = 1}, .rendezvous = "file:/tmp/x", .timeout_ms = 1000};
+    dt_status st = dt_comm_create_nccl(&c, &spec);
+    CHECKF(st == DT_EUNSUPPORTED, "status %s", dt_status_name(st));
+    CHECK(c == NULL);
+    CHECKF(strstr(dt_errmsg(), "make cuda") != NULL, "message: %s", dt_errmsg());
+}
+
 int main(void) {
     RUN(chunk_layout);
     RUN(sum_in_rank_order);
     RUN(single_engine);
+    RUN(nccl_stand_in_refuses);
     return dt_test_report();
 }
