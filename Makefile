@@ -16,7 +16,7 @@ NUMERIC := -ffp-contract=off -fno-fast-math -fno-unsafe-math-optimizations -fno-
 BLAS_INC := -I/usr/include/x86_64-linux-gnu/openblas-openmp
 CFLAGS_ALL := -std=c11 $(OPT) -g -fopenmp $(NUMERIC) $(WARN) -D_GNU_SOURCE \
               -Iinclude -Isrc $(BLAS_INC) $(EXTRA_CFLAGS)
-LDLIBS  := -lopenblas -fopenmp -lm
+LDLIBS  := -lopenblas -fopenmp -lm -ldl
 # The revision the build reports (--version, env.json): git's, only when this source tree
 # is the top of its own repository; a tree copied into another repository (a tarball
 # unpacked inside one) must not report that repository's revision, so it reports
@@ -32,7 +32,9 @@ DEFS    := -DDT_BUILD_FLAGS='"$(CC) $(CFLAGS_ALL)"' -DDT_GIT_REV='"$(GIT_REV)"'
 # `find` in a fixed (sorted) order, so the archive and the test list do not depend on the
 # directory order of the file system.
 find_src = $(sort $(shell find $(1) -type f -name '$(2)' 2>/dev/null))
-LIB_SRC  := $(filter-out src/cli/main.c,$(call find_src,src,*.c))
+# src/dist/comm_mpi.c is the MPI engine's plugin, built apart with mpicc (`make mpi`).
+MPI_PLUGIN_SRC := src/dist/comm_mpi.c
+LIB_SRC  := $(filter-out src/cli/main.c $(MPI_PLUGIN_SRC),$(call find_src,src,*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(call find_src,tests,test_*.c)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
