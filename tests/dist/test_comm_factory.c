@@ -1,6 +1,7 @@
 /* The communicator factory (src/dist/comm_factory.c): the engine each (--dist-engine,
  * --device, launch) resolves to, every contradiction refused with its reason, --rank-order
- * parsed and refused, the MPI plugin's absence named, and env.json's record. The MPI
+ * parsed and refused, the MPI plugin's absence named by the loader (comm_mpi_load.c), and
+ * env.json's record. The MPI
  * engine itself runs in tests/dist/test_comm_mpi.sh (real mpirun). */
 #include "dist/comm_factory.h"
 #include "dist/comm_mpi.h"
