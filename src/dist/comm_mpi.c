@@ -346,12 +346,25 @@ static size_t record_settings(char *buf, size_t cap, size_t n) {
         if (!wanted || bind != MPI_T_BIND_NO_OBJECT) continue;
         MPI_T_cvar_handle h;
         if (MPI_T_cvar_handle_alloc(i, NULL, &h, &count) != MPI_SUCCESS) continue;
-        char val[1024] = "";
-        if (dt == MPI_INT && count == 1) {
+        char val[4096] = "";
+        int tsize = 0;
+        MPI_Type_size(dt, &tsize);
+        if (dt == MPI_CHAR && count <= (int)sizeof val) {
+            if (MPI_T_cvar_read(h, val) != MPI_SUCCESS) snprintf(val, sizeof val, "(not read)");
+            val[sizeof val - 1] = 0;
+        } else if (count == 1 && dt == MPI_DOUBLE) {
+            double v = 0;
+            if (MPI_T_cvar_read(h, &v) == MPI_SUCCESS) snprintf(val, sizeof val, "%.17g", v);
+        } else if (count == 1 && dt == MPI_INT) {
             int v = 0;
             if (MPI_T_cvar_read(h, &v) == MPI_SUCCESS) snprintf(val, sizeof val, "%d", v);
-        } else if (dt == MPI_CHAR && count < (int)sizeof val) {
-            if (MPI_T_cvar_read(h, val) != MPI_SUCCESS) val[0] = 0;
+        } else if (count == 1 && tsize >= 1 && tsize <= 8) { /* unsigned, count and bool values */
+            unsigned char raw[8] = {0};
+            unsigned long long v = 0;
+            if (MPI_T_cvar_read(h, raw) == MPI_SUCCESS) {
+                for (int b = tsize - 1; b >= 0; b--) v = v << 8 | raw[b]; /* x86-64: little-endian */
+                snprintf(val, sizeof val, "%llu", v);
+            }
         } else {
             snprintf(val, sizeof val, "(not read)");
         }

@@ -82,6 +82,10 @@ mpi -np 2 -x DETRAIN_RANK=0 -x DETRAIN_WORLD_SIZE=2 -x DETRAIN_LOCAL_RANK=0 "$dr
 expect "detrain's variables against mpirun's" "$tmp/o3.log" "DETRAIN_RANK=0 disagrees with OMPI_COMM_WORLD_RANK=1"
 mpi -np 2 "$driver" "$plugin" order 1,0 > "$tmp/o4.log" 2>&1
 [ "$(grep -c '^created: logical rank' "$tmp/o4.log")" = 2 ] && pass "rank order 1,0 accepted" || { fail "rank order 1,0"; cat "$tmp/o4.log"; }
+mpi -np 2 "$driver" "$plugin" nccl > "$tmp/n1.log" 2>&1; rc=$?
+[ $rc = 0 ] && [ "$(grep -c 'refused (EUNSUPPORTED, communicator none): the NCCL engine: this binary has none' "$tmp/n1.log")" = 2 ] &&
+  pass "nccl under mpirun: the MPI bootstrap starts, the CPU build's stand-in refuses, MPI ends cleanly" ||
+  { fail "nccl under mpirun (rc $rc)"; cat "$tmp/n1.log"; }
 
 train=(train --train-iters 1 --eval-interval 0 --quiet --dist-timeout-sec 20)
 mpi -np 2 "$detrain" "${train[@]}" --dist-engine single > "$tmp/t1.log" 2>&1
@@ -94,6 +98,29 @@ mpi -np 2 "$detrain" "${train[@]}" > "$tmp/t3.log" 2>&1
 expect "train: auto is mpi under mpirun" "$tmp/t3.log" "2 ranks on the mpi engine"
 DETRAIN_RANK=0 DETRAIN_WORLD_SIZE=2 DETRAIN_LOCAL_RANK=0 "$detrain" "${train[@]}" > "$tmp/t4.log" 2>&1
 expect "train: two ranks without mpirun on the CPU" "$tmp/t4.log" "launch with mpirun"
+
+# 5. `detrain train` on the MPI engine with one rank (the plugin's allreduce on every step's
+#    gradients): bitwise the single engine's run, and env.json records the engine and library
+run=(train --model tiny --seq-length 32 --micro-batch-size 2 --train-iters 4 --eval-interval 2 --eval-iters 1
+     --quiet --deterministic-mode --threads 1)
+"$detrain" "${run[@]}" --log-dir "$tmp/single" > "$tmp/single.log" 2>&1
+mpi -np 1 "$detrain" "${run[@]}" --dist-engine mpi --log-dir "$tmp/mpi1" > "$tmp/mpi1.log" 2>&1
+"$detrain" compare "$tmp/single" "$tmp/mpi1" > "$tmp/cmp.log" 2>&1
+expect "train: mpi engine with one rank is bitwise the single engine" "$tmp/cmp.log" "bitwise identical: 4 steps"
+python3 - "$tmp/mpi1/env.json" "$tmp/single/env.json" > "$tmp/env.log" 2>&1 <<'PY'
+import json, sys
+e = json.load(open(sys.argv[1]))
+d = e["contract"]["dist"]
+assert d["engine"] == "mpi" and d["world_size"] == 1, d
+assert d["mpi_library"].startswith("Open MPI"), d
+assert "coll" in d["openmpi_coll_params"], d
+i = e["info"]["dist"]
+assert i["launcher"] == "openmpi" and i["rank_order"] == [0] and i["engine_asked"] == "mpi", i
+s = json.load(open(sys.argv[2]))["contract"]["dist"]
+assert s == {"engine": "single", "world_size": 1}, s
+print("env.json records", d["mpi_library"].split(",")[0])
+PY
+[ $? = 0 ] && pass "env.json: the engine, world size, MPI library and collective settings" || { fail "env.json's dist record"; cat "$tmp/env.log"; }
 
 echo "$fails failed"
 [ $fails = 0 ]

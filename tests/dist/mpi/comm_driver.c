@@ -18,7 +18,11 @@
  *       launcher process RANK exits (status 0, no MPI_Finalize) before an allreduce; the
  *       others fail as with stall.
  *   comm_driver PLUGIN order RANK_ORDER
- *       makes the communicator with that --rank-order text: prints "created" or the error. */
+ *       makes the communicator with that --rank-order text: prints "created" or the error.
+ *   comm_driver PLUGIN nccl
+ *       the factory's NCCL engine under mpirun (device cuda): the MPI engine starts as its
+ *       bootstrap, then the CPU build's NCCL stand-in refuses; prints "refused: MESSAGE" and
+ *       whether MPI was finalised (the bootstrap freed with the failure). */
 #include "core/determinism.h"
 #include "dist/comm_factory.h"
 #include "dist/comm_mpi.h"
@@ -250,7 +254,25 @@ int main(int argc, char **argv) {
         dt_comm_free(c);
         return 0;
     }
+    if (argc == 3 && !strcmp(argv[2], "nccl")) {
+        dt_comm_spec s;
+        memset(&s, 0, sizeof s);
+        s.engine = DT_DIST_NCCL;
+        s.device = 1;
+        s.timeout_sec = 10.0;
+        s.mpi_plugin = argv[1];
+        dt_comm *c = NULL;
+        dt_status st = dt_launch_from_environ(&s.launch);
+        if (st == DT_OK) st = dt_comm_create_spec(&c, &s);
+        if (st == DT_OK) {
+            printf("created an NCCL communicator on a CPU build\n");
+            dt_comm_free(c);
+            return 1;
+        }
+        printf("refused (%s, communicator %s): %s\n", dt_status_name(st), c ? "left" : "none", dt_errmsg());
+        return c ? 1 : 0;
+    }
     fprintf(stderr, "usage: comm_driver PLUGIN check OUTDIR [ORDER|-] [det] | stall RANK SECS TIMEOUT | "
-                    "exit RANK TIMEOUT | order ORDER\n");
+                    "exit RANK TIMEOUT | order ORDER | nccl\n");
     return 2;
 }
