@@ -65,6 +65,10 @@ struct dt_comm {
     const dt_comm_ops *ops;
     dt_layout layout;
     void *impl;               /* the engine's state */
+    /* Time spent in this communicator's collectives (the dt_comm_* calls below add it; a
+     * device engine's calls return once enqueued, so theirs is host time only). */
+    double busy_ms;
+    uint64_t calls;
 };
 
 /* The single-process communicator: rank 0 of 1. */
@@ -81,6 +85,9 @@ dt_status dt_comm_reduce_scatter(dt_comm *c, void *buf, size_t n, dt_comm_dtype 
 dt_status dt_comm_allgather(dt_comm *c, void *buf, size_t n, dt_comm_dtype t, void *stream);
 dt_status dt_comm_broadcast(dt_comm *c, void *buf, size_t bytes, int root, void *stream);
 dt_status dt_comm_barrier(dt_comm *c);
+/* Milliseconds spent inside the calls above since the communicator was made (the bench's
+ * communication time). */
+static inline double dt_comm_time_ms(const dt_comm *c) { return c->busy_ms; }
 
 /* Chunk j of n elements split over `size` ranks: [*off, *off + *len). The first n % size
  * chunks hold one element more; every chunk starts at a multiple of `align` elements (its

@@ -2,6 +2,7 @@
 #include "train/loop.h"
 
 #include "data/dataset.h"
+#include "dist/comm_factory.h"
 #include "train/train_common.h"
 #include "train/trainer.h"
 #include "trace/inject.h"
@@ -191,7 +192,13 @@ static dt_status check_trace(const run *t) {
 }
 
 static dt_status open_run(run *t, const dt_train_config *cfg) {
-    dt_status st = dt_comm_create_single(&t->comm);
+    dt_status st = dt_comm_create(&t->comm, cfg);
+    if (st == DT_OK) st = dt_comm_record_env(t->comm, cfg);
+    /* The loop trains one rank's batch on every rank (issue 22's batch split is not in yet):
+     * refuse more ranks rather than train N copies. */
+    if (st == DT_OK && dt_comm_size(t->comm) > 1)
+        st = dt_fail(DT_EUNSUPPORTED, "%d ranks on the %s engine: this build's training loop does not split the "
+                     "global batch over ranks yet; launch one process", dt_comm_size(t->comm), t->comm->ops->engine);
     if (st == DT_OK) st = dt_train_state_open(&t->r, cfg);
     if (st == DT_OK) st = dt_backend_create(&t->b, cfg, t->comm, t->r.model, &t->r.opt);
     if (st == DT_OK) st = check_injection(t);
