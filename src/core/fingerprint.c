@@ -21,14 +21,7 @@
 
 const char *dt_build_rev(void) { return DT_GIT_REV; }
 
-static char *g_config_binding, *g_config_run, *g_comm;
-
-dt_status dt_fingerprint_set_comm(const char *comm_json) {
-    free(g_comm);
-    g_comm = comm_json ? strdup(comm_json) : NULL;
-    if (comm_json && !g_comm) return dt_fail(DT_ENOMEM, "out of memory for the communicator's description");
-    return DT_OK;
-}
+static char *g_config_binding, *g_config_run;
 
 dt_status dt_fingerprint_set_config(const char *binding_json, const char *run_json) {
     free(g_config_binding);
@@ -99,7 +92,6 @@ dt_status dt_fingerprint_write(const char *dir, const char *extra_json) {
         for (size_t i = 0; i < sizeof thread_env / sizeof thread_env[0]; i++)
             kv(f, &first, thread_env[i], getenv(thread_env[i]) ? getenv(thread_env[i]) : "(unset)");
     }
-    if (g_comm) fprintf(f, ",\n    \"comm\": %s", g_comm);
     if (extra_json) fprintf(f, ",\n    \"run\": %s", extra_json);
     fprintf(f, "\n  },\n  \"info\": {");
     first = 1;

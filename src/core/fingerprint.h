@@ -20,10 +20,6 @@ dt_status dt_fingerprint_write(const char *dir, const char *extra_json);
  * texts (copied; NULL clears). `detrain compare` warns when two runs' binding configs
  * differ, as it does for the contract. */
 dt_status dt_fingerprint_set_config(const char *binding_json, const char *run_json);
-/* The run's communicator (a JSON object text: engine, world size, library versions;
- * copied; NULL clears): every env.json written after the call records it in "contract"
- * under "comm" (the engine that creates the communicator sets it). */
-dt_status dt_fingerprint_set_comm(const char *comm_json);
 /* The build's git revision (`git describe --always --dirty` at build time, "unknown"
  * outside a checkout), as env.json records it. */
 const char *dt_build_rev(void);
