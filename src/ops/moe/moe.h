@@ -48,8 +48,8 @@
  *        variant is offered.
  *  combine and un-dispatch (DT_OP_MOE_COMBINE, dt_moe_choose):
  *   det  — each token gathers its K rows and adds them in k order (index-ordered).
- *   fast — the dispatched rows are scattered, expert groups in parallel, each add an
- *          OpenMP atomic into the token's slot: the order of a token's K terms is the
+ *   fast — the dispatched rows are scattered in parallel, each add an OpenMP atomic into
+ *          the token's slot: the order of a token's K terms is the
  *          arrival order. (Forward with K <= 2 happens to be order-free: 0 + a + b and
  *          0 + b + a round alike; accumulating into dx, or K >= 3, is not.)
  *  dprob, the gate gradient (DT_OP_MOE_DPROB, dt_moe_choose):
@@ -70,6 +70,7 @@
 #include <stdint.h>
 
 #define DT_MOE_DPROB_CHUNK 64
+#define DT_MOE_MAX_EXPERTS 1024
 
 typedef struct dt_moe_dims {
     int N, C, F, E, K;
@@ -78,7 +79,8 @@ typedef struct dt_moe_dims {
 
 /* ceil(factor * N * K / E) computed in double, or 0 when factor == 0. */
 int dt_moe_capacity(double factor, int N, int K, int E);
-/* Checks the dims (N, C >= 1, F >= 1, E >= 1, 1 <= K <= E, cap >= 0, N*K fits int32). */
+/* Checks the dims (N, C, F >= 1, 1 <= E <= DT_MOE_MAX_EXPERTS, 1 <= K <= E, cap >= 0, N*K
+ * fits the int32 routing index). The ops assume checked dims. */
 dt_status dt_moe_dims_check(const dt_moe_dims *d);
 
 typedef enum dt_moe_path { DT_MOE_DET = 0, DT_MOE_FAST = 1 } dt_moe_path;
