@@ -39,6 +39,13 @@ typedef struct dt_mpi_spec {
  * `make mpi`) when the plugin is missing, and when MPI's world differs from the launcher's
  * (size, rank). Free with dt_comm_free, which finalises MPI. */
 dt_status dt_comm_create_mpi(dt_comm **out, const dt_mpi_spec *spec);
+/* Checks OMPI_MCA_coll (read through get) before MPI starts: the engine needs OpenMPI's
+ * collective components libnbc (the non-blocking collectives it polls) and basic (the
+ * blocking ones of MPI's start); a selection that leaves either out (`^libnbc`, or a list
+ * without it) is refused naming the variable, instead of OpenMPI's abort inside MPI_Init.
+ * Every other collective setting is accepted (docs/distributed.md: deterministic mode hands
+ * no floating-point data to an MPI reduction) and recorded. */
+dt_status dt_comm_mpi_check_env(dt_env_get_fn get, const void *ctx);
 /* The plugin's default path (beside the executable) into buf. */
 void dt_comm_mpi_default_plugin(char *buf, size_t cap);
 /* What the MPI engine records in env.json, as JSON members (no braces): the library

@@ -28,11 +28,42 @@ void dt_comm_mpi_default_plugin(char *buf, size_t cap) {
     snprintf(buf, cap, "%s/libdetrain-mpi.so", exe);
 }
 
+/* 1 when the comma-separated list holds `name`. */
+static int list_has(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        while (*p == ' ') p++;
+        if (!strncmp(p, name, n) && (p[n] == ',' || p[n] == ' ' || p[n] == 0)) return 1;
+    }
+    return 0;
+}
+
+dt_status dt_comm_mpi_check_env(dt_env_get_fn get, const void *ctx) {
+    const char *v = get(ctx, "OMPI_MCA_coll");
+    if (!v || !*v) return DT_OK;
+    int exclude = v[0] == '^';
+    const char *list = exclude ? v + 1 : v;
+    static const char *const need[] = {"libnbc", "basic"};
+    for (int i = 0; i < 2; i++)
+        if (list_has(list, need[i]) == exclude)
+            return dt_fail(DT_EINVAL, "OMPI_MCA_coll='%s' leaves out OpenMPI's '%s' collective component, which the MPI "
+                           "engine needs (libnbc: the non-blocking collectives it polls; basic: the blocking ones of "
+                           "MPI's start): keep both in the selection, or unset OMPI_MCA_coll", v, need[i]);
+    return DT_OK;
+}
+
+static const char *environ_get(const void *ctx, const char *name) {
+    (void)ctx;
+    return getenv(name);
+}
+
 dt_status dt_comm_create_mpi(dt_comm **out, const dt_mpi_spec *spec) {
     *out = NULL;
     char path[4200];
     if (spec->plugin) snprintf(path, sizeof path, "%s", spec->plugin);
     else dt_comm_mpi_default_plugin(path, sizeof path);
+    dt_status st = dt_comm_mpi_check_env(environ_get, NULL);
+    if (st != DT_OK) return st;
     if (access(path, R_OK) != 0)
         return dt_fail(DT_EUNSUPPORTED, "the MPI engine's plugin %s is missing: build it with `make mpi` (needs "
                        "mpicc: bash scripts/install-deps.sh installs OpenMPI)", path);
@@ -53,7 +84,7 @@ dt_status dt_comm_create_mpi(dt_comm **out, const dt_mpi_spec *spec) {
     for (int i = 0; i < l->size; i++) order[i] = spec->order ? spec->order[i] : i;
     dt_mpi_args a = {l->size, l->rank, order, spec->timeout_sec};
     dt_runtime_mark(DT_LIB_MPI);
-    dt_status st = create(&host, &a, out);
+    st = create(&host, &a, out);
     free(order);
     return st;
 }

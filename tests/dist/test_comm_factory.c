@@ -1,7 +1,7 @@
 /* The communicator factory (src/dist/comm_factory.c): the engine each (--dist-engine,
  * --device, launch) resolves to, every contradiction refused with its reason, --rank-order
- * parsed and refused, the MPI plugin's absence named by the loader (comm_mpi_load.c), and
- * env.json's record. The MPI
+ * parsed and refused, the loader's checks (comm_mpi_load.c: the plugin's absence named,
+ * OMPI_MCA_coll selections the engine cannot start with), and env.json's record. The MPI
  * engine itself runs in tests/dist/test_comm_mpi.sh (real mpirun). */
 #include "dist/comm_factory.h"
 #include "dist/comm_mpi.h"
@@ -116,6 +116,28 @@ static void create(void) {
     CHECKF(strstr(path, "/libdetrain-mpi.so") && path[0] == '/', "%s", path);
 }
 
+static const char *one_var(const void *ctx, const char *name) {
+    return strcmp(name, "OMPI_MCA_coll") ? NULL : (const char *)ctx;
+}
+
+/* OMPI_MCA_coll must keep libnbc and basic; everything else is accepted. */
+static void openmpi_selection(void) {
+    static const char *const ok[] = {NULL, "", "^han", "^han,adapt", "libnbc,basic", "basic,tuned,libnbc,self",
+                                     "^hcoll,ucc"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        CHECKF(dt_comm_mpi_check_env(one_var, ok[i]) == DT_OK, "'%s': %s", ok[i] ? ok[i] : "(unset)", dt_errmsg());
+    static const struct {
+        const char *v, *missing;
+    } bad[] = {{"^libnbc", "libnbc"}, {"^han,libnbc", "libnbc"}, {"^basic", "basic"}, {"tuned,basic", "libnbc"},
+               {"libnbc,tuned", "basic"}, {"libnbcx,basic", "libnbc"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "OMPI_MCA_coll='%s' leaves out OpenMPI's '%s'", bad[i].v, bad[i].missing);
+        CHECKF(dt_comm_mpi_check_env(one_var, bad[i].v) == DT_EINVAL && strstr(dt_errmsg(), want), "'%s': %s",
+               bad[i].v, dt_errmsg());
+    }
+}
+
 /* The train config's flags reach the spec. */
 static void from_config(void) {
     dt_train_config cfg;
@@ -142,6 +164,7 @@ int main(void) {
     RUN(engines);
     RUN(rank_order);
     RUN(create);
+    RUN(openmpi_selection);
     RUN(from_config);
     return dt_test_report();
 }

@@ -82,6 +82,8 @@ mpi -np 2 -x DETRAIN_RANK=0 -x DETRAIN_WORLD_SIZE=2 -x DETRAIN_LOCAL_RANK=0 "$dr
 expect "detrain's variables against mpirun's" "$tmp/o3.log" "DETRAIN_RANK=0 disagrees with OMPI_COMM_WORLD_RANK=1"
 mpi -np 2 "$driver" "$plugin" order 1,0 > "$tmp/o4.log" 2>&1
 [ "$(grep -c '^created: logical rank' "$tmp/o4.log")" = 2 ] && pass "rank order 1,0 accepted" || { fail "rank order 1,0"; cat "$tmp/o4.log"; }
+OMPI_MCA_coll=^libnbc mpi -np 2 -x OMPI_MCA_coll "$driver" "$plugin" order 0,1 > "$tmp/o5.log" 2>&1
+expect "OMPI_MCA_coll without libnbc refused before MPI starts" "$tmp/o5.log" "OMPI_MCA_coll='^libnbc' leaves out OpenMPI's 'libnbc'"
 mpi -np 2 "$driver" "$plugin" nccl > "$tmp/n1.log" 2>&1; rc=$?
 [ $rc = 0 ] && [ "$(grep -c 'refused (EUNSUPPORTED, communicator none): the NCCL engine: this binary has none' "$tmp/n1.log")" = 2 ] &&
   pass "nccl under mpirun: the MPI bootstrap starts, the CPU build's stand-in refuses, MPI ends cleanly" ||
