@@ -21,10 +21,10 @@ enum { SET_DETRAIN, SET_OPENMPI, SET_SLURM, SET_COUNT };
 /* A plain decimal number in [0, DT_LAUNCH_MAX_RANKS]: digits only. */
 static dt_status parse_count(const char *name, const char *v, int *out) {
     size_t n = strlen(v);
-    if (n == 0 || n > 8 || strspn(v, "0123456789") != n)
+    if (n == 0 || strspn(v, "0123456789") != n)
         return dt_fail(DT_EINVAL, "%s='%s' is not a rank number: the launcher must set a plain decimal "
                        "number (digits only, no sign or spaces)", name, v);
-    long x = strtol(v, NULL, 10);
+    long x = n > 8 ? DT_LAUNCH_MAX_RANKS + 1L : strtol(v, NULL, 10);
     if (x > DT_LAUNCH_MAX_RANKS)
         return dt_fail(DT_EINVAL, "%s=%s is above detrain's limit of %d ranks", name, v, DT_LAUNCH_MAX_RANKS);
     *out = (int)x;

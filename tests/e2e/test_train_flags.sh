@@ -59,6 +59,9 @@ table="
 --exit-interval I 1 -
 --exit-duration-in-mins F + -
 --check-for-nan-in-loss-and-grad E - -
+--dist-engine E - -
+--rank-order S - -
+--dist-timeout-sec F + -
 --attention-impl E - --device|cuda
 --gemm-epilogues E - --device|cuda
 --gemm-own E - --device|cuda
