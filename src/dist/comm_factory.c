@@ -189,9 +189,13 @@ dt_status dt_comm_create(dt_comm **out, const dt_train_config *cfg) {
 void dt_comm_record_json(const dt_comm *c, const dt_comm_spec *s, int contract, char *buf, size_t cap) {
     const dt_launch *l = &s->launch;
     if (contract) {
-        const char *mpi = dt_comm_mpi_record(c);
-        snprintf(buf, cap, "{\"engine\":\"%s\",\"world_size\":%d%s%s}", c->ops->engine, c->layout.size,
-                 *mpi ? "," : "", mpi);
+        /* the NCCL engine's bootstrap through MPI records the MPI library too */
+        const dt_comm *mpi_comm = c->ops == &nccl_over_mpi_ops ? ((const nccl_over_mpi *)c->impl)->mpi : c;
+        const char *mpi = dt_comm_mpi_record(mpi_comm);
+        const char *nccl = strcmp(c->ops->engine, "nccl") ? "" : dt_comm_nccl_record();
+        snprintf(buf, cap, "{\"engine\":\"%s\",\"world_size\":%d%s%s%s%s%s}", c->ops->engine, c->layout.size,
+                 c->ops == &nccl_over_mpi_ops ? ",\"bootstrap\":\"mpi\"" : "", *mpi ? "," : "", mpi,
+                 *nccl ? "," : "", nccl);
         return;
     }
     size_t n = (size_t)snprintf(buf, cap, "{\"launcher\":\"%s\",\"process_rank\":%d,\"rank\":%d,\"local_rank\":%d,"

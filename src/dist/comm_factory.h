@@ -51,7 +51,8 @@ dt_status dt_comm_create(dt_comm **out, const dt_train_config *cfg);
 dt_status dt_comm_resolve_engine(const dt_comm_spec *s, int *engine);
 
 /* env.json's record of the communicator, as a JSON object text: "contract" members (engine,
- * world size, the engine's library and settings) when contract is 1, else "info" members
+ * world size, the bootstrap, the engine's library and settings: MPI's, NCCL's) when contract
+ * is 1, else "info" members
  * (launcher, process rank, logical rank, local rank, rank order). */
 void dt_comm_record_json(const dt_comm *c, const dt_comm_spec *s, int contract, char *buf, size_t cap);
 /* Both records of c (made for cfg's run) into every env.json written after the call
