@@ -6,27 +6,43 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 dt_reduce_mode dt_comm_reduce_mode(void) {
     /* the gradient reduction is a reduction like the norms: the same switch picks it */
     return dt_op_variant(DT_OP_NORM) == DT_VARIANT_DET ? DT_REDUCE_RANK_ORDERED : DT_REDUCE_LIBRARY;
 }
 
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Runs one collective and adds its wall time to c->busy_ms. */
+#define TIMED(c, call)                         \
+    do {                                       \
+        double t0_ = now_ms();                 \
+        dt_status st_ = (call);                \
+        (c)->busy_ms += now_ms() - t0_;        \
+        return st_;                            \
+    } while (0)
+
 dt_status dt_comm_allreduce(dt_comm *c, void *buf, size_t n, dt_comm_dtype t, void *stream) {
-    return c->ops->allreduce(c, buf, n, t, dt_comm_reduce_mode(), stream);
+    TIMED(c, c->ops->allreduce(c, buf, n, t, dt_comm_reduce_mode(), stream));
 }
 dt_status dt_comm_reduce_scatter(dt_comm *c, void *buf, size_t n, dt_comm_dtype t, void *stream) {
-    return c->ops->reduce_scatter(c, buf, n, t, dt_comm_reduce_mode(), stream);
+    TIMED(c, c->ops->reduce_scatter(c, buf, n, t, dt_comm_reduce_mode(), stream));
 }
 dt_status dt_comm_allgather(dt_comm *c, void *buf, size_t n, dt_comm_dtype t, void *stream) {
-    return c->ops->allgather(c, buf, n, t, stream);
+    TIMED(c, c->ops->allgather(c, buf, n, t, stream));
 }
 dt_status dt_comm_broadcast(dt_comm *c, void *buf, size_t bytes, int root, void *stream) {
     if (root < 0 || root >= c->layout.size)
         return dt_fail(DT_EINVAL, "broadcast from rank %d of %d", root, c->layout.size);
-    return c->ops->broadcast(c, buf, bytes, root, stream);
+    TIMED(c, c->ops->broadcast(c, buf, bytes, root, stream));
 }
-dt_status dt_comm_barrier(dt_comm *c) { return c->ops->barrier(c); }
+dt_status dt_comm_barrier(dt_comm *c) { TIMED(c, c->ops->barrier(c)); }
 
 void dt_comm_free(dt_comm *c) {
     if (!c) return;

@@ -65,6 +65,7 @@ struct dt_comm {
     const dt_comm_ops *ops;
     dt_layout layout;
     void *impl;               /* the engine's state */
+    double busy_ms;           /* wall time spent inside the collectives below, in total */
 };
 
 /* The single-process communicator: rank 0 of 1. */
@@ -81,6 +82,10 @@ dt_status dt_comm_reduce_scatter(dt_comm *c, void *buf, size_t n, dt_comm_dtype 
 dt_status dt_comm_allgather(dt_comm *c, void *buf, size_t n, dt_comm_dtype t, void *stream);
 dt_status dt_comm_broadcast(dt_comm *c, void *buf, size_t bytes, int root, void *stream);
 dt_status dt_comm_barrier(dt_comm *c);
+/* Milliseconds spent inside the five calls above since the communicator was created (host
+ * wall time; for a device engine, until the call returned). The bench's communication
+ * time: a difference of two readings. */
+static inline double dt_comm_time_ms(const dt_comm *c) { return c->busy_ms; }
 
 /* Chunk j of n elements split over `size` ranks: [*off, *off + *len). The first n % size
  * chunks hold one element more; every chunk starts at a multiple of `align` elements (its
