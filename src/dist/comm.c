@@ -16,33 +16,38 @@ dt_reduce_mode dt_comm_reduce_mode(void) {
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-/* Runs one collective and adds its wall time to c->busy_ms. */
-#define TIMED(c, call)                         \
-    do {                                       \
-        double t0_ = now_ms();                 \
-        dt_status st_ = (call);                \
-        (c)->busy_ms += now_ms() - t0_;        \
-        return st_;                            \
-    } while (0)
+/* Adds the time since t0 to c's collective time; returns st. */
+static dt_status timed(dt_comm *c, double t0, dt_status st) {
+    c->busy_ms += now_ms() - t0;
+    c->calls++;
+    return st;
+}
 
 dt_status dt_comm_allreduce(dt_comm *c, void *buf, size_t n, dt_comm_dtype t, void *stream) {
-    TIMED(c, c->ops->allreduce(c, buf, n, t, dt_comm_reduce_mode(), stream));
+    double t0 = now_ms();
+    return timed(c, t0, c->ops->allreduce(c, buf, n, t, dt_comm_reduce_mode(), stream));
 }
 dt_status dt_comm_reduce_scatter(dt_comm *c, void *buf, size_t n, dt_comm_dtype t, void *stream) {
-    TIMED(c, c->ops->reduce_scatter(c, buf, n, t, dt_comm_reduce_mode(), stream));
+    double t0 = now_ms();
+    return timed(c, t0, c->ops->reduce_scatter(c, buf, n, t, dt_comm_reduce_mode(), stream));
 }
 dt_status dt_comm_allgather(dt_comm *c, void *buf, size_t n, dt_comm_dtype t, void *stream) {
-    TIMED(c, c->ops->allgather(c, buf, n, t, stream));
+    double t0 = now_ms();
+    return timed(c, t0, c->ops->allgather(c, buf, n, t, stream));
 }
 dt_status dt_comm_broadcast(dt_comm *c, void *buf, size_t bytes, int root, void *stream) {
     if (root < 0 || root >= c->layout.size)
         return dt_fail(DT_EINVAL, "broadcast from rank %d of %d", root, c->layout.size);
-    TIMED(c, c->ops->broadcast(c, buf, bytes, root, stream));
+    double t0 = now_ms();
+    return timed(c, t0, c->ops->broadcast(c, buf, bytes, root, stream));
 }
-dt_status dt_comm_barrier(dt_comm *c) { TIMED(c, c->ops->barrier(c)); }
+dt_status dt_comm_barrier(dt_comm *c) {
+    double t0 = now_ms();
+    return timed(c, t0, c->ops->barrier(c));
+}
 
 void dt_comm_free(dt_comm *c) {
     if (!c) return;

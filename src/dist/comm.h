@@ -65,7 +65,10 @@ struct dt_comm {
     const dt_comm_ops *ops;
     dt_layout layout;
     void *impl;               /* the engine's state */
-    double busy_ms;           /* wall time spent inside the collectives below, in total */
+    /* Time spent in this communicator's collectives (the dt_comm_* calls below add it; a
+     * device engine's calls return once enqueued, so theirs is host time only). */
+    double busy_ms;
+    uint64_t calls;
 };
 
 /* The single-process communicator: rank 0 of 1. */
@@ -82,9 +85,8 @@ dt_status dt_comm_reduce_scatter(dt_comm *c, void *buf, size_t n, dt_comm_dtype 
 dt_status dt_comm_allgather(dt_comm *c, void *buf, size_t n, dt_comm_dtype t, void *stream);
 dt_status dt_comm_broadcast(dt_comm *c, void *buf, size_t bytes, int root, void *stream);
 dt_status dt_comm_barrier(dt_comm *c);
-/* Milliseconds spent inside the five calls above since the communicator was created (host
- * wall time; for a device engine, until the call returned). The bench's communication
- * time: a difference of two readings. */
+/* Milliseconds spent inside the calls above since the communicator was made (the bench's
+ * communication time). */
 static inline double dt_comm_time_ms(const dt_comm *c) { return c->busy_ms; }
 
 /* Chunk j of n elements split over `size` ranks: [*off, *off + *len). The first n % size
