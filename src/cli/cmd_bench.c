@@ -288,11 +288,11 @@ static int worker(const bench_args *a) {
         dt_train_config_free(&cfg);
         return 0;
     }
-    printf("DT_BENCH ranks=%d engine=%s comm_ms=%.6f mode=%s", c.ranks, c.engine, median(c.comm + a->warmup, a->steps),
-           a->worker);
-    printf(" step_ms=%.6f step_min=%.6f step_max=%.6f tok_s=%.3f mfu=%.6f peak_tflops=%.3f "
+    printf("DT_BENCH mode=%s step_ms=%.6f", a->worker, step_ms);
+    printf(" ranks=%d engine=%s comm_ms=%.6f", c.ranks, c.engine, median(c.comm + a->warmup, a->steps));
+    printf(" step_min=%.6f step_max=%.6f tok_s=%.3f mfu=%.6f peak_tflops=%.3f "
            "flops=%.6g mem_gib=%.4f model_gib=%.4f loss0=%.6f loss1=%.6f distinct=%.1f top_share=%.6f device=%s",
-           step_ms, lo, hi, tok_s, mfu, c.peak, flops, c.mem / (1 << 30), c.model_mem / (1 << 30),
+           lo, hi, tok_s, mfu, c.peak, flops, c.mem / (1 << 30), c.model_mem / (1 << 30),
            c.loss_first, c.loss_last, median(c.distinct, c.nbatch), median(c.top_share, c.nbatch), c.device);
     for (int i = 0; i < c.nranges; i++)
         printf(" r.%s=%.6f", c.rname[i], a->profile_steps > 0 ? median(c.rms + (size_t)i * a->profile_steps,
