@@ -1,9 +1,21 @@
 /* The CPU backend (backend.h): the fp32 model of model/gpt.c, trained in the host model
  * itself, with AdamW in the host optimizer state (nothing to copy for checkpoints). Every
  * op runs its det or fast branch from ops/op.h; deterministic results are independent of
- * the thread count. */
+ * the thread count.
+ *
+ * Data parallel (dist/dp.h) over the communicator's N ranks: the gradient hook all-reduces
+ * the gradient slab (dt_comm_allreduce: rank-ordered in deterministic mode), and the
+ * statistics are the chunked ones of dt_dp_grad_stats. With --use-distributed-optimizer
+ * (ZeRO-1) the hook reduce-scatters instead: rank r holds the reduced gradient of its
+ * chunk only (dt_comm_chunk with DT_COMM_ALIGN), computes that chunk's statistics, updates
+ * its chunk of the parameters with its chunk of m and v, and the parameters are all-gathered;
+ * m and v outside a rank's chunk are stale until sync_state gathers them for a checkpoint.
+ * Each element's update is elementwise and the statistics add the same chunk partials in
+ * the same order, so ZeRO-1 gives the bits of the all-reduce path. The host views stay
+ * full-size on every rank (they are the checkpoint's staging and its load target). */
 #include "backend/backend.h"
 
+#include "dist/dp.h"
 #include "ops/op.h"
 #include "ops/reduce/reduce.h"
 #include "trace/inject.h"
@@ -16,6 +28,8 @@ typedef struct cpu_backend {
     float loss_scale;               /* of the last forward, for its backward */
     double micro_loss[DT_BACKEND_MAX_MICRO];
     int nmicro;
+    int sharded;                    /* ZeRO-1 over more than one rank */
+    size_t shard_off, shard_len;    /* this rank's chunk of the slabs */
 } cpu_backend;
 
 static cpu_backend *cpu(dt_backend *b) { return (cpu_backend *)b; }
@@ -49,7 +63,9 @@ static dt_status cpu_eval_loss(dt_backend *b, const int *in, const int *tg, doub
 }
 
 static dt_status cpu_reduce_grads(dt_backend *b) {
-    return dt_comm_allreduce(b->comm, b->host->grad_mem, b->host->num_params, DT_COMM_F32, NULL);
+    dt_gpt *m = b->host;
+    if (cpu(b)->sharded) return dt_comm_reduce_scatter(b->comm, m->grad_mem, m->num_params, DT_COMM_F32, NULL);
+    return dt_comm_allreduce(b->comm, m->grad_mem, m->num_params, DT_COMM_F32, NULL);
 }
 
 static dt_tensor_ref slab(const char *name, const float *p, size_t n) {
@@ -70,7 +86,8 @@ static dt_status cpu_step(dt_backend *b, const dt_step_args *a, dt_grad_stats *g
         h = dt_trace_begin(DT_TRACE_SEMANTIC, DT_PHASE_OPT, "grad_stats",
                            dt_reduce_choose(DT_OP_NORM) == DT_REDUCE_DET ? "det" : "fast", in, 2);
     }
-    dt_grad_stats_compute(mdl, gs);
+    dt_status st = dt_dp_grad_stats(b->comm, mdl, c->sharded, gs);
+    if (st != DT_OK) return st;
     if (h) {
         dt_tensor_ref out[] = {{.name = "grad_norm", .data = &gs->grad_norm, .dtype = DT_DT_F64},
                                {.name = "param_norm", .data = &gs->param_norm, .dtype = DT_DT_F64},
@@ -86,7 +103,12 @@ static dt_status cpu_step(dt_backend *b, const dt_step_args *a, dt_grad_stats *g
         dt_tensor_ref in[] = {params, grads, mstate, vstate};
         h = dt_trace_begin(DT_TRACE_SEMANTIC, DT_PHASE_OPT, "adamw", NULL, in, 4);
     }
-    dt_adamw_step_at(opt, mdl, a->lr, gs->grad_norm, a->t);
+    if (c->sharded) {
+        dt_adamw_step_range(opt, mdl, a->lr, gs->grad_norm, a->t, c->shard_off, c->shard_len);
+        if ((st = dt_comm_allgather(b->comm, mdl->param_mem, mdl->num_params, DT_COMM_F32, NULL)) != DT_OK) return st;
+    } else {
+        dt_adamw_step_at(opt, mdl, a->lr, gs->grad_norm, a->t);
+    }
     if (dt_inject_should("adamw", mdl->step)) dt_inject_flip_all(mdl->param_mem, mdl->num_params);
     if (h) {
         dt_tensor_ref out[] = {params, mstate, vstate};
@@ -105,9 +127,12 @@ static dt_status cpu_trace_metrics(dt_backend *b, const dt_tensor_ref *values, i
     return DT_OK;
 }
 
+/* Trains in the host views; with ZeRO-1 each rank's chunk of m and v is gathered into
+ * every rank's full views (a collective: every rank calls it before a save). */
 static dt_status cpu_sync_state(dt_backend *b) {
-    (void)b; /* trains in the host views */
-    return DT_OK;
+    if (!cpu(b)->sharded) return DT_OK;
+    dt_status st = dt_comm_allgather(b->comm, b->opt->m, b->opt->n, DT_COMM_F32, NULL);
+    return st == DT_OK ? dt_comm_allgather(b->comm, b->opt->v, b->opt->n, DT_COMM_F32, NULL) : st;
 }
 
 static const char *cpu_describe(dt_backend *b) {
@@ -157,6 +182,9 @@ dt_status dt_backend_cpu_create(dt_backend **out, const dt_train_config *cfg, dt
     cpu_backend *c = calloc(1, sizeof *c);
     if (!c) return dt_fail(DT_ENOMEM, "out of memory for the CPU backend");
     c->base = (dt_backend){&cpu_ops, cfg, comm, host, opt};
+    c->sharded = cfg->distributed_optimizer && dt_comm_size(comm) > 1;
+    dt_comm_chunk(host->num_params, dt_comm_size(comm), dt_comm_rank(comm), DT_COMM_ALIGN, &c->shard_off,
+                  &c->shard_len);
     *out = &c->base;
     return DT_OK;
 }

@@ -9,7 +9,16 @@
  * --micro-batch-size 16 --seq-length 1024 --device cuda; the run's length and mode are the
  * bench's: --train-iters and --deterministic-mode are refused). The parent runs
  * `<this binary> bench --worker MODE ...` twice and reads one line "DT_BENCH key=value ..."
- * from each. */
+ * from each.
+ *
+ * Data parallel: `--ranks N` (N > 1) runs each worker as N processes, `mpirun -np N
+ * --oversubscribe --quiet [--allow-run-as-root when run as root] <this binary> bench
+ * --worker MODE ...` (--mpirun names another mpirun), and the report adds the
+ * communication time a step (the time inside the communicator's collectives, dist/comm.h:
+ * on the CPU nothing overlaps, so all of it is exposed) and its tax, the rank-ordered
+ * reduction's against the library's. A worker's rank 0 prints the DT_BENCH line. The bench
+ * itself is not to be started under mpirun: every worker is a fresh MPI job (an MPI
+ * process cannot initialise MPI twice, and the two modes need two processes). */
 #include "cli/cli.h"
 
 #include "config/train_config.h"
@@ -26,8 +35,8 @@
 #include <unistd.h>
 
 typedef struct bench_args {
-    const char *worker, *json;
-    int warmup, steps, profile_steps;
+    const char *worker, *json, *mpirun;
+    int warmup, steps, profile_steps, ranks;
     double max_tax;
     int nrest;          /* the train flags, passed through */
     char **rest;
@@ -39,9 +48,11 @@ static const char *bench_defaults[] = {"--model", "gpt2-124m", "--micro-batch-si
 
 static void usage(FILE *f) {
     fprintf(f, "usage: detrain bench [--warmup 5] [--steps 20] [--profile-steps 3] [--max-tax PCT] [--json FILE]\n"
-               "                     [flags of detrain train]\n"
+               "                     [--ranks N [--mpirun PATH]] [flags of detrain train]\n"
                "Default vs deterministic mode, side by side, through the training loop of `detrain train`\n"
-               "(defaults: --model gpt2-124m --micro-batch-size 16 --seq-length 1024 --device cuda).\n");
+               "(defaults: --model gpt2-124m --micro-batch-size 16 --seq-length 1024 --device cuda).\n"
+               "--ranks N: each mode as N data-parallel processes through mpirun (default 1), with the\n"
+               "communication time a step and its tax (rank-ordered against the library's reduction).\n");
 }
 
 static int int_value(const char *flag, const char *v, int lo, int *out) {
@@ -57,14 +68,15 @@ static int int_value(const char *flag, const char *v, int lo, int *out) {
 
 static int parse(int argc, char **argv, bench_args *a) {
     memset(a, 0, sizeof *a);
-    a->warmup = 5; a->steps = 20; a->profile_steps = 3; a->max_tax = -1;
+    a->warmup = 5; a->steps = 20; a->profile_steps = 3; a->max_tax = -1; a->ranks = 1; a->mpirun = "mpirun";
     a->rest = calloc((size_t)argc + 1, sizeof *a->rest);
     if (!a->rest) return 2;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) { usage(stdout); return 1; }
         int mine = !strcmp(f, "--worker") || !strcmp(f, "--json") || !strcmp(f, "--warmup") || !strcmp(f, "--steps") ||
-                   !strcmp(f, "--profile-steps") || !strcmp(f, "--max-tax");
+                   !strcmp(f, "--profile-steps") || !strcmp(f, "--max-tax") || !strcmp(f, "--ranks") ||
+                   !strcmp(f, "--mpirun");
         if (!strcmp(f, "--train-iters") || !strncmp(f, "--train-iters=", 14) || !strcmp(f, "--deterministic-mode")) {
             fprintf(stderr, "detrain bench: %s is the bench's own (it runs --warmup + --steps + --profile-steps steps "
                     "in each mode)\n", f);
@@ -79,6 +91,8 @@ static int parse(int argc, char **argv, bench_args *a) {
         else if (!strcmp(f, "--warmup")) rc = int_value(f, v, 0, &a->warmup);
         else if (!strcmp(f, "--steps")) rc = int_value(f, v, 1, &a->steps);
         else if (!strcmp(f, "--profile-steps")) rc = int_value(f, v, 0, &a->profile_steps);
+        else if (!strcmp(f, "--ranks")) rc = int_value(f, v, 1, &a->ranks);
+        else if (!strcmp(f, "--mpirun")) a->mpirun = v;
         else {
             char *end = NULL;
             a->max_tax = strtod(v, &end);
@@ -96,6 +110,9 @@ typedef struct bench_ctx {
     size_t num_params;
     double peak, t_prev, loss_first, loss_last;
     double *ms, *rms;           /* per step; per range and profiled step */
+    double *comm;               /* per step: ms inside the communicator's collectives */
+    int rank, ranks;
+    const char *engine;
     int nranges;
     const char *rname[DT_BACKEND_MAX_RANGES];
     double mem, model_mem;
@@ -137,6 +154,9 @@ static void device_name(const char *desc, char *out, size_t cap) {
 static dt_status b_started(void *ctx, dt_backend *b, const dt_train_state *r) {
     bench_ctx *c = ctx;
     c->num_params = r->model->num_params;
+    c->rank = r->rank;
+    c->ranks = r->size;
+    c->engine = b->comm->ops->engine;
     c->nranges = b->ops->ranges(b, c->rname, DT_BACKEND_MAX_RANGES);
     dt_status st = b->ops->peak_tflops(b, &c->peak);
     c->t_prev = dt_train_now_ms();
@@ -157,6 +177,7 @@ static dt_status b_after(void *ctx, dt_backend *b, const dt_step_metrics *sm) {
     double now = dt_train_now_ms();
     int k = (int)sm->step - 1;
     c->ms[k] = now - c->t_prev;
+    c->comm[k] = sm->comm_ms;
     c->t_prev = now;
     if (k == 0) c->loss_first = sm->loss;
     c->loss_last = sm->loss;
@@ -227,6 +248,7 @@ static int worker(const bench_args *a) {
     memset(&c, 0, sizeof c);
     c.a = a;
     c.ms = calloc((size_t)nsteps, sizeof *c.ms);
+    c.comm = calloc((size_t)nsteps, sizeof *c.comm);
     c.rms = calloc((size_t)DT_BACKEND_MAX_RANGES * (size_t)(a->profile_steps + 1), sizeof *c.rms);
     c.vocab = cfg.gpt.vocab_size;
     c.cap = nsteps * (cfg.global_batch / cfg.micro_batch);
@@ -234,10 +256,11 @@ static int worker(const bench_args *a) {
     c.distinct = calloc((size_t)c.cap + 1, sizeof *c.distinct);
     c.top_share = calloc((size_t)c.cap + 1, sizeof *c.top_share);
     dt_loop_hooks hooks = {&c, b_started, b_before, b_after, b_finished, b_batch};
-    dt_status st = c.ms && c.rms ? dt_train_loop(&cfg, &hooks) : dt_fail(DT_ENOMEM, "bench timers");
+    dt_status st = c.ms && c.rms && c.comm ? dt_train_loop(&cfg, &hooks) : dt_fail(DT_ENOMEM, "bench timers");
     free(argv);
     if (st != DT_OK) {
         free(c.ms);
+        free(c.comm);
         free(c.rms);
         free(c.count); free(c.distinct); free(c.top_share);
         return fail_cfg(&cfg);
@@ -259,9 +282,17 @@ static int worker(const bench_args *a) {
     double mfu = c.peak > 0 ? flops / (step_ms * 1e-3) / (c.peak * 1e12) : 0.0;
     for (char *p = c.device; *p; p++)
         if (*p == ' ') *p = '_';
-    printf("DT_BENCH mode=%s step_ms=%.6f step_min=%.6f step_max=%.6f tok_s=%.3f mfu=%.6f peak_tflops=%.3f "
+    if (c.rank != 0) { /* rank 0 reports for the job */
+        free(c.ms); free(c.comm); free(c.rms);
+        free(c.count); free(c.distinct); free(c.top_share);
+        dt_train_config_free(&cfg);
+        return 0;
+    }
+    printf("DT_BENCH mode=%s step_ms=%.6f", a->worker, step_ms);
+    printf(" ranks=%d engine=%s comm_ms=%.6f", c.ranks, c.engine, median(c.comm + a->warmup, a->steps));
+    printf(" step_min=%.6f step_max=%.6f tok_s=%.3f mfu=%.6f peak_tflops=%.3f "
            "flops=%.6g mem_gib=%.4f model_gib=%.4f loss0=%.6f loss1=%.6f distinct=%.1f top_share=%.6f device=%s",
-           a->worker, step_ms, lo, hi, tok_s, mfu, c.peak, flops, c.mem / (1 << 30), c.model_mem / (1 << 30),
+           lo, hi, tok_s, mfu, c.peak, flops, c.mem / (1 << 30), c.model_mem / (1 << 30),
            c.loss_first, c.loss_last, median(c.distinct, c.nbatch), median(c.top_share, c.nbatch), c.device);
     for (int i = 0; i < c.nranges; i++)
         printf(" r.%s=%.6f", c.rname[i], a->profile_steps > 0 ? median(c.rms + (size_t)i * a->profile_steps,
@@ -269,6 +300,7 @@ static int worker(const bench_args *a) {
     printf("\n");
     fflush(stdout);
     free(c.ms);
+    free(c.comm);
     free(c.rms);
     free(c.count); free(c.distinct); free(c.top_share);
     dt_train_config_free(&cfg);
@@ -278,7 +310,9 @@ static int worker(const bench_args *a) {
 enum { MAXR = DT_BACKEND_MAX_RANGES };
 typedef struct parsed {
     double step_ms, step_min, step_max, tok_s, mfu, peak, flops, mem, model_mem, loss0, loss1, distinct, top_share;
-    char device[256];
+    double comm_ms;
+    int ranks;
+    char device[256], engine[32];
     int nr;
     char rname[MAXR][32];
     double rms[MAXR];
@@ -292,20 +326,28 @@ static int run_worker(const char *self, const bench_args *a, const char *mode, p
     snprintf(w[0], sizeof w[0], "%d", a->warmup);
     snprintf(w[1], sizeof w[1], "%d", a->steps);
     snprintf(w[2], sizeof w[2], "%d", a->profile_steps);
+    char np[32];
+    snprintf(np, sizeof np, "%d", a->ranks);
+    const char *launch[] = {a->mpirun, "-np", np, "--oversubscribe", "--quiet", "--allow-run-as-root"};
+    int nl = a->ranks > 1 ? (geteuid() == 0 ? 6 : 5) : 0;
     const char *head[] = {self, "bench", "--worker", mode, "--warmup", w[0], "--steps", w[1], "--profile-steps", w[2]};
     int nh = (int)(sizeof head / sizeof head[0]);
-    char **argv = calloc((size_t)(nh + a->nrest + 1), sizeof *argv);
+    char **argv = calloc((size_t)(nl + nh + a->nrest + 1), sizeof *argv);
     int fd[2];
     if (!argv || pipe(fd) != 0) { free(argv); fprintf(stderr, "detrain bench: cannot start a worker\n"); return 2; }
-    for (int i = 0; i < nh; i++) argv[i] = (char *)(uintptr_t)head[i];
-    for (int i = 0; i < a->nrest; i++) argv[nh + i] = a->rest[i];
+    for (int i = 0; i < nl; i++) argv[i] = (char *)(uintptr_t)launch[i];
+    for (int i = 0; i < nh; i++) argv[nl + i] = (char *)(uintptr_t)head[i];
+    for (int i = 0; i < a->nrest; i++) argv[nl + nh + i] = a->rest[i];
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
         dup2(fd[1], 1);
         close(fd[0]);
         close(fd[1]);
-        execv(self, argv);
+        if (nl) execvp(argv[0], argv);
+        else execv(self, argv);
+        if (nl) fprintf(stderr, "detrain bench: cannot run %s for --ranks %d (OpenMPI: bash scripts/install-deps.sh)\n",
+                        a->mpirun, a->ranks);
         _exit(127);
     }
     free(argv);
@@ -325,6 +367,9 @@ static int run_worker(const char *self, const bench_args *a, const char *mode, p
             const char *k = tok, *v = eq + 1;
             double x = atof(v);
             if (!strcmp(k, "step_ms")) p->step_ms = x;
+            else if (!strcmp(k, "comm_ms")) p->comm_ms = x;
+            else if (!strcmp(k, "ranks")) p->ranks = (int)x;
+            else if (!strcmp(k, "engine")) snprintf(p->engine, sizeof p->engine, "%s", v);
             else if (!strcmp(k, "step_min")) p->step_min = x;
             else if (!strcmp(k, "step_max")) p->step_max = x;
             else if (!strcmp(k, "tok_s")) p->tok_s = x;
@@ -356,6 +401,12 @@ static int run_worker(const char *self, const bench_args *a, const char *mode, p
     return 0;
 }
 
+static const char *np_text(int n) {
+    static char b[16];
+    snprintf(b, sizeof b, "%d", n);
+    return b;
+}
+
 static double tax(double det, double def) { return def > 0 ? (det / def - 1.0) * 100.0 : 0.0; }
 
 int dt_cmd_bench(int argc, char **argv) {
@@ -363,6 +414,13 @@ int dt_cmd_bench(int argc, char **argv) {
     int rc = parse(argc, argv, &a);
     if (rc) { free(a.rest); return rc == 1 ? 0 : rc; }
     if (a.worker) { rc = worker(&a); free(a.rest); return rc; }
+    const char *launched = getenv("OMPI_COMM_WORLD_SIZE");
+    if (launched && strcmp(launched, "1")) {
+        fprintf(stderr, "detrain bench: started by mpirun with %s processes: run `detrain bench --ranks %s ...` "
+                "without mpirun (it launches each mode's workers through mpirun itself)\n", launched, launched);
+        free(a.rest);
+        return 2;
+    }
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) { fprintf(stderr, "detrain bench: cannot find this binary (/proc/self/exe)\n"); return 2; }
@@ -385,13 +443,22 @@ int dt_cmd_bench(int argc, char **argv) {
         return rc;
     }
     double t = tax(det.step_ms, def.step_ms);
-    printf("\ndetrain bench: %s, B=%d T=%d, %s, %s; median of %d steps (end to end) after %d warm-up; "
-           "ranges: median of %d profiled steps\n", run.model, run.B, run.T, cfg.device ? "bf16" : "fp32", def.device, a.steps, a.warmup,
-           a.profile_steps);
+    printf("\ndetrain bench: %s, B=%d T=%d, %s, %s%s%s; median of %d steps (end to end) after %d warm-up; "
+           "ranges: median of %d profiled steps\n", run.model, run.B, run.T, cfg.device ? "bf16" : "fp32", def.device,
+           a.ranks > 1 ? ", ranks " : "", a.ranks > 1 ? np_text(a.ranks) : "", a.steps, a.warmup, a.profile_steps);
     printf("%-34s %14s %14s %9s\n", "", "default", "deterministic", "tax");
     printf("%-34s %14.3f %14.3f %8.2f%%\n", "step ms (median)", def.step_ms, det.step_ms, t);
     printf("%-34s %14.3f %14.3f\n", "step ms (min)", def.step_min, det.step_min);
     printf("%-34s %14.0f %14.0f\n", "tokens/s", def.tok_s, det.tok_s);
+    if (def.ranks > 1) {
+        /* the time inside the collectives; the CPU backend overlaps none of it */
+        char ranks[96];
+        snprintf(ranks, sizeof ranks, "comm ms a step (%d ranks, %s)", def.ranks, def.engine);
+        printf("%-34s %14.3f %14.3f %8.2f%%\n", ranks, def.comm_ms, det.comm_ms, tax(det.comm_ms, def.comm_ms));
+        printf("%-34s %14.3f %14.3f\n", cfg.device ? "  of which exposed (host time)" : "  of which exposed (all: CPU)",
+               def.comm_ms, det.comm_ms);
+        printf("%-34s %14s %14s\n", "  reduction", "library", "rank-ordered");
+    }
     char mfu[64];
     snprintf(mfu, sizeof mfu, "MFU (peak %.0f TFLOP/s measured)", def.peak);
     printf("%-34s %13.1f%% %13.1f%%\n", mfu, def.mfu * 100, det.mfu * 100);
@@ -426,7 +493,8 @@ int dt_cmd_bench(int argc, char **argv) {
         for (int m = 0; m < 2; m++) {
             const parsed *p = ps[m];
             fprintf(f, ",\"%s\":{\"step_ms\":%.6f,\"tok_per_s\":%.3f,\"mfu\":%.6f,\"peak_tflops\":%.3f,"
-                    "\"mem_gib\":%.4f,\"ranges\":{", names[m], p->step_ms, p->tok_s, p->mfu, p->peak, p->mem);
+                    "\"mem_gib\":%.4f,\"ranks\":%d,\"comm_ms\":%.6f,\"ranges\":{", names[m], p->step_ms, p->tok_s,
+                    p->mfu, p->peak, p->mem, p->ranks, p->comm_ms);
             for (int i = 0; i < p->nr; i++) fprintf(f, "%s\"%s\":%.6f", i ? "," : "", p->rname[i], p->rms[i]);
             fprintf(f, "}}");
         }

@@ -86,6 +86,7 @@ typedef struct dt_train_config {
     int64_t exit_interval;        /* stop after multiples of it (0: not given) */
     float exit_minutes;           /* stop after this wall time (0: not given) */
     int check_nonfinite;          /* 1: a non-finite loss or grad norm stops the run */
+    int distributed_optimizer;    /* --use-distributed-optimizer: ZeRO-1 (dist/dp.h) */
     dt_cuda_options cuda;
     dt_trace_config trace;        /* made from the trace flags by resolve */
     unsigned char given[DT_F_COUNT];

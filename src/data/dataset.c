@@ -254,6 +254,19 @@ dt_status dt_dataset_next_train(dt_dataset *ds, int *inputs, int *targets) {
     return DT_OK;
 }
 
+void dt_dataset_skip_train(dt_dataset *ds, uint64_t n) {
+    uint64_t epochs = n / ds->ntrain, rest = n % ds->ntrain;
+    uint64_t epoch = ds->cur.epoch + epochs, position = ds->cur.position + rest;
+    if (position >= ds->ntrain) {
+        epoch++;
+        position -= ds->ntrain;
+    }
+    /* one permutation for the epoch the cursor lands in, as next_train leaves it */
+    if (epoch != ds->cur.epoch) dt_dataset_permutation(ds->seed, epoch, ds->ntrain, ds->perm);
+    ds->cur.epoch = epoch;
+    ds->cur.position = position;
+}
+
 dt_data_cursor dt_dataset_get_cursor(const dt_dataset *ds) { return ds->cur; }
 
 dt_status dt_dataset_set_cursor(dt_dataset *ds, dt_data_cursor c) {

@@ -63,6 +63,11 @@ void dt_dataset_free(dt_dataset *ds);
  * and advances the cursor by B windows. */
 dt_status dt_dataset_next_train(dt_dataset *ds, int *inputs, int *targets);
 
+/* Advances the cursor by n training windows without reading them, into the next epochs
+ * as needed (the same cursor as reading them would leave). Data parallel: each rank reads
+ * its own micro-batches of the global order and skips the other ranks' (dist/dp.h). */
+void dt_dataset_skip_train(dt_dataset *ds, uint64_t n);
+
 /* The cursor before the next training batch. */
 dt_data_cursor dt_dataset_get_cursor(const dt_dataset *ds);
 /* Moves to a saved cursor (recomputes that epoch's permutation). Fails with DT_EINVAL when

@@ -48,6 +48,7 @@ typedef struct dt_step_metrics {
     int n_aux;                 /* aux losses (e.g. MoE load balancing), 0..DT_METRICS_MAX_AUX */
     struct { const char *name; double value; } aux[DT_METRICS_MAX_AUX]; /* name: [a-z0-9_]+ */
     double step_ms, tok_per_s; /* wall clock: the only fields compare ignores */
+    double comm_ms;            /* wall clock in the step's collectives (dist/comm.h; not logged) */
 } dt_step_metrics;
 
 typedef struct dt_metrics dt_metrics;

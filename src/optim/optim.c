@@ -27,13 +27,32 @@ void dt_adamw_free(dt_adamw *opt) {
     opt->m = opt->v = NULL;
 }
 
-void dt_grad_stats_compute(const dt_gpt *m, dt_grad_stats *s) {
+void dt_grad_stats_partial(const dt_gpt *m, size_t off, size_t len, dt_grad_partial *p) {
     int det = dt_reduce_choose(DT_OP_NORM) == DT_REDUCE_DET;
-    double g2 = det ? dt_sumsq_det(m->grad_mem, m->num_params) : dt_sumsq_fast(m->grad_mem, m->num_params);
-    double p2 = det ? dt_sumsq_det(m->param_mem, m->num_params) : dt_sumsq_fast(m->param_mem, m->num_params);
+    const float *g = m->grad_mem + off, *w = m->param_mem + off;
+    p->g2 = det ? dt_sumsq_det(g, len) : dt_sumsq_fast(g, len);
+    p->p2 = det ? dt_sumsq_det(w, len) : dt_sumsq_fast(w, len);
+    p->zeros = dt_count_zeros(g, len);
+}
+
+void dt_grad_stats_finish(const dt_grad_partial *parts, int n, dt_grad_stats *s) {
+    /* fixed order: the ranges' partials in range order */
+    double g2 = parts[0].g2, p2 = parts[0].p2;
+    int64_t z = parts[0].zeros;
+    for (int j = 1; j < n; j++) {
+        g2 += parts[j].g2;
+        p2 += parts[j].p2;
+        z += parts[j].zeros;
+    }
     s->grad_norm = sqrt(g2);
     s->param_norm = sqrt(p2);
-    s->num_zeros = dt_count_zeros(m->grad_mem, m->num_params);
+    s->num_zeros = z;
+}
+
+void dt_grad_stats_compute(const dt_gpt *m, dt_grad_stats *s) {
+    dt_grad_partial p;
+    dt_grad_stats_partial(m, 0, m->num_params, &p);
+    dt_grad_stats_finish(&p, 1, s);
 }
 
 void dt_adamw_step(dt_adamw *opt, dt_gpt *m, float lr, double grad_norm) {
@@ -41,6 +60,10 @@ void dt_adamw_step(dt_adamw *opt, dt_gpt *m, float lr, double grad_norm) {
 }
 
 void dt_adamw_step_at(dt_adamw *opt, dt_gpt *m, float lr, double grad_norm, int64_t t) {
+    dt_adamw_step_range(opt, m, lr, grad_norm, t, 0, m->num_params);
+}
+
+void dt_adamw_step_range(dt_adamw *opt, dt_gpt *m, float lr, double grad_norm, int64_t t, size_t off, size_t len) {
     const dt_adamw_config *c = &opt->cfg;
     opt->t = t;
     float clip = 1.0f;
@@ -49,11 +72,14 @@ void dt_adamw_step_at(dt_adamw *opt, dt_gpt *m, float lr, double grad_norm, int6
     float bc1 = 1.0f - powf(c->beta1, (float)opt->t), bc2 = 1.0f - powf(c->beta2, (float)opt->t);
     dt_adamw_hparams h = {.lr = lr, .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,
                           .bc1 = bc1, .bc2 = bc2, .clip = clip};
+    size_t end = off + len;
     for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++) {
         const dt_param_desc *d = &m->params[i];
+        /* the part of tensor i inside [off, end) */
+        size_t lo = d->offset > off ? d->offset : off, hi = d->offset + d->numel < end ? d->offset + d->numel : end;
+        if (lo >= hi) continue;
         h.wd = d->decay ? c->weight_decay : 0.0f;
-        dt_adamw_update(m->param_mem + d->offset, m->grad_mem + d->offset, opt->m + d->offset, opt->v + d->offset,
-                        d->numel, &h);
+        dt_adamw_update(m->param_mem + lo, m->grad_mem + lo, opt->m + lo, opt->v + lo, hi - lo, &h);
     }
 }
 

@@ -35,11 +35,27 @@ typedef struct dt_grad_stats {
 } dt_grad_stats;
 void dt_grad_stats_compute(const dt_gpt *m, dt_grad_stats *s);
 
+/* The statistics' sums over elements [off, off + len) of the slabs (data parallel: one
+ * rank's chunk, dist/dp.h): squares of gradients and of parameters (each a DT_OP_NORM
+ * reduction over the range) and the zero gradients. */
+typedef struct dt_grad_partial {
+    double g2, p2;
+    int64_t zeros;
+} dt_grad_partial;
+void dt_grad_stats_partial(const dt_gpt *m, size_t off, size_t len, dt_grad_partial *p);
+/* The statistics from the partials of n consecutive ranges covering the slabs, added in
+ * range order (one range: exactly dt_grad_stats_compute's values). */
+void dt_grad_stats_finish(const dt_grad_partial *parts, int n, dt_grad_stats *s);
+
 /* One AdamW step at learning rate lr, clipping with the given grad_norm: opt->t + 1, then
  * dt_adamw_step_at with that t. */
 void dt_adamw_step(dt_adamw *opt, dt_gpt *m, float lr, double grad_norm);
 /* The update of step t (1-based, AdamW's bias correction) with opt->cfg; sets opt->t = t. */
 void dt_adamw_step_at(dt_adamw *opt, dt_gpt *m, float lr, double grad_norm, int64_t t);
+/* dt_adamw_step_at on elements [off, off + len) of the slabs only (ZeRO-1: a rank's shard;
+ * m and v are read and written there only): elementwise, so each element gets the bits
+ * the whole update gives it. */
+void dt_adamw_step_range(dt_adamw *opt, dt_gpt *m, float lr, double grad_norm, int64_t t, size_t off, size_t len);
 
 typedef struct dt_lr_schedule {
     float lr, min_lr;

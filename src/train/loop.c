@@ -3,11 +3,13 @@
 
 #include "data/dataset.h"
 #include "dist/comm_factory.h"
+#include "dist/dp.h"
 #include "train/train_common.h"
 #include "train/trainer.h"
 #include "trace/inject.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,22 +39,26 @@ static const char *signal_name(int sig) {
     return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "a signal";
 }
 
-/* Why the run stops after `step` before --train-iters (NULL: it goes on). */
-static const char *stop_reason(const dt_train_config *cfg, int64_t step, double started_ms, char *buf, size_t cap) {
-    if (g_signal) {
-        snprintf(buf, cap, "%s", signal_name(g_signal));
-        return buf;
-    }
-    if (cfg->exit_interval > 0 && step % cfg->exit_interval == 0 && step < cfg->train_iters) {
-        snprintf(buf, cap, "--exit-interval %lld", (long long)cfg->exit_interval);
-        return buf;
-    }
-    if (cfg->exit_minutes > 0 && step < cfg->train_iters &&
-        dt_train_now_ms() - started_ms >= (double)cfg->exit_minutes * 60e3) {
-        snprintf(buf, cap, "--exit-duration-in-mins %g", (double)cfg->exit_minutes);
-        return buf;
-    }
-    return NULL;
+/* Why the run stops after `step` before --train-iters, as a code the ranks agree on
+ * (dt_dp_agree): a signal's number, STOP_INTERVAL, STOP_DURATION (read on rank 0's clock
+ * only), 0 to go on. */
+enum { STOP_INTERVAL = 1000, STOP_DURATION = 1001 };
+
+static int stop_code(const dt_train_config *cfg, int rank, int64_t step, double started_ms) {
+    if (g_signal) return g_signal;
+    if (cfg->exit_interval > 0 && step % cfg->exit_interval == 0 && step < cfg->train_iters) return STOP_INTERVAL;
+    if (rank == 0 && cfg->exit_minutes > 0 && step < cfg->train_iters &&
+        dt_train_now_ms() - started_ms >= (double)cfg->exit_minutes * 60e3)
+        return STOP_DURATION;
+    return 0;
+}
+
+static const char *stop_text(const dt_train_config *cfg, int code, char *buf, size_t cap) {
+    if (!code) return NULL;
+    if (code == STOP_INTERVAL) snprintf(buf, cap, "--exit-interval %lld", (long long)cfg->exit_interval);
+    else if (code == STOP_DURATION) snprintf(buf, cap, "--exit-duration-in-mins %g", (double)cfg->exit_minutes);
+    else snprintf(buf, cap, "%s", signal_name(code));
+    return buf;
 }
 
 /* --check-for-nan-in-loss-and-grad: the step's metric that is not finite. */
@@ -79,32 +85,41 @@ typedef struct run {
     const dt_loop_hooks *hooks;
 } run;
 
-/* Mean validation loss over eval_iters batches, summed in batch order. */
+/* Mean validation loss over eval_iters batches: rank r evaluates the batches i with
+ * i % N == r (every rank reads every batch, to keep the validation order), and the losses
+ * are added in batch order (dt_dp_mean_eval). */
 static dt_status evaluate(run *t, double *out) {
+    int n = t->r.cfg->eval_iters, size = dt_comm_size(t->comm), rank = dt_comm_rank(t->comm);
+    double *losses = calloc((size_t)n, sizeof *losses);
+    if (!losses) return dt_fail(DT_ENOMEM, "out of memory for %d eval losses", n);
     dt_dataset_val_reset(t->r.data);
-    double sum = 0.0;
-    for (int i = 0; i < t->r.cfg->eval_iters; i++) {
-        double l = 0.0;
-        dt_status st = dt_dataset_next_val(t->r.data, t->r.inputs, t->r.targets);
-        if (st == DT_OK) st = t->b->ops->eval_loss(t->b, t->r.inputs, t->r.targets, &l);
-        if (st != DT_OK) return st;
-        sum += l;
+    dt_status st = DT_OK;
+    for (int i = 0; i < n && st == DT_OK; i++) {
+        st = dt_dataset_next_val(t->r.data, t->r.inputs, t->r.targets);
+        if (st == DT_OK && i % size == rank) st = t->b->ops->eval_loss(t->b, t->r.inputs, t->r.targets, &losses[i]);
     }
-    *out = sum / t->r.cfg->eval_iters;
-    return DT_OK;
+    if (st == DT_OK) st = dt_dp_mean_eval(t->comm, losses, n, out);
+    free(losses);
+    return st;
 }
 
+/* One step: this rank's micro-batches of the global batch (dist/dp.h: rank r's micro-batch
+ * m is global micro-batch k = (step-1) A N + m N + r; the data loader skips the other
+ * ranks' windows, so its cursor stays the global one), then the gradient hook, the step,
+ * and the metrics reduced across the ranks in a fixed order. */
 static dt_status train_step(run *t, int64_t step, dt_step_metrics *sm) {
     const dt_train_config *cfg = t->r.cfg;
     dt_backend *b = t->b;
     double t0 = dt_train_now_ms();
-    int accum = t->r.accum;
+    int accum = t->r.accum, size = dt_comm_size(t->comm), rank = dt_comm_rank(t->comm);
+    float scale = 1.0f / (float)(accum * size);
+    double comm0 = dt_comm_time_ms(t->comm);
     b->ops->zero_grad(b);
     for (int micro = 0; micro < accum; micro++) {
         /* dropout masks are keyed by the global micro-batch index */
-        dt_fwd_args fa = {(uint32_t)((step - 1) * accum + micro), step, 1.0f / (float)accum, micro, accum};
+        dt_fwd_args fa = {(uint32_t)dt_dp_micro_index(step, micro, accum, size, rank), step, scale, micro, accum};
         dt_trace_set_step(step, micro);
-        dt_status st = dt_dataset_next_train(t->r.data, t->r.inputs, t->r.targets);
+        dt_status st = dt_dp_next_micro(t->r.data, cfg->micro_batch, rank, size, t->r.inputs, t->r.targets);
         if (st == DT_OK && t->hooks->batch) t->hooks->batch(t->hooks->ctx, t->r.inputs, cfg->micro_batch * cfg->seq_length);
         if (st == DT_OK) st = b->ops->forward(b, t->r.inputs, t->r.targets, &fa);
         if (st == DT_OK) st = b->ops->backward(b);
@@ -118,9 +133,9 @@ static dt_status train_step(run *t, int64_t step, dt_step_metrics *sm) {
     dt_grad_stats gs;
     double losses[DT_BACKEND_MAX_MICRO];
     if ((st = b->ops->step(b, &sa, &gs, losses)) != DT_OK) return st;
-    double loss_sum = 0.0;
-    for (int micro = 0; micro < accum; micro++) loss_sum += losses[micro]; /* micro-batches in order */
-    dt_train_fill_metrics(sm, cfg, step, loss_sum / accum, &gs, sa.lr);
+    double loss;
+    if ((st = dt_dp_mean_loss(t->comm, losses, accum, &loss)) != DT_OK) return st;
+    dt_train_fill_metrics(sm, cfg, step, loss, &gs, sa.lr);
     if (dt_train_eval_due(cfg, step)) {
         if ((st = evaluate(t, &sm->eval_loss)) != DT_OK) return st;
         sm->has_eval = 1;
@@ -130,6 +145,7 @@ static dt_status train_step(run *t, int64_t step, dt_step_metrics *sm) {
                           {.name = "param_norm", .data = &sm->param_norm, .dtype = DT_DT_F64}};
     if ((st = b->ops->trace_metrics(b, mt, 3)) != DT_OK) return st;
     dt_train_finish_metrics(sm, cfg, t0);
+    sm->comm_ms = dt_comm_time_ms(t->comm) - comm0;
     return DT_OK;
 }
 
@@ -194,12 +210,10 @@ static dt_status check_trace(const run *t) {
 static dt_status open_run(run *t, const dt_train_config *cfg) {
     dt_status st = dt_comm_create(&t->comm, cfg);
     if (st == DT_OK) st = dt_comm_record_env(t->comm, cfg);
-    /* The loop trains one rank's batch on every rank (issue 22's batch split is not in yet):
-     * refuse more ranks rather than train N copies. */
-    if (st == DT_OK && dt_comm_size(t->comm) > 1)
-        st = dt_fail(DT_EUNSUPPORTED, "%d ranks on the %s engine: this build's training loop does not split the "
-                     "global batch over ranks yet; launch one process", dt_comm_size(t->comm), t->comm->ops->engine);
-    if (st == DT_OK) st = dt_train_state_open(&t->r, cfg);
+    if (st == DT_OK) st = dt_train_state_open(&t->r, cfg, t->comm);
+    if (st == DT_OK && cfg->distributed_optimizer && cfg->device)
+        st = dt_fail(DT_EUNSUPPORTED, "--use-distributed-optimizer is not implemented on --device cuda yet; "
+                     "drop it (or train on the CPU)");
     if (st == DT_OK) st = dt_backend_create(&t->b, cfg, t->comm, t->r.model, &t->r.opt);
     if (st == DT_OK) st = check_injection(t);
     if (st == DT_OK) st = check_trace(t);
@@ -211,6 +225,25 @@ static dt_status open_run(run *t, const dt_train_config *cfg) {
     return st;
 }
 
+/* A checkpoint of `step`, a collective: every rank brings its state into the host views
+ * (ZeRO-1 gathers the optimizer shards), rank 0 writes the checkpoint (ckpt.h: atomic, so
+ * a failed save leaves the previous one), and rank 0's result is broadcast so that every
+ * rank goes on, or stops, with it. */
+static dt_status save(run *t, int64_t step) {
+    dt_status st = t->b->ops->sync_state(t->b);
+    if (st != DT_OK || dt_comm_size(t->comm) == 1) return st == DT_OK ? dt_train_save(&t->r, step, t->b->ops->describe(t->b)) : st;
+    int rank0 = dt_comm_rank(t->comm) == 0;
+    if (rank0) st = dt_train_save(&t->r, step, t->b->ops->describe(t->b));
+    int32_t code = (int32_t)st;
+    dt_status bst = dt_comm_broadcast(t->comm, &code, sizeof code, 0, NULL);
+    if (rank0) return st != DT_OK ? st : bst;
+    if (bst != DT_OK) return bst;
+    if (code != DT_OK)
+        return dt_fail((dt_status)code, "rank 0 could not save the checkpoint of step %lld (its message is on rank "
+                       "0's output); every rank stops", (long long)step);
+    return DT_OK;
+}
+
 dt_status dt_train_loop(const dt_train_config *cfg, const dt_loop_hooks *hooks) {
     run t;
     memset(&t, 0, sizeof t);
@@ -218,10 +251,17 @@ dt_status dt_train_loop(const dt_train_config *cfg, const dt_loop_hooks *hooks) 
     const dt_loop_hooks *h = hooks ? hooks : &none;
     t.hooks = h;
     dt_status st = open_run(&t, cfg);
-    if (st == DT_OK && !cfg->quiet)
-        printf("detrain: %s | %zu parameters | %s mode%s | data: %s\n", cfg->model, t.r.model->num_params,
-               cfg->deterministic ? "deterministic" : "default", cfg->device ? " | cuda" : "",
+    /* rank 0 writes the console, the metrics and the checkpoints */
+    int rank = t.comm ? dt_comm_rank(t.comm) : 0, talk = !cfg->quiet && rank == 0;
+    if (st == DT_OK && talk) {
+        char dp[64] = "";
+        if (dt_comm_size(t.comm) > 1)
+            snprintf(dp, sizeof dp, " | %d data-parallel ranks (%s)%s", dt_comm_size(t.comm), t.comm->ops->engine,
+                     cfg->distributed_optimizer ? ", ZeRO-1" : "");
+        printf("detrain: %s | %zu parameters | %s mode%s%s | data: %s\n", cfg->model, t.r.model->num_params,
+               cfg->deterministic ? "deterministic" : "default", cfg->device ? " | cuda" : "", dp,
                dt_dataset_describe(t.r.data));
+    }
     if (st == DT_OK && h->started) st = h->started(h->ctx, t.b, &t.r);
     double elapsed = 0.0, started = dt_train_now_ms();
     const char *stopped = NULL;
@@ -234,14 +274,14 @@ dt_status dt_train_loop(const dt_train_config *cfg, const dt_loop_hooks *hooks) 
         if (cfg->check_nonfinite && (st = check_finite(&sm)) != DT_OK) break;
         if ((st = write_env(&t, 1)) != DT_OK) break;
         if (t.r.metrics && (st = dt_metrics_log(t.r.metrics, &sm)) != DT_OK) break;
-        stopped = stop_reason(cfg, step, started, why, sizeof why);
-        if (dt_train_save_due(cfg, step) || (stopped && cfg->save_dir)) {
-            if ((st = t.b->ops->sync_state(t.b)) != DT_OK) break;
-            if ((st = dt_train_save(&t.r, step, t.b->ops->describe(t.b))) != DT_OK) break;
-        }
-        dt_train_console(cfg, &sm, t.r.start_step + 1, &elapsed);
+        int code;
+        if ((st = dt_dp_agree(t.comm, stop_code(cfg, rank, step, started), &code)) != DT_OK) break;
+        stopped = stop_text(cfg, code, why, sizeof why);
+        if (dt_train_save_due(cfg, step) || (stopped && cfg->save_dir))
+            if ((st = save(&t, step)) != DT_OK) break;
+        if (rank == 0) dt_train_console(cfg, &sm, t.r.start_step + 1, &elapsed);
         if (h->after_step && (st = h->after_step(h->ctx, t.b, &sm)) != DT_OK) break;
-        if (st == DT_OK && stopped)
+        if (st == DT_OK && stopped && rank == 0)
             printf("detrain: stopped after step %lld of %lld by %s; %s\n", (long long)step,
                    (long long)cfg->train_iters, stopped, cfg->save_dir ? "saved a checkpoint of that step: resume with "
                    "--load" : "nothing saved (no --save)");

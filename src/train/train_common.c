@@ -6,6 +6,7 @@
 #include "ckpt/hf_gpt2.h"
 #include "core/fingerprint.h"
 #include "core/runlock.h"
+#include "dist/dp.h"
 #include "metrics/compare.h"
 #include "trace/trace.h"
 
@@ -14,14 +15,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-
-static dt_status train_accum(const dt_train_config *cfg, int *accum) {
-    if (cfg->global_batch % cfg->micro_batch)
-        return dt_fail(DT_EINVAL, "--global-batch-size %d is not a multiple of --micro-batch-size %d",
-                       cfg->global_batch, cfg->micro_batch);
-    *accum = cfg->global_batch / cfg->micro_batch;
-    return DT_OK;
-}
 
 static dt_status open_data(const dt_train_config *cfg, dt_dataset **out) {
     dt_status st = dt_dataset_open_source(out, cfg->data_path, cfg->synthetic, cfg->gpt.vocab_size, cfg->seed,
@@ -42,12 +35,13 @@ static dt_status make_log_dir(const char *dir) {
 }
 
 /* The run's initial state, read before anything is written (so a bad input leaves no
- * files behind). --init-from-hf: the Hugging Face weights into model->param_mem. --load:
+ * files behind). accum: global micro-batches a step (every rank's). --init-from-hf: the
+ * Hugging Face weights into model->param_mem. --load:
  * dt_ckpt_load verifies the checkpoint against ck (this run's config as checkpoints record
  * it) and restores the parameters, the optimizer state (unless --no-load-optim) and the
  * data cursor; the data's size and the step's counters must agree, and --train-iters must
  * leave steps to do. *start_step: the checkpoint's step, 0 without --load. */
-static dt_status start_state(const dt_train_config *cfg, const dt_ckpt_config *ck, int accum,
+static dt_status start_state(const dt_train_config *cfg, const dt_ckpt_config *ck, int accum, int talk,
                              dt_dataset *data, dt_gpt *model, dt_adamw *opt, int64_t *start_step) {
     *start_step = 0;
     if (cfg->load_dir && cfg->init_from_hf)
@@ -80,7 +74,7 @@ static dt_status start_state(const dt_train_config *cfg, const dt_ckpt_config *c
     if ((st = dt_dataset_set_cursor(data, s.cursor)) != DT_OK)
         return dt_fail_context(st, "--load %s", cfg->load_dir);
     *start_step = s.step;
-    if (!cfg->quiet)
+    if (talk)
         printf("detrain: resumed from %s at step %lld%s%s\n", cfg->load_dir, (long long)s.step,
                cfg->no_load_optim ? " (fresh optimizer state)" : "",
                cfg->no_load_rng ? " (this run's seed)" : "");
@@ -124,7 +118,7 @@ dt_status dt_train_save(const dt_train_state *r, int64_t step, const char *env_e
         .cursor = dt_dataset_get_cursor(r->data),
         .train_windows = dt_dataset_train_windows(r->data),
         .seed = cfg->seed,
-        .micro_steps = step * (int64_t)r->accum,
+        .micro_steps = step * (int64_t)r->accum * r->size,
     };
     return dt_ckpt_save_env(cfg->save_dir, r->model, &r->opt, &s, &r->ck, env_extra);
 }
@@ -144,36 +138,57 @@ static dt_status record_config(const dt_train_config *cfg) {
     return st;
 }
 
-dt_status dt_train_state_open(dt_train_state *r, const dt_train_config *cfg) {
+dt_status dt_train_state_open(dt_train_state *r, const dt_train_config *cfg, const dt_comm *comm) {
     memset(r, 0, sizeof *r);
     r->cfg = cfg;
+    r->rank = dt_comm_rank(comm);
+    r->size = dt_comm_size(comm);
     dt_status st = record_config(cfg);
-    if (st == DT_OK) st = train_accum(cfg, &r->accum);
+    if (st == DT_OK) st = dt_dp_accum(cfg->global_batch, cfg->micro_batch, r->size, &r->accum);
     if (st != DT_OK) return st;
     /* an old trace stops the run before any log or checkpoint is created */
     if ((st = dt_trace_precheck(&cfg->trace, 0)) != DT_OK) return st;
     dt_train_ckpt_config(cfg, &r->ck);
+    /* the number of ranks binds a deterministic trajectory (the gradient sum and the
+     * statistics add per-rank partials); in default mode a resume may change it, since the
+     * checkpoint holds the whole state and the global data position */
+    dt_ckpt_config_int(&r->ck, "data_parallel_size", "mpirun -np", r->size, cfg->deterministic);
     if ((st = open_data(cfg, &r->data)) != DT_OK) return st;
     /* the parameters only: a backend adds what it trains with (backend.h) */
     if ((st = dt_gpt_create_params(&r->model, &cfg->gpt, cfg->seed)) != DT_OK) return st;
     dt_adamw_config ac = {cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, cfg->clip_grad};
     if ((st = dt_adamw_init(&r->opt, &ac, r->model->num_params)) != DT_OK) return st;
     /* a checkpoint or Hugging Face weights replace the seeded init */
-    return start_state(cfg, &r->ck, r->accum, r->data, r->model, &r->opt, &r->start_step);
+    return start_state(cfg, &r->ck, r->accum * r->size, !cfg->quiet && r->rank == 0, r->data, r->model, &r->opt,
+                       &r->start_step);
+}
+
+/* Rank r > 0 of several writes its env.json into <log-dir>/rank_NNN/ (rank 0's is
+ * <log-dir>/env.json, as a single process's). */
+static void rank_dir(const dt_train_state *r, char *out, size_t cap) {
+    if (r->rank == 0) snprintf(out, cap, "%s", r->cfg->log_dir);
+    else snprintf(out, cap, "%s/rank_%03d", r->cfg->log_dir, r->rank);
 }
 
 dt_status dt_train_state_outputs(dt_train_state *r) {
     const dt_train_config *cfg = r->cfg;
     dt_status st;
+    size_t bt = (size_t)cfg->micro_batch * cfg->seq_length;
+    r->inputs = malloc(sizeof(int) * bt);
+    r->targets = malloc(sizeof(int) * bt);
+    if (!r->inputs || !r->targets) return dt_fail(DT_ENOMEM, "out of memory for the batch");
+    if (r->rank != 0) {
+        /* the others write their own env.json only */
+        char dir[4200];
+        rank_dir(r, dir, sizeof dir);
+        if (cfg->log_dir && ((st = make_log_dir(cfg->log_dir)) != DT_OK || (st = make_log_dir(dir)) != DT_OK)) return st;
+        return DT_OK;
+    }
     if ((st = dt_ckpt_save_dir_check(cfg->save_dir, cfg->load_dir, cfg->save_overwrite)) != DT_OK) return st;
     if ((st = dt_runlock_acquire(&r->lock, (const char *[]){cfg->save_dir, cfg->log_dir},
                                  (const char *[]){"--save", "--log-dir"}, 2)) != DT_OK) return st;
     if (cfg->log_dir && (st = make_log_dir(cfg->log_dir)) != DT_OK) return st;
     if ((st = make_save_dir(cfg)) != DT_OK) return st;
-    size_t bt = (size_t)cfg->micro_batch * cfg->seq_length;
-    r->inputs = malloc(sizeof(int) * bt);
-    r->targets = malloc(sizeof(int) * bt);
-    if (!r->inputs || !r->targets) return dt_fail(DT_ENOMEM, "out of memory for the batch");
     if (cfg->log_dir) {
         /* a resumed run appends to an existing log (metrics.h: the resume rule) */
         dt_metrics_opts mo = {cfg->load_dir != NULL, 1};
@@ -185,8 +200,10 @@ dt_status dt_train_state_outputs(dt_train_state *r) {
 dt_status dt_train_write_env(const dt_train_state *r, const char *env_extra, int warn) {
     const dt_train_config *cfg = r->cfg;
     if (!cfg->log_dir) return DT_OK;
-    dt_status st = dt_fingerprint_write(cfg->log_dir, env_extra);
-    if (st == DT_OK && warn && cfg->load_dir) warn_environment(cfg->load_dir, cfg->log_dir);
+    char dir[4200];
+    rank_dir(r, dir, sizeof dir);
+    dt_status st = dt_fingerprint_write(dir, env_extra);
+    if (st == DT_OK && warn && cfg->load_dir && r->rank == 0) warn_environment(cfg->load_dir, cfg->log_dir);
     return st;
 }
 

@@ -14,6 +14,7 @@ extern "C" {
 
 #include "ckpt/ckpt.h"
 #include "data/dataset.h"
+#include "dist/comm.h"
 #include "metrics/metrics.h"
 #include "optim/optim.h"
 #include "train/trainer.h"
@@ -28,14 +29,16 @@ typedef struct dt_train_state {
     dt_adamw opt;
     dt_metrics *metrics;
     int *inputs, *targets;        /* one micro-batch */
-    int accum;                    /* micro-batches per step */
+    int accum;                    /* micro-batches per step on each rank (A) */
+    int rank, size;               /* this process's data-parallel rank of size (dist/dp.h) */
     int64_t start_step;           /* steps already taken (a resumed run: the checkpoint's) */
     dt_ckpt_config ck;            /* the config as checkpoints record it */
     struct dt_runlock *lock;      /* --save and --log-dir locks (core/runlock.h) */
 } dt_train_state;
 
 /* Everything read before anything is written, so a bad input leaves no files behind: the
- * micro-batch count (the global batch must be a multiple), the refusal of an old trace
+ * micro-batch count of each of comm's ranks (the global batch must be a multiple of the
+ * micro-batch times the ranks, dist/dp.h), the refusal of an old trace
  * file (dt_trace_precheck), the data (eval needs a validation split), the seeded
  * parameters (no gradients or activations: the backend adds its own) and AdamW state, then
  * the initial state: --init-from-hf loads Hugging Face
@@ -43,15 +46,18 @@ typedef struct dt_train_state {
  * parameters, the optimizer state (unless --no-load-optim) and the data cursor, checks
  * that the data's size and the step's counters agree and that --train-iters leaves steps
  * to do, and sets start_step. On failure call dt_train_state_close. */
-dt_status dt_train_state_open(dt_train_state *r, const dt_train_config *cfg);
-/* The run's outputs: first the refusal of a --save directory holding another run's
+dt_status dt_train_state_open(dt_train_state *r, const dt_train_config *cfg, const dt_comm *comm);
+/* The run's outputs. Ranks other than 0 (of several) only create --log-dir and their own
+ * <log-dir>/rank_NNN/ (their env.json; dt_train_write_env) and the batch buffers; rank 0
+ * writes the run's: first the refusal of a --save directory holding another run's
  * checkpoints (dt_ckpt_save_dir_check) and the locks on --save and --log-dir for the
  * run's lifetime (core/runlock.h; released by dt_train_state_close); then --log-dir, --save's
  * directory (created durably, so a bad path fails before the first step), the batch
  * buffers and the metrics log (appended to on resume). env.json follows with
  * dt_train_write_env. */
 dt_status dt_train_state_outputs(dt_train_state *r);
-/* env.json in --log-dir (env_extra: the backend's device description, or NULL), then, with
+/* env.json in --log-dir (rank r > 0 of several: in <log-dir>/rank_NNN/; env_extra: the
+ * backend's device description, or NULL), then, on rank 0, with
  * warn after a --load, a warning on stderr when the checkpoint was saved in another
  * environment (its "contract" differs: outside the determinism contract, as `detrain
  * compare` says). No-op without --log-dir. */

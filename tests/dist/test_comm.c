@@ -73,6 +73,10 @@ static void single_engine(void) {
     CHECK_OK(dt_comm_broadcast(c, y, sizeof y, 0, NULL));
     CHECK(dt_comm_broadcast(c, y, sizeof y, 1, NULL) == DT_EINVAL);
     CHECK_OK(dt_comm_barrier(c));
+    /* the time inside collectives adds up (the bench's communication time) */
+    double t0 = dt_comm_time_ms(c);
+    for (int i = 0; i < 20000; i++) CHECK_OK(dt_comm_allreduce(c, y, 3, DT_COMM_F32, NULL));
+    CHECKF(dt_comm_time_ms(c) > t0 && dt_comm_time_ms(c) < t0 + 60e3, "%g ms then %g ms", t0, dt_comm_time_ms(c));
     /* the reduction follows the deterministic flag */
     CHECK(dt_comm_reduce_mode() == DT_REDUCE_LIBRARY);
     dt_det_request req = {1, NULL, 0};

@@ -70,7 +70,7 @@ table="
 --bwd-overlap E - --device|cuda
 --cuda-graphs E - --device|cuda
 "
-switches="--deterministic-mode --save-overwrite --no-load-optim --no-load-rng --debug-allow-injection --quiet"
+switches="--deterministic-mode --save-overwrite --no-load-optim --no-load-rng --debug-allow-injection --use-distributed-optimizer --quiet"
 
 base=(--train-iters 2 --quiet --seq-length 16 --micro-batch-size 2 --eval-interval 0)
 # The base arguments minus the flag under test (a later value would replace it, but the
