@@ -11,7 +11,9 @@
 #  - NCCL_ALGO and NCCL_PROTO values with no deterministic guarantee are refused before
 #    anything runs, naming the variable; a default-mode run through NCCL trains too.
 # The code it checks: src/dist/comm_nccl.cu (the engine), src/backend/cuda_backend.cu (the
-# gradient hook and the losses over ranks), src/model/cuda/step.cu (dt_gpt_cuda_reduce_grads).
+# gradient hook and the losses over ranks), src/model/cuda/step.cu (dt_gpt_cuda_reduce_grads),
+# and the whole GPU model it trains: src/model/cuda/ (model.cuh, create.cu, linear.cu,
+# forward.cu, backward.cu, graphs.cu, streams.cu, trace.cu, describe.cu).
 # Needs libnccl.so.2 on LD_LIBRARY_PATH (tests/gpu/run_gpu_tests.sh and bench/gpu.sh put
 # bench/find_nccl.sh's directory there). Not named test_*.sh: CI (no GPU) must not run it.
 set -u
