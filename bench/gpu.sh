@@ -16,6 +16,8 @@
 #             after the main bench, for side-by-side step times
 #   TRACE_BENCH=1  also measure the tracing overhead (bench/trace_overhead_gpu.sh; needs
 #             CARRY's detrain-cuda-notrace)
+#   DP_BENCH=1  also time one rank through the NCCL engine against the single-process path
+#             (bench/gpu_dp.sh)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/detrain-gpu}
@@ -33,6 +35,8 @@ elif ! make -j16 cuda > "$OUT/build.log" 2>&1; then
   echo "build failed:"; tail -30 "$OUT/build.log"; exit 1
 fi
 export DETRAIN_CUDA=build/detrain-cuda
+# the NCCL engine (test_gpu_comm, gpu_dp1.sh, bench/gpu_dp.sh) dlopen()s libnccl.so.2
+if nccl_dir=$(bash bench/find_nccl.sh); then export LD_LIBRARY_PATH="$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; echo "NCCL from $nccl_dir"; fi
 rc=0
 stamp "gpu tests (build/gpu-tests/test_*)"
 [ "${TESTS:-1}" != 0 ] && for t in build/gpu-tests/test_*; do echo "-- $t"; "$t" || { echo "FAIL $t"; rc=1; }; done
@@ -59,6 +63,13 @@ fi
 stamp "gpu e2e"
 bash tests/gpu/gpu_e2e.sh "$OUT/e2e" || rc=1
 rm -rf "$OUT/e2e"
+stamp "gpu dp1 (training through the NCCL engine, one rank)"
+bash tests/gpu/gpu_dp1.sh "$OUT/dp1" || rc=1
+rm -rf "$OUT/dp1"
+if [ "${DP_BENCH:-0}" != 0 ]; then
+  stamp "step time: one rank through NCCL vs the single-process path (bench/gpu_dp.sh)"
+  bash bench/gpu_dp.sh | tee "$OUT/gpu_dp.txt" || rc=1
+fi
 if [ "${TESTS:-1}" != 0 ]; then
   stamp "gpu trace"
   bash tests/gpu/gpu_trace.sh || rc=1

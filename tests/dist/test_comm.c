@@ -95,6 +95,7 @@ static void nccl_stand_in_refuses(void) {
     CHECKF(st == DT_EUNSUPPORTED, "status %s", dt_status_name(st));
     CHECK(c == NULL);
     CHECKF(strstr(dt_errmsg(), "make cuda") != NULL, "message: %s", dt_errmsg());
+    CHECK(!strcmp(dt_comm_nccl_record(), "")); /* no NCCL library to record */
 }
 
 int main(void) {
