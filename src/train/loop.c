@@ -120,6 +120,15 @@ static dt_status train_step(run *t, int64_t step, dt_step_metrics *sm) {
     double loss_sum = 0.0;
     for (int micro = 0; micro < accum; micro++) loss_sum += losses[micro]; /* micro-batches in order */
     dt_train_fill_metrics(sm, cfg, step, loss_sum / accum, &gs, sa.lr);
+    if (cfg->gpt.num_experts > 0 && b->ops->moe_metrics) {
+        double aux;
+        int64_t dropped;
+        b->ops->moe_metrics(b, &aux, &dropped);
+        sm->aux[sm->n_aux].name = "moe_aux_loss";
+        sm->aux[sm->n_aux++].value = aux;
+        sm->aux[sm->n_aux].name = "moe_dropped_tokens";
+        sm->aux[sm->n_aux++].value = (double)dropped;
+    }
     if (dt_train_eval_due(cfg, step)) {
         if ((st = evaluate(t, &sm->eval_loss)) != DT_OK) return st;
         sm->has_eval = 1;
