@@ -87,6 +87,10 @@ typedef struct dt_backend_ops {
     void (*memory)(dt_backend *b, double *in_use, double *model);
     /* The measured bf16 matrix peak in TFLOP/s (0: not measured on this backend). */
     dt_status (*peak_tflops)(dt_backend *b, double *tflops);
+    /* The MoE metrics of the last step (after step): the aux loss summed over the MoE
+     * layers, the mean over the micro-batches in order; the dropped assignments summed over
+     * layers and micro-batches. NULL on a backend without MoE layers. */
+    void (*moe_metrics)(dt_backend *b, double *aux_loss, int64_t *dropped);
 } dt_backend_ops;
 
 struct dt_backend {

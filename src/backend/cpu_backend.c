@@ -27,6 +27,8 @@ typedef struct cpu_backend {
     dt_backend base;
     float loss_scale;               /* of the last forward, for its backward */
     double micro_loss[DT_BACKEND_MAX_MICRO];
+    double micro_aux[DT_BACKEND_MAX_MICRO];     /* the MoE aux loss of each micro-batch */
+    int64_t micro_dropped[DT_BACKEND_MAX_MICRO]; /* and its dropped assignments */
     int nmicro;
     int sharded;                    /* ZeRO-1 over more than one rank */
     size_t shard_off, shard_len;    /* this rank's chunk of the slabs */
@@ -49,7 +51,22 @@ static dt_status cpu_forward(dt_backend *b, const int *in, const int *tg, const 
     m->step = a->step;
     c->loss_scale = a->loss_scale;
     c->nmicro = a->nmicro;
-    return dt_gpt_forward(m, in, tg, &c->micro_loss[a->micro]);
+    dt_status st = dt_gpt_forward(m, in, tg, &c->micro_loss[a->micro]);
+    c->micro_aux[a->micro] = m->moe_aux;
+    c->micro_dropped[a->micro] = m->moe_dropped;
+    return st;
+}
+
+static void cpu_moe_metrics(dt_backend *b, double *aux_loss, int64_t *dropped) {
+    cpu_backend *c = cpu(b);
+    double sum = 0.0;
+    int64_t n = 0;
+    for (int i = 0; i < c->nmicro; i++) { /* micro-batches in order */
+        sum += c->micro_aux[i];
+        n += c->micro_dropped[i];
+    }
+    *aux_loss = c->nmicro ? sum / c->nmicro : 0.0;
+    *dropped = n;
 }
 
 static dt_status cpu_backward(dt_backend *b) {
@@ -144,7 +161,8 @@ static const char *cpu_inject_ops(dt_backend *b) {
     (void)b;
     return "adamw,attention_bwd,attention_fwd,crossentropy_bwd,crossentropy_fwd,crossentropy_mean,dropout_bwd,"
            "dropout_fwd,encoder_bwd,encoder_fwd,gelu_bwd,gelu_fwd,layernorm_bwd,layernorm_fwd,matmul_bwd,"
-           "matmul_fwd,residual_fwd";
+           "matmul_fwd,moe_combine,moe_dispatch,moe_dprob,moe_experts_bwd,moe_experts_fwd,moe_router_bwd,"
+           "moe_router_fwd,moe_topk,moe_undispatch,residual_fwd";
 }
 
 static void cpu_profile(dt_backend *b, int on) { (void)b; (void)on; }
@@ -169,7 +187,7 @@ static dt_status cpu_peak(dt_backend *b, double *tflops) {
 static const dt_backend_ops cpu_ops = {
     "cpu", NULL, cpu_destroy, cpu_zero_grad, cpu_forward, cpu_backward, cpu_eval_loss, cpu_reduce_grads,
     cpu_step, cpu_trace_metrics, cpu_sync_state, cpu_describe, cpu_inject_ops, cpu_profile, cpu_ranges,
-    cpu_range_ms, cpu_memory, cpu_peak,
+    cpu_range_ms, cpu_memory, cpu_peak, cpu_moe_metrics,
 };
 
 dt_status dt_backend_cpu_create(dt_backend **out, const dt_train_config *cfg, dt_comm *comm, dt_gpt *host,
@@ -179,6 +197,8 @@ dt_status dt_backend_cpu_create(dt_backend **out, const dt_train_config *cfg, dt
     if (st != DT_OK) return st;
     host->hidden_dropout = cfg->hidden_dropout;
     host->attn_dropout = cfg->attn_dropout;
+    host->moe_aux_coeff = cfg->moe_aux_coeff;
+    host->moe_capacity_factor = cfg->moe_capacity_factor;
     cpu_backend *c = calloc(1, sizeof *c);
     if (!c) return dt_fail(DT_ENOMEM, "out of memory for the CPU backend");
     c->base = (dt_backend){&cpu_ops, cfg, comm, host, opt};
@@ -191,6 +211,11 @@ dt_status dt_backend_cpu_create(dt_backend **out, const dt_train_config *cfg, dt
 
 dt_status dt_backend_create(dt_backend **out, const dt_train_config *cfg, dt_comm *comm, dt_gpt *host,
                             dt_adamw *opt) {
+    if (cfg->device && cfg->gpt.num_experts > 0) {
+        *out = NULL;
+        return dt_fail(DT_EUNSUPPORTED, "--num-experts %d: the CUDA backend has no MoE layers yet; train the MoE "
+                       "model with --device cpu", cfg->gpt.num_experts);
+    }
     return cfg->device ? dt_backend_cuda_create(out, cfg, comm, host, opt)
                        : dt_backend_cpu_create(out, cfg, comm, host, opt);
 }

@@ -306,24 +306,27 @@ dt_status dt_ckpt_save_env(const char *save_dir, const dt_gpt *model, const dt_a
     if (st == DT_OK) st = join(path, sizeof path, dir, DT_HF_CONFIG_NAME);
     if (st == DT_OK) st = dt_hf_gpt2_write_config(path, gc);
 
-    /* optimizer.safetensors: m and v at full slab shapes, then t */
+    /* optimizer.safetensors: m and v of every non-empty tensor at full slab shapes, then t
+     * (a dense model's empty MoE tensors are not written) */
     int64_t t_step = opt->t;
+    int no = 0;
     for (int k = 0; k < 2; k++)
         for (int p = 0; p < DT_NUM_PARAM_TENSORS; p++) {
             const dt_param_desc *d = &model->params[p];
-            int i = k * DT_NUM_PARAM_TENSORS + p;
+            if (d->numel == 0) continue;
+            int i = no++;
             snprintf(onames[i], sizeof onames[i], "%s.%s", k ? "v" : "m", d->name);
             ot[i] = (dt_st_tensor){.name = onames[i], .dtype = DT_F32, .ndim = d->ndim,
                                    .data = (k ? opt->v : opt->m) + d->offset};
             for (int j = 0; j < d->ndim; j++) ot[i].shape[j] = d->shape[j];
         }
-    ot[NO - 1] = (dt_st_tensor){.name = "t", .dtype = DT_I64, .ndim = 0, .data = &t_step};
+    ot[no++] = (dt_st_tensor){.name = "t", .dtype = DT_I64, .ndim = 0, .data = &t_step};
     if (st == DT_OK) st = join(path, sizeof path, dir, DT_CKPT_OPTIM_NAME);
     if (st == DT_OK) {
         static const dt_st_meta meta = {"format", "detrain-adamw"};
-        st = dt_st_write(path, ot, NO, &meta, 1, odig);
+        st = dt_st_write(path, ot, no, &meta, 1, odig);
     }
-    if (st == DT_OK && (st = reopen(path, NO, &of)) == DT_OK) oopen = 1;
+    if (st == DT_OK && (st = reopen(path, no, &of)) == DT_OK) oopen = 1;
 
     /* env.json: fingerprint_write fsyncs and renames the file; the directory fsync makes
      * the rename durable */

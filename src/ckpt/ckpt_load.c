@@ -49,18 +49,21 @@ static dt_status check_config(const dt_ckpt_view *v, const dt_ckpt_config *cfg, 
 }
 
 static dt_status read_optim(const dt_ckpt_view *v, const dt_gpt *model, float *m, float *vv) {
+    int want = 1; /* t */
     for (int k = 0; k < 2; k++)
         for (int p = 0; p < DT_NUM_PARAM_TENSORS; p++) {
             const dt_param_desc *d = &model->params[p];
+            if (d->numel == 0) continue; /* not written */
+            want++;
             char name[64];
             snprintf(name, sizeof name, "%s.%s", k ? "v" : "m", d->name);
             dt_status st = dt_st_read_expect(&v->optim, name, DT_F32, d->ndim, d->shape,
                                              (k ? vv : m) + d->offset);
             if (st != DT_OK) return st;
         }
-    if (v->optim.n != 2 * DT_NUM_PARAM_TENSORS + 1)
+    if (v->optim.n != want)
         return dt_fail(DT_EMISMATCH, "'%s' holds %d tensors; expected %d (m and v of each parameter, and t)",
-                       v->optim.label, v->optim.n, 2 * DT_NUM_PARAM_TENSORS + 1);
+                       v->optim.label, v->optim.n, want);
     return DT_OK;
 }
 
@@ -123,8 +126,9 @@ dt_status dt_ckpt_verify(const char *path, FILE *out) {
                 s->train_windows, s->seed);
         fprintf(out, "  rng: philox4x32-10, seed %" PRIu64 ", dropout micro-steps %" PRId64 "\n", s->seed,
                 s->micro_steps);
-        fprintf(out, "  model.safetensors: %d tensors, %" PRIu64 " parameters (Hugging Face GPT-2 layout)\n",
-                v.model.n, v.model_floats);
+        const char *mt = dt_json_get(v.config, "num_experts") ? dt_json_get(v.config, "num_experts")->text : NULL;
+        fprintf(out, "  model.safetensors: %d tensors, %" PRIu64 " parameters (%s layout)\n", v.model.n,
+                v.model_floats, mt && strcmp(mt, "0") ? "detrain native (MoE)" : "Hugging Face GPT-2");
         fprintf(out, "  optimizer.safetensors: adamw, t = %" PRId64 ", %d tensors, %" PRIu64 " elements\n",
                 v.adam_t, v.optim.n, onum);
         fprintf(out, "  config:");

@@ -31,15 +31,41 @@ typedef struct hf_map {
     int64_t rows, cols;  /* our layout: rows x cols ([out, in] for matrices; cols 1 for vectors) */
     int transpose;       /* HF stores cols x rows */
     int ndim;
-    int64_t shape[2];    /* HF shape */
+    int64_t shape[4];    /* HF shape */
 } hf_map;
 
-int dt_hf_gpt2_num_tensors(const dt_gpt_config *cfg) { return 4 + 12 * cfg->num_layers; }
+/* An MoE model's file (the native layout): its non-empty slab tensors in slab order. */
+static int native_tensor(const dt_param_desc *tab, int i) {
+    for (int p = 0, k = 0; p < DT_NUM_PARAM_TENSORS; p++)
+        if (tab[p].numel > 0 && k++ == i) return p;
+    return -1;
+}
+
+int dt_hf_gpt2_num_tensors(const dt_gpt_config *cfg) {
+    if (cfg->num_experts > 0) {
+        dt_param_desc tab[DT_NUM_PARAM_TENSORS];
+        dt_gpt_param_table(cfg, tab);
+        int n = 0;
+        for (int p = 0; p < DT_NUM_PARAM_TENSORS; p++) n += tab[p].numel > 0;
+        return n;
+    }
+    return 4 + 12 * cfg->num_layers;
+}
 
 static void hf_map_get(const dt_gpt_config *cfg, const dt_param_desc *tab, int i, hf_map *m) {
     int64_t C = cfg->channels;
     int last = dt_hf_gpt2_num_tensors(cfg) - 2;
     memset(m, 0, sizeof *m);
+    if (cfg->num_experts > 0) {
+        const dt_param_desc *d = &tab[native_tensor(tab, i)];
+        snprintf(m->name, sizeof m->name, "%s", d->name);
+        m->src_off = d->offset;
+        m->rows = (int64_t)d->numel;
+        m->cols = 1;
+        m->ndim = d->ndim;
+        for (int k = 0; k < d->ndim; k++) m->shape[k] = d->shape[k];
+        return;
+    }
     if (i < 2 || i >= last) {
         int p = i == 0 ? DT_P_WTE : i == 1 ? DT_P_WPE : i == last ? DT_P_LNFW : DT_P_LNFB;
         const char *nm = i == 0 ? "wte.weight" : i == 1 ? "wpe.weight" : i == last ? "ln_f.weight" : "ln_f.bias";
@@ -111,8 +137,7 @@ dt_status dt_hf_gpt2_write_weights(const char *path, const dt_gpt_config *cfg, c
             t[i].name = maps[i].name;
             t[i].dtype = DT_F32;
             t[i].ndim = maps[i].ndim;
-            t[i].shape[0] = maps[i].shape[0];
-            t[i].shape[1] = maps[i].shape[1];
+            for (int k = 0; k < maps[i].ndim; k++) t[i].shape[k] = maps[i].shape[k];
             if (maps[i].transpose) {
                 ctx[i] = (transpose_ctx){params + maps[i].src_off, maps[i].rows, maps[i].cols};
                 t[i].fill = fill_transposed;
@@ -130,26 +155,45 @@ dt_status dt_hf_gpt2_write_weights(const char *path, const dt_gpt_config *cfg, c
     return st;
 }
 
+/* An MoE model's config.json: detrain's own model type, which transformers does not load
+ * as a GPT-2. */
+static void write_moe_config(FILE *m, const dt_gpt_config *cfg) {
+    fprintf(m, "{\n  \"architectures\": [\"DetrainMoEGPT\"],\n  \"model_type\": \"%s\",\n", DT_HF_MOE_MODEL_TYPE);
+    fprintf(m, "  \"layout\": \"detrain native: every parameter tensor under its detrain name and shape "
+               "(docs/moe.md)\",\n");
+    fprintf(m, "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_embd\": %d,\n  \"n_layer\": %d,\n"
+               "  \"n_head\": %d,\n", cfg->vocab_size, cfg->max_seq_len, cfg->channels, cfg->num_layers,
+            cfg->num_heads);
+    fprintf(m, "  \"num_experts\": %d,\n  \"moe_router_topk\": %d,\n  \"moe_layers\": [", cfg->num_experts,
+            cfg->moe_topk);
+    for (int l = 0; l < cfg->num_layers; l++) fprintf(m, "%s%d", l ? ", " : "", dt_gpt_is_moe(cfg, l));
+    fprintf(m, "],\n  \"torch_dtype\": \"float32\"\n}\n");
+}
+
 dt_status dt_hf_gpt2_write_config(const char *path, const dt_gpt_config *cfg) {
     char *buf = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);
     if (!m) return dt_fail(DT_ENOMEM, "writing '%s': out of memory", path);
-    fprintf(m, "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n");
-    fprintf(m, "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_ctx\": %d,\n", cfg->vocab_size,
-            cfg->max_seq_len, cfg->max_seq_len);
-    fprintf(m, "  \"n_embd\": %d,\n  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": null,\n",
-            cfg->channels, cfg->num_layers, cfg->num_heads);
-    fprintf(m, "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": 1e-05,\n");
-    fprintf(m, "  \"initializer_range\": 0.02,\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n"
-               "  \"attn_pdrop\": 0.0,\n");
-    fprintf(m, "  \"scale_attn_weights\": true,\n  \"scale_attn_by_inverse_layer_idx\": false,\n"
-               "  \"reorder_and_upcast_attn\": false,\n  \"add_cross_attention\": false,\n");
-    /* The GPT-2 tokenizer's <|endoftext|> is 50256; other vocabularies have no known one,
-     * and null keeps transformers from defaulting to 50256 (out of range for them). */
-    if (cfg->vocab_size == 50257) fprintf(m, "  \"bos_token_id\": 50256,\n  \"eos_token_id\": 50256,\n");
-    else fprintf(m, "  \"bos_token_id\": null,\n  \"eos_token_id\": null,\n");
-    fprintf(m, "  \"tie_word_embeddings\": true,\n  \"use_cache\": true,\n  \"torch_dtype\": \"float32\"\n}\n");
+    if (cfg->num_experts > 0) {
+        write_moe_config(m, cfg);
+    } else {
+        fprintf(m, "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n");
+        fprintf(m, "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_ctx\": %d,\n", cfg->vocab_size,
+                cfg->max_seq_len, cfg->max_seq_len);
+        fprintf(m, "  \"n_embd\": %d,\n  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": null,\n",
+                cfg->channels, cfg->num_layers, cfg->num_heads);
+        fprintf(m, "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": 1e-05,\n");
+        fprintf(m, "  \"initializer_range\": 0.02,\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n"
+                   "  \"attn_pdrop\": 0.0,\n");
+        fprintf(m, "  \"scale_attn_weights\": true,\n  \"scale_attn_by_inverse_layer_idx\": false,\n"
+                   "  \"reorder_and_upcast_attn\": false,\n  \"add_cross_attention\": false,\n");
+        /* The GPT-2 tokenizer's <|endoftext|> is 50256; other vocabularies have no known one,
+         * and null keeps transformers from defaulting to 50256 (out of range for them). */
+        if (cfg->vocab_size == 50257) fprintf(m, "  \"bos_token_id\": 50256,\n  \"eos_token_id\": 50256,\n");
+        else fprintf(m, "  \"bos_token_id\": null,\n  \"eos_token_id\": null,\n");
+        fprintf(m, "  \"tie_word_embeddings\": true,\n  \"use_cache\": true,\n  \"torch_dtype\": \"float32\"\n}\n");
+    }
     if (fclose(m) != 0) { free(buf); return dt_fail(DT_ENOMEM, "writing '%s': out of memory", path); }
     dt_status st = dt_durable_write_file(path, buf, len);
     free(buf);
@@ -163,6 +207,10 @@ static dt_status join(char *out, size_t cap, const char *dir, const char *name) 
 }
 
 dt_status dt_hf_gpt2_export(const char *dir, const dt_gpt_config *cfg, const float *params) {
+    if (cfg->num_experts > 0)
+        return dt_fail(DT_EUNSUPPORTED, "exporting to '%s': an MoE model is not a GPT2LMHeadModel (its MLPs are "
+                       "%d-expert mixtures); its checkpoint holds every tensor in detrain's native layout "
+                       "(docs/moe.md)", dir, cfg->num_experts);
     char path[4096];
     dt_status st = dt_durable_mkdir(dir);
     if (st == DT_OK) st = join(path, sizeof path, dir, DT_HF_WEIGHTS_NAME);
@@ -224,6 +272,9 @@ static dt_status cfg_bool_is(const char *path, const dt_json_value *root, const 
 static dt_status check_config(const char *path, const dt_json_value *r, dt_gpt_config *cfg) {
     if (r->type != DT_JSON_OBJECT) return dt_fail(DT_ECORRUPT, "'%s' is not a JSON object", path);
     const dt_json_value *v = dt_json_get(r, "model_type");
+    if (v && v->type == DT_JSON_STRING && !strcmp(v->text, DT_HF_MOE_MODEL_TYPE))
+        return dt_fail(DT_EUNSUPPORTED, "'%s' is a detrain MoE model, not a Hugging Face GPT-2: it cannot be "
+                       "imported as one; resume its checkpoint with --load", path);
     if (v && (v->type != DT_JSON_STRING || strcmp(v->text, "gpt2") != 0))
         return dt_fail(DT_EUNSUPPORTED, "'%s': \"model_type\" must be \"gpt2\"", path);
     v = dt_json_get(r, "activation_function");
@@ -298,6 +349,13 @@ static float f16_to_f32(uint16_t h) {
  * -2 an attention mask buffer to ignore, -3 lm_head.weight. */
 static int hf_index(const dt_gpt_config *cfg, const char *nm) {
     int L = cfg->num_layers;
+    if (cfg->num_experts > 0) {
+        dt_param_desc tab[DT_NUM_PARAM_TENSORS];
+        dt_gpt_param_table(cfg, tab);
+        for (int i = 0, p; (p = native_tensor(tab, i)) >= 0; i++)
+            if (!strcmp(nm, tab[p].name)) return i;
+        return -1;
+    }
     if (!strcmp(nm, "wte.weight")) return 0;
     if (!strcmp(nm, "wpe.weight")) return 1;
     if (!strcmp(nm, "ln_f.weight")) return 2 + 12 * L;
@@ -333,12 +391,13 @@ static dt_status check_entry(const dt_st_file *f, const dt_st_entry *e, int ndim
     int same = e->ndim == ndim;
     for (int d = 0; same && d < ndim; d++) same = e->shape[d] == shape[d];
     if (!same) {
-        char got[160] = "[";
+        char got[160] = "[", want[160] = "[";
         for (int d = 0; d < e->ndim; d++)
             snprintf(got + strlen(got), sizeof got - strlen(got), "%s%" PRId64, d ? ", " : "", e->shape[d]);
-        return dt_fail(DT_EMISMATCH, "'%s': tensor \"%s\" has shape %s], expected [%" PRId64 "%s%.0" PRId64
-                       "] for this model config", f->label, e->name, got, shape[0], ndim == 2 ? ", " : "",
-                       ndim == 2 ? shape[1] : (int64_t)0);
+        for (int d = 0; d < ndim; d++)
+            snprintf(want + strlen(want), sizeof want - strlen(want), "%s%" PRId64, d ? ", " : "", shape[d]);
+        return dt_fail(DT_EMISMATCH, "'%s': tensor \"%s\" has shape %s], expected %s] for this model config",
+                       f->label, e->name, got, want);
     }
     return DT_OK;
 }

@@ -19,7 +19,15 @@
  *   fcprojb (L, C)         -> transformer.h.{i}.mlp.c_proj.bias (C)
  *   lnfw/lnfb (C)          -> transformer.ln_f.weight / .bias (C)
  * No lm_head.weight (tied to wte); metadata {"format":"pt"}; all tensors F32.
- * Export and import are exact (bitwise) in both directions for F32 files. */
+ * Export and import are exact (bitwise) in both directions for F32 files.
+ *
+ * An MoE model (cfg->num_experts > 0) is not a GPT2LMHeadModel. A checkpoint writes it in
+ * detrain's native layout through the same calls: model.safetensors holds every non-empty
+ * slab tensor in slab order under its detrain name and shape (wte at (Vp, C), moe_w1 at
+ * (Lm, E, 4C, C), ...; model/gpt.h), config.json names model_type DT_HF_MOE_MODEL_TYPE
+ * (which transformers does not load), and the read calls take the same layout back.
+ * dt_hf_gpt2_export refuses an MoE model (DT_EUNSUPPORTED), and reading such a config.json
+ * as a GPT-2 (--init-from-hf) is refused too. */
 #ifndef DT_CKPT_HF_GPT2_H
 #define DT_CKPT_HF_GPT2_H
 
@@ -33,8 +41,10 @@
 #define DT_HF_WEIGHTS_NAME "model.safetensors"
 #define DT_HF_CONFIG_NAME "config.json"
 #define DT_LOGITS_CHECK_NAME "logits_check.bin"
+#define DT_HF_MOE_MODEL_TYPE "detrain_moe"
 
-/* Tensors in the HF file for cfg: 4 + 12 L, in the order written. */
+/* Tensors in the HF file for cfg: 4 + 12 L, in the order written (an MoE model: its
+ * non-empty slab tensors). */
 int dt_hf_gpt2_num_tensors(const dt_gpt_config *cfg);
 /* HF name of the i-th tensor in file order ("transformer.h.3.mlp.c_fc.weight"). */
 dt_status dt_hf_gpt2_tensor_name(const dt_gpt_config *cfg, int i, char *buf, size_t cap);

@@ -53,6 +53,27 @@ static dt_status needs(const dt_train_config *c, int flag, int other, const char
     return DT_OK;
 }
 
+/* The MoE flags into the model config: with --num-experts 0 (dense) the other MoE flags
+ * would change nothing and are refused. */
+static dt_status resolve_moe(dt_train_config *c) {
+    static const int moe_flags[] = {DT_F_MOE_TOPK, DT_F_MOE_LAYER_FREQ, DT_F_MOE_AUX_COEFF, DT_F_MOE_CAPACITY};
+    if (c->num_experts == 0) {
+        for (size_t i = 0; i < sizeof moe_flags / sizeof moe_flags[0]; i++)
+            if (c->given[moe_flags[i]])
+                return dt_fail(DT_EINVAL, "%s needs --num-experts > 0: with no experts every MLP is dense and it "
+                               "would change nothing", flags[moe_flags[i]].name);
+        return DT_OK;
+    }
+    if (c->init_from_hf)
+        return dt_fail(DT_EUNSUPPORTED, "--init-from-hf loads a dense GPT-2; it cannot initialise an MoE model "
+                       "(--num-experts %d): drop one of them", c->num_experts);
+    if (c->moe_topk > c->num_experts)
+        return dt_fail(DT_EINVAL, "--moe-router-topk %d exceeds --num-experts %d: each token picks K distinct experts",
+                       c->moe_topk, c->num_experts);
+    dt_status st = dt_gpt_set_moe(&c->gpt, c->num_experts, c->moe_topk, c->moe_layer_freq);
+    return st == DT_OK ? dt_gpt_config_finish(&c->gpt) : st;
+}
+
 /* The preset, then --init-from-hf's config.json, then the size flags given. */
 static dt_status resolve_sizes(dt_train_config *c) {
     dt_gpt_config g;
@@ -69,6 +90,7 @@ static dt_status resolve_sizes(dt_train_config *c) {
     c->gpt = g;
     if ((st = dt_gpt_config_finish(&c->gpt)) != DT_OK) return st;
     if (!c->given[DT_F_SEQ_LENGTH]) c->seq_length = c->gpt.max_seq_len;
+    if ((st = resolve_moe(c)) != DT_OK) return st;
     if (c->seq_length > c->gpt.max_seq_len)
         return dt_fail(DT_EINVAL, "--seq-length %d is longer than --max-position-embeddings %d", c->seq_length,
                        c->gpt.max_seq_len);

@@ -58,6 +58,9 @@ typedef struct dt_train_config {
     int64_t warmup_iters, decay_iters;
     float weight_decay, clip_grad, beta1, beta2, eps;
     float hidden_dropout, attn_dropout;
+    int num_experts, moe_topk;    /* --num-experts, --moe-router-topk (into gpt by resolve) */
+    const char *moe_layer_freq;   /* --moe-layer-freq N or a 0/1 pattern */
+    float moe_aux_coeff, moe_capacity_factor;
     uint64_t seed;
     int deterministic;
     int device;                   /* --device: 0 cpu, 1 cuda */

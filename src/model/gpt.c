@@ -3,6 +3,7 @@
 #include "model/gpt.h"
 
 #include "core/philox.h"
+#include "ops/moe/moe.h"
 #include "model/blocks.h"
 #include "model/traced_ops.h"
 #include "trace/trace.h"
@@ -50,6 +51,53 @@ dt_status dt_gpt_config_finish(dt_gpt_config *cfg) {
         return dt_fail(DT_EINVAL, "--max-position-embeddings %d: must be in 1..1048576",
                        cfg->max_seq_len);
     cfg->padded_vocab = (cfg->vocab_size + 127) / 128 * 128;
+    if (cfg->num_experts < 0 || cfg->num_experts > DT_MOE_MAX_EXPERTS)
+        return dt_fail(DT_EINVAL, "--num-experts %d: must be in 0..%d", cfg->num_experts, DT_MOE_MAX_EXPERTS);
+    if (cfg->num_experts == 0) {
+        memset(cfg->moe_layers, 0, sizeof cfg->moe_layers);
+        return DT_OK;
+    }
+    if (cfg->moe_topk < 1 || cfg->moe_topk > cfg->num_experts)
+        return dt_fail(DT_EINVAL, "--moe-router-topk %d: must be in 1..--num-experts (%d)", cfg->moe_topk,
+                       cfg->num_experts);
+    for (int l = cfg->num_layers; l < 1024; l++)
+        if ((cfg->moe_layers[l / 64] >> (l % 64)) & 1u)
+            return dt_fail(DT_EINVAL, "MoE layer %d is beyond --num-layers %d", l, cfg->num_layers);
+    if (dt_gpt_num_moe_layers(cfg) == 0)
+        return dt_fail(DT_EINVAL, "--moe-layer-freq selects no layer of %d: give --num-experts 0 for a dense "
+                       "model", cfg->num_layers);
+    return DT_OK;
+}
+
+dt_status dt_gpt_set_moe(dt_gpt_config *cfg, int E, int K, const char *freq) {
+    int L = cfg->num_layers;
+    cfg->num_experts = E;
+    cfg->moe_topk = E > 0 ? K : 0;
+    memset(cfg->moe_layers, 0, sizeof cfg->moe_layers);
+    if (E <= 0) return DT_OK;
+    if (L < 1 || L > 1024) return dt_fail(DT_EINVAL, "--num-layers %d: must be in 1..1024", L);
+    if (!freq || !*freq) return dt_fail(DT_EINVAL, "--moe-layer-freq is empty: give N or a 0/1 pattern");
+    if (!strchr(freq, ',')) {
+        char *end = NULL;
+        long every = strtol(freq, &end, 10);
+        if (*end || end == freq || every < 1 || every > 1024)
+            return dt_fail(DT_EINVAL, "--moe-layer-freq '%s': expected N >= 1 (every N-th layer from layer 0) or a "
+                           "0/1 pattern of %d entries such as 1,0,1,0", freq, L);
+        for (int l = 0; l < L; l += (int)every) cfg->moe_layers[l / 64] |= 1ull << (l % 64);
+        return DT_OK;
+    }
+    int n = 0;
+    for (const char *p = freq;; p += 2) {
+        if ((*p != '0' && *p != '1') || (p[1] != ',' && p[1] != 0))
+            return dt_fail(DT_EINVAL, "--moe-layer-freq '%s': a pattern holds 0 or 1 entries separated by commas",
+                           freq);
+        if (n < L && *p == '1') cfg->moe_layers[n / 64] |= 1ull << (n % 64);
+        n++;
+        if (!p[1]) break;
+    }
+    if (n != L)
+        return dt_fail(DT_EINVAL, "--moe-layer-freq '%s': the pattern has %d entries; the model has %d layers", freq,
+                       n, L);
     return DT_OK;
 }
 
@@ -148,6 +196,36 @@ dt_status dt_gpt_create_params(dt_gpt **out, const dt_gpt_config *cfg, uint64_t 
     return DT_OK;
 }
 
+/* The MoE layers' forward records and the backward scratch (none for a dense model). */
+dt_moe_dims dt_gpt_moe_dims(const dt_gpt *m) {
+    const dt_gpt_config *c = &m->cfg;
+    int N = m->B * m->T;
+    dt_moe_dims d = {N, c->channels, 4 * c->channels, c->num_experts, c->moe_topk, 0};
+    d.cap = dt_moe_capacity((double)m->moe_capacity_factor, N, d.K, d.E);
+    return d;
+}
+
+static dt_status moe_alloc(dt_gpt *m) {
+    int Lm = dt_gpt_num_moe_layers(&m->cfg);
+    if (Lm == 0) return DT_OK;
+    dt_moe_dims d = dt_gpt_moe_dims(m);
+    dt_status st = dt_moe_dims_check(&d);
+    if (st != DT_OK) return st;
+    dt_moe_sizes sz = dt_moe_sizes_of(&d);
+    m->moe_acts = calloc((size_t)Lm, sizeof *m->moe_acts);
+    m->moe_mem = calloc((size_t)Lm * sz.act_floats + sz.scratch_floats, sizeof(float));
+    m->moe_imem = calloc((size_t)Lm * sz.act_ints, sizeof(int32_t));
+    if (!m->moe_acts || !m->moe_mem || !m->moe_imem)
+        return dt_fail(DT_ENOMEM, "out of memory: the %d MoE layers need %zu activation floats; reduce "
+                       "--micro-batch-size, --seq-length or --moe-router-topk", Lm,
+                       (size_t)Lm * sz.act_floats + sz.scratch_floats);
+    for (int i = 0; i < Lm; i++)
+        dt_moe_acts_bind(&m->moe_acts[i], m->moe_mem + (size_t)i * sz.act_floats, m->moe_imem + (size_t)i * sz.act_ints,
+                         &d);
+    dt_moe_scratch_bind(&m->moe_scratch, m->moe_mem + (size_t)Lm * sz.act_floats, &d);
+    return DT_OK;
+}
+
 dt_status dt_gpt_alloc_train(dt_gpt *m, int B, int T) {
     const dt_gpt_config *cfg = &m->cfg;
     if (m->act_mem) return dt_fail(DT_ESTATE, "dt_gpt_alloc_train: the model has its training buffers already");
@@ -194,7 +272,7 @@ dt_status dt_gpt_alloc_train(dt_gpt *m, int B, int T) {
     float *p = m->act_mem;
     for (size_t i = 0; i < nbuf; i++) { *ptrs[i] = p; p += sizes[i]; }
     for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++) m->grad[i] = m->grad_mem + m->params[i].offset;
-    return DT_OK;
+    return moe_alloc(m);
 }
 
 dt_status dt_gpt_create(dt_gpt **out, const dt_gpt_config *cfg, int B, int T, uint64_t seed) {
@@ -212,6 +290,9 @@ void dt_gpt_free(dt_gpt *m) {
     free(m->param_mem);
     free(m->grad_mem);
     free(m->act_mem);
+    free(m->moe_acts);
+    free(m->moe_mem);
+    free(m->moe_imem);
     free(m);
 }
 
@@ -234,23 +315,32 @@ static dt_dropout attn_drop(const dt_gpt *m) {
 
 /* The per-layer tensors of layer l (parameters, or their gradients when t = m->grad) as
  * trace refs named `<prefix><tensor>`, after a first ref for the block's input or output
- * `x` when xname is set. names holds the composed names. Returns the count. */
-#define LAYER_TENSORS (DT_P_FCPROJB - DT_P_LN1W + 1)
+ * `x` when xname is set: the attention block's and LN2's slices of layer l, then the MLP
+ * slot's (the fc* slice of a dense layer or the moe_* slice of an MoE layer, by
+ * dt_gpt_mlp_index). names holds the composed names. Returns the count. */
+#define LAYER_TENSORS 13
 typedef char ref_name[24];
 static int layer_refs(const dt_gpt *m, float *const *t, int l, const char *prefix, const char *xname,
                       const float *x, dt_tensor_ref *out, ref_name *names) {
+    static const int common[] = {DT_P_LN1W, DT_P_LN1B, DT_P_QKVW, DT_P_QKVB, DT_P_ATTPROJW, DT_P_ATTPROJB,
+                                 DT_P_LN2W, DT_P_LN2B};
+    static const int dense[] = {DT_P_FCW, DT_P_FCB, DT_P_FCPROJW, DT_P_FCPROJB};
+    static const int moe[] = {DT_P_MOE_WR, DT_P_MOE_W1, DT_P_MOE_B1, DT_P_MOE_W2, DT_P_MOE_B2};
     int64_t BT = (int64_t)m->B * m->T, C = m->cfg.channels;
-    int n = 0;
+    int n = 0, is_moe = dt_gpt_is_moe(&m->cfg, l), mlp_index = dt_gpt_mlp_index(&m->cfg, l);
     if (xname) {
         dt_tensor_ref first = F32(xname, x, BT, C);
         out[n++] = first;
     }
-    for (int i = DT_P_LN1W; i <= DT_P_FCPROJB; i++) {
-        const dt_param_desc *d = &m->params[i];
+    int list[LAYER_TENSORS], index[LAYER_TENSORS], k = 0;
+    for (int i = 0; i < 8; i++) { list[k] = common[i]; index[k++] = l; }
+    for (int i = 0; i < (is_moe ? 5 : 4); i++) { list[k] = is_moe ? moe[i] : dense[i]; index[k++] = mlp_index; }
+    for (int j = 0; j < k; j++) {
+        const dt_param_desc *d = &m->params[list[j]];
         size_t per_layer = d->numel / (size_t)d->shape[0];
-        int64_t rows = d->ndim == 3 ? d->shape[1] : 1, cols = d->ndim == 3 ? d->shape[2] : d->shape[1];
-        snprintf(names[i - DT_P_LN1W], sizeof names[0], "%s%s", prefix, d->name);
-        dt_tensor_ref r = F32(names[i - DT_P_LN1W], t[i] + (size_t)l * per_layer, rows, cols);
+        int64_t cols = d->shape[d->ndim - 1], rows = (int64_t)per_layer / cols;
+        snprintf(names[j], sizeof names[0], "%s%s", prefix, d->name);
+        dt_tensor_ref r = F32(names[j], t[list[j]] + (size_t)index[j] * per_layer, rows, cols);
         out[n++] = r;
     }
     return n;
@@ -310,22 +400,56 @@ static void dense_mlp_fwd(dt_gpt *m, int l, const dt_dropout *hd) {
     float *const *w = m->param;
     int BT = m->B * m->T, C = m->cfg.channels;
     size_t sc = (size_t)BT * C, lC = (size_t)l * C;
+    size_t dC = (size_t)dt_gpt_mlp_index(&m->cfg, l) * C; /* the dense layer's slice of fc* */
     float *res2 = a->residual2 + l * sc, *ln2 = a->ln2 + l * sc;
     float *fch = a->fch + l * sc * 4, *fchg = a->fch_gelu + l * sc * 4, *fcproj = a->fcproj + l * sc;
     dt_t_layernorm_fwd(m, ln2, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT, res2,
                        w[DT_P_LN2W] + lC, w[DT_P_LN2B] + lC);
-    dt_t_matmul_fwd(m, fch, ln2, w[DT_P_FCW] + lC * 4 * C, w[DT_P_FCB] + lC * 4, C, 4 * C);
+    dt_t_matmul_fwd(m, fch, ln2, w[DT_P_FCW] + dC * 4 * C, w[DT_P_FCB] + dC * 4, C, 4 * C);
     dt_t_gelu_fwd(m, fchg, fch, sc * 4);
-    dt_t_matmul_fwd(m, fcproj, fchg, w[DT_P_FCPROJW] + lC * 4 * C, w[DT_P_FCPROJB] + lC, 4 * C, C);
+    dt_t_matmul_fwd(m, fcproj, fchg, w[DT_P_FCPROJW] + dC * 4 * C, w[DT_P_FCPROJB] + dC, 4 * C, C);
     dt_t_dropout(m, "dropout_fwd", fcproj, sc, hd, DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l + 1u);
     dt_t_residual_fwd(m, a->residual3 + l * sc, res2, fcproj, sc);
+}
+
+/* MoE layer mi's parameters (or gradients, t = m->grad). */
+static dt_moe_params moe_params(const dt_gpt *m, int mi) {
+    size_t E = (size_t)m->cfg.num_experts, C = (size_t)m->cfg.channels, F = 4 * C, i = (size_t)mi;
+    float *const *w = m->param;
+    dt_moe_params p = {w[DT_P_MOE_WR] + i * E * C, w[DT_P_MOE_W1] + i * E * F * C, w[DT_P_MOE_B1] + i * E * F,
+                       w[DT_P_MOE_W2] + i * E * C * F, w[DT_P_MOE_B2] + i * E * C};
+    return p;
+}
+static dt_moe_grads moe_grads(const dt_gpt *m, int mi) {
+    size_t E = (size_t)m->cfg.num_experts, C = (size_t)m->cfg.channels, F = 4 * C, i = (size_t)mi;
+    float *const *g = m->grad;
+    dt_moe_grads p = {g[DT_P_MOE_WR] + i * E * C, g[DT_P_MOE_W1] + i * E * F * C, g[DT_P_MOE_B1] + i * E * F,
+                      g[DT_P_MOE_W2] + i * E * C * F, g[DT_P_MOE_B2] + i * E * C};
+    return p;
+}
+
+/* Layer l's MoE MLP: res3 = res2 + dropout(moe(LN2(res2))), the branch in fcproj's slot. */
+static void moe_mlp_fwd(dt_gpt *m, int l, const dt_dropout *hd) {
+    dt_gpt_acts *a = &m->acts;
+    float *const *w = m->param;
+    int BT = m->B * m->T, C = m->cfg.channels;
+    size_t sc = (size_t)BT * C, lC = (size_t)l * C;
+    float *res2 = a->residual2 + l * sc, *ln2 = a->ln2 + l * sc, *branch = a->fcproj + l * sc;
+    dt_t_layernorm_fwd(m, ln2, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT, res2,
+                       w[DT_P_LN2W] + lC, w[DT_P_LN2B] + lC);
+    int mi = dt_gpt_mlp_index(&m->cfg, l);
+    dt_moe_params p = moe_params(m, mi);
+    dt_t_moe_fwd(m, mi, branch, ln2, &p);
+    dt_t_dropout(m, "dropout_fwd", branch, sc, hd, DT_RNG_DROPOUT_HIDDEN, 2u * (uint32_t)l + 1u);
+    dt_t_residual_fwd(m, a->residual3 + l * sc, res2, branch, sc);
 }
 
 /* Layer l's MLP slot: the block its kind names (blocks.h). */
 static void mlp_fwd(dt_gpt *m, int l, const dt_dropout *hd) {
     switch (dt_gpt_mlp_kind(&m->cfg, l)) {
     case DT_BLOCK_MLP_DENSE: dense_mlp_fwd(m, l, hd); return;
-    default: return; /* dt_gpt_config_finish accepts no other kind yet */
+    case DT_BLOCK_MLP_MOE: moe_mlp_fwd(m, l, hd); return;
+    default: return;
     }
 }
 
@@ -341,6 +465,8 @@ dt_status dt_gpt_forward(dt_gpt *m, const int *inputs, const int *targets, doubl
     }
     m->inputs = inputs;
     m->targets = targets;
+    m->moe_aux = 0.0;
+    m->moe_dropped = 0;
     dt_gpt_acts *a = &m->acts;
     float *const *w = m->param;
     size_t sc = (size_t)BT * C;
@@ -383,21 +509,39 @@ static void dense_mlp_bwd(dt_gpt *m, int l, const dt_dropout *hd) {
     dt_gpt_dacts *d = &m->dacts;
     float *const *w = m->param, *const *g = m->grad;
     int BT = m->B * m->T, C = m->cfg.channels;
-    size_t sc = (size_t)BT * C, lC = (size_t)l * C;
+    size_t sc = (size_t)BT * C, lC = (size_t)l * C, dC = (size_t)dt_gpt_mlp_index(&m->cfg, l) * C;
     /* residual3 = residual2 + dropout(fcproj): dres is the gradient of both */
     const float *dproj = through_dropout(m, hd, 2u * (uint32_t)l + 1u);
-    dt_t_matmul_bwd(m, d->dfch_gelu, g[DT_P_FCPROJW] + lC * 4 * C, g[DT_P_FCPROJB] + lC, dproj,
-                    a->fch_gelu + l * sc * 4, w[DT_P_FCPROJW] + lC * 4 * C, 4 * C, C);
+    dt_t_matmul_bwd(m, d->dfch_gelu, g[DT_P_FCPROJW] + dC * 4 * C, g[DT_P_FCPROJB] + dC, dproj,
+                    a->fch_gelu + l * sc * 4, w[DT_P_FCPROJW] + dC * 4 * C, 4 * C, C);
     dt_t_gelu_bwd(m, d->dfch, a->fch + l * sc * 4, d->dfch_gelu, sc * 4);
-    dt_t_matmul_bwd(m, d->dc1, g[DT_P_FCW] + lC * 4 * C, g[DT_P_FCB] + lC * 4, d->dfch, a->ln2 + l * sc,
-                    w[DT_P_FCW] + lC * 4 * C, C, 4 * C);
+    dt_t_matmul_bwd(m, d->dc1, g[DT_P_FCW] + dC * 4 * C, g[DT_P_FCB] + dC * 4, d->dfch, a->ln2 + l * sc,
+                    w[DT_P_FCW] + dC * 4 * C, C, 4 * C);
     dt_t_layernorm_bwd(m, d->dres, g[DT_P_LN2W] + lC, g[DT_P_LN2B] + lC, d->dc1, a->residual2 + l * sc,
                        w[DT_P_LN2W] + lC, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT);
 }
 
-static void mlp_bwd(dt_gpt *m, int l, const dt_dropout *hd) {
+/* Layer l's MoE MLP backward: as the dense one, the MoE block in place of fc/fcproj. The
+ * aux loss's gradient is daux = loss_scale (the objective is (loss + aux) * loss_scale). */
+static void moe_mlp_bwd(dt_gpt *m, int l, const dt_dropout *hd, float loss_scale) {
+    dt_gpt_acts *a = &m->acts;
+    dt_gpt_dacts *d = &m->dacts;
+    float *const *w = m->param, *const *g = m->grad;
+    int BT = m->B * m->T, C = m->cfg.channels;
+    size_t sc = (size_t)BT * C, lC = (size_t)l * C;
+    const float *dproj = through_dropout(m, hd, 2u * (uint32_t)l + 1u);
+    int mi = dt_gpt_mlp_index(&m->cfg, l);
+    dt_moe_params p = moe_params(m, mi);
+    dt_moe_grads gr = moe_grads(m, mi);
+    dt_t_moe_bwd(m, mi, d->dc1, &gr, dproj, a->ln2 + l * sc, &p, loss_scale);
+    dt_t_layernorm_bwd(m, d->dres, g[DT_P_LN2W] + lC, g[DT_P_LN2B] + lC, d->dc1, a->residual2 + l * sc,
+                       w[DT_P_LN2W] + lC, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT);
+}
+
+static void mlp_bwd(dt_gpt *m, int l, const dt_dropout *hd, float loss_scale) {
     switch (dt_gpt_mlp_kind(&m->cfg, l)) {
     case DT_BLOCK_MLP_DENSE: dense_mlp_bwd(m, l, hd); return;
+    case DT_BLOCK_MLP_MOE: moe_mlp_bwd(m, l, hd, loss_scale); return;
     default: return;
     }
 }
@@ -442,7 +586,7 @@ void dt_gpt_backward(dt_gpt *m, float loss_scale) {
     for (int l = L - 1; l >= 0; l--) {
         const float *res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * sc;
         dt_trace_op *blk = block_begin(m, DT_PHASE_BWD, "block_bwd", l, d->dres);
-        mlp_bwd(m, l, &hd);
+        mlp_bwd(m, l, &hd, loss_scale);
         attention_bwd(m, l, res, &hd, &ad);
         block_end(m, blk, DT_PHASE_BWD, d->dres, l);
     }

@@ -14,6 +14,7 @@
 #define DT_MODEL_GPT_H
 
 #include "detrain/detrain.h"
+#include "ops/moe/moe.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -33,6 +34,10 @@ typedef struct dt_gpt_config {
     uint64_t moe_layers[16]; /* bit l of word l/64: layer l is an MoE layer (L <= 1024) */
 } dt_gpt_config;
 
+/* Sets the MoE fields of cfg (num_layers set) from the flags: E experts (0: dense; then K
+ * and freq are ignored), top-K, and freq: "N" (every N-th layer from layer 0, N >= 1) or a
+ * 0/1 pattern of exactly L comma-separated entries. Errors name the flag. */
+dt_status dt_gpt_set_moe(dt_gpt_config *cfg, int E, int K, const char *freq);
 /* Whether layer l's MLP slot is an MoE block. */
 int dt_gpt_is_moe(const dt_gpt_config *cfg, int layer);
 /* Layers whose MLP slot is an MoE block (Lm) / the dense MLP (Ld = L - Lm). */
@@ -138,6 +143,18 @@ typedef struct dt_gpt {
     uint32_t rng_step;         /* set by the trainer: global micro-batch counter */
     int64_t step;              /* set by the trainer: the optimizer step (trace, injection) */
     int training;
+    /* MoE layers (ops/moe/moe.h). Set by the trainer: the aux-loss coefficient and the
+     * capacity factor. Owned: one forward record per MoE layer (moe_acts[mlp index]) and
+     * the backward scratch, in moe_mem / moe_imem. Of the last forward: the aux loss summed
+     * over the MoE layers (the training objective is loss + moe_aux; dt_gpt_forward's
+     * *loss is the LM loss alone) and the dropped assignments summed over them. */
+    float moe_aux_coeff, moe_capacity_factor;
+    dt_moe_acts *moe_acts;
+    dt_moe_scratch moe_scratch;
+    float *moe_mem;
+    int32_t *moe_imem;
+    double moe_aux;
+    int64_t moe_dropped;
 } dt_gpt;
 
 /* Allocates the parameters of a model (B = T = 0, no gradients or activations) and
@@ -155,8 +172,11 @@ void dt_gpt_free(dt_gpt *m);
 /* Forward on inputs/targets (B,T); returns the mean loss over B*T positions in *loss.
  * Token ids must be < vocab_size (checked: DT_EINVAL naming the position). */
 dt_status dt_gpt_forward(dt_gpt *m, const int *inputs, const int *targets, double *loss);
-/* Backward of the last forward; adds the gradient of (loss * loss_scale) into grad_mem. */
+/* Backward of the last forward; adds the gradient of ((loss + moe_aux) * loss_scale) into
+ * grad_mem. */
 void dt_gpt_backward(dt_gpt *m, float loss_scale);
 void dt_gpt_zero_grad(dt_gpt *m);
+/* The dims of m's MoE layers for its B, T and capacity factor (ops/moe/moe.h). */
+dt_moe_dims dt_gpt_moe_dims(const dt_gpt *m);
 
 #endif

@@ -23,18 +23,19 @@ static const char *variant(int op) {
     return dt_op_variant((dt_op_id)op) == DT_VARIANT_DET ? "det" : "fast";
 }
 
-static dt_trace_op *begin(int phase, const char *op, int vid, const dt_tensor_ref *in, int nin) {
+dt_trace_op *dt_t_begin(int phase, const char *op, int vid, const dt_tensor_ref *in, int nin) {
     if (!dt_trace_on(DT_TRACE_OP)) return NULL;
     return dt_trace_begin(DT_TRACE_OP, phase, op, variant(vid), in, nin);
 }
 
-/* The injection point, then the event. `out` is the op's primary output: for backward ops
- * the input gradient, which every later op of the step consumes. */
-static void end(const dt_gpt *m, dt_trace_op *h, const char *op, float *out, size_t n,
-                const dt_tensor_ref *outs, int nout) {
+void dt_t_end(const dt_gpt *m, dt_trace_op *h, const char *op, float *out, size_t n, const dt_tensor_ref *outs,
+              int nout) {
     if (dt_inject_should(op, m->step)) dt_inject_flip_all(out, n);
     if (h) dt_trace_end(h, outs, nout);
 }
+
+#define begin dt_t_begin
+#define end dt_t_end
 
 #define BT ((int64_t)m->B * m->T)
 #define CH (m->cfg.channels)

@@ -9,6 +9,15 @@
 
 #include "model/gpt.h"
 #include "ops/dropout/dropout.h"
+#include "trace/trace.h"
+
+/* The op-level event of an op: NULL unless tracing at op level. vid: the op's dt_op_id
+ * (its variant is recorded) or -1 for an op with one path. */
+dt_trace_op *dt_t_begin(int phase, const char *op, int vid, const dt_tensor_ref *in, int nin);
+/* The injection point, then the event. `out` is the op's primary output: for backward ops
+ * the input gradient, which every later op of the step consumes. */
+void dt_t_end(const dt_gpt *m, dt_trace_op *h, const char *op, float *out, size_t n, const dt_tensor_ref *outs,
+              int nout);
 
 void dt_t_encoder_fwd(const dt_gpt *m, float *out, const int *inp, const float *wte, const float *wpe);
 void dt_t_encoder_bwd(const dt_gpt *m, float *dwte, float *dwpe, const float *dout, const int *inp);
@@ -34,5 +43,13 @@ void dt_t_crossentropy_fwd(const dt_gpt *m, float *losses, float *lse, const flo
 double dt_t_crossentropy_mean(const dt_gpt *m, const float *losses);
 void dt_t_crossentropy_bwd(const dt_gpt *m, float *logits, const float *lse, const int *targets,
                            float dloss);
+
+/* The MoE block's ops (traced_moe.c): MoE layer `mi` (its index among the MoE layers), its
+ * parameters p and gradients g, input x (the LN2 output), output out (the branch, before
+ * dropout). Forward adds the layer's aux loss to m->moe_aux and its dropped assignments to
+ * m->moe_dropped; backward overwrites dx and adds into g (daux: dL/daux). */
+void dt_t_moe_fwd(dt_gpt *m, int mi, float *out, const float *x, const dt_moe_params *p);
+void dt_t_moe_bwd(const dt_gpt *m, int mi, float *dx, const dt_moe_grads *g, const float *dout, const float *x,
+                  const dt_moe_params *p, float daux);
 
 #endif

@@ -136,6 +136,15 @@ static dt_status train_step(run *t, int64_t step, dt_step_metrics *sm) {
     double loss;
     if ((st = dt_dp_mean_loss(t->comm, losses, accum, &loss)) != DT_OK) return st;
     dt_train_fill_metrics(sm, cfg, step, loss, &gs, sa.lr);
+    if (cfg->gpt.num_experts > 0 && b->ops->moe_metrics) {
+        double aux;
+        int64_t dropped;
+        b->ops->moe_metrics(b, &aux, &dropped);
+        sm->aux[sm->n_aux].name = "moe_aux_loss";
+        sm->aux[sm->n_aux++].value = aux;
+        sm->aux[sm->n_aux].name = "moe_dropped_tokens";
+        sm->aux[sm->n_aux++].value = (double)dropped;
+    }
     if (dt_train_eval_due(cfg, step)) {
         if ((st = evaluate(t, &sm->eval_loss)) != DT_OK) return st;
         sm->has_eval = 1;
@@ -211,6 +220,10 @@ static dt_status open_run(run *t, const dt_train_config *cfg) {
     dt_status st = dt_comm_create(&t->comm, cfg);
     if (st == DT_OK) st = dt_comm_record_env(t->comm, cfg);
     if (st == DT_OK) st = dt_train_state_open(&t->r, cfg, t->comm);
+    /* The MoE metrics and the aux loss are one rank's: no reduction over ranks yet. */
+    if (st == DT_OK && cfg->gpt.num_experts > 0 && dt_comm_size(t->comm) > 1)
+        st = dt_fail(DT_EUNSUPPORTED, "--num-experts %d with %d data-parallel ranks: MoE layers train on one rank "
+                     "only in this build; launch one process", cfg->gpt.num_experts, dt_comm_size(t->comm));
     if (st == DT_OK && cfg->distributed_optimizer && cfg->device)
         st = dt_fail(DT_EUNSUPPORTED, "--use-distributed-optimizer is not implemented on --device cuda yet; "
                      "drop it (or train on the CPU)");

@@ -10,6 +10,8 @@
  * train with hidden and attention dropout: their RNG state (seed, step) is advanced by each
  * replay, as the trainer does per micro-batch, and restored by the harness (dt_kh_rng)
  * before the next; without the restore the replays must differ.
+ * Two cases hold MoE layers (the module-level bit-exact MoE block, capacity dropping on,
+ * and a model with an MoE and a dense layer); their loss includes the aux loss.
  * A last case runs default mode with B*NH = 1 and checks the replays *can* differ there
  * (the model-level negative control), so the suite is known to see a race. */
 #include "kernels/harness.h"
@@ -23,13 +25,19 @@ typedef struct model_case {
     const char *name;
     int L, B, T, C, NH, V;
     float dropout; /* hidden and attention dropout while training; 0: off */
+    int E, K;      /* MoE: experts, top-k (E 0: dense) */
+    const char *moe_freq;
+    float capacity;
 } model_case;
 
 static const model_case cases[] = {
-    {"block L=1 B=2 T=70 C=48 NH=4 (HS=12)", 1, 2, 70, 48, 4, 100, 0.0f},
-    {"block L=1 B=1 T=33 C=21 NH=3 (HS=7) dropout 0.1", 1, 1, 33, 21, 3, 50, 0.1f},
-    {"model L=2 B=3 T=65 C=36 NH=6 (HS=6)", 2, 3, 65, 36, 6, 130, 0.0f},
-    {"model L=3 B=2 T=130 C=42 NH=6 (HS=7) dropout 0.1", 3, 2, 130, 42, 6, 300, 0.1f},
+    {"block L=1 B=2 T=70 C=48 NH=4 (HS=12)", 1, 2, 70, 48, 4, 100, 0.0f, 0, 0, NULL, 0.0f},
+    {"block L=1 B=1 T=33 C=21 NH=3 (HS=7) dropout 0.1", 1, 1, 33, 21, 3, 50, 0.1f, 0, 0, NULL, 0.0f},
+    {"model L=2 B=3 T=65 C=36 NH=6 (HS=6)", 2, 3, 65, 36, 6, 130, 0.0f, 0, 0, NULL, 0.0f},
+    {"model L=3 B=2 T=130 C=42 NH=6 (HS=7) dropout 0.1", 3, 2, 130, 42, 6, 300, 0.1f, 0, 0, NULL, 0.0f},
+    {"MoE block L=1 B=2 T=70 C=24 NH=4 E=4 K=2 capacity 1.0", 1, 2, 70, 24, 4, 100, 0.0f, 4, 2, "1", 1.0f},
+    {"MoE model L=2 B=2 T=65 C=32 NH=4 E=8 K=2 layers 1,0 dropout 0.1", 2, 2, 65, 32, 4, 130, 0.1f, 8, 2, "1,0",
+     0.0f},
 };
 
 typedef struct rng_state {
@@ -59,7 +67,7 @@ static void model_run(dt_kset *s, const void *ctx, dt_kh_backend be) {
         fprintf(stderr, "forward failed: %s\n", dt_errmsg());
         abort();
     }
-    dt_kv_f64(dt_kset_get(s, "loss"))[0] = loss;
+    dt_kv_f64(dt_kset_get(s, "loss"))[0] = loss + m->moe_aux;
     memcpy(dt_kv_f32(dt_kset_get(s, "logits")), m->acts.logits, sizeof(float) * BT * Vp);
     dt_gpt_backward(m, 1.0f);
     memcpy(dt_kv_f32(dt_kset_get(s, "grads")), m->grad_mem, sizeof(float) * m->num_params);
@@ -69,12 +77,15 @@ static dt_gpt *make_case(const model_case *c, dt_kset *s) {
     dt_gpt_config cfg = {.max_seq_len = c->T, .vocab_size = c->V, .num_layers = c->L,
                          .num_heads = c->NH, .channels = c->C};
     dt_gpt *m = NULL;
-    if (dt_gpt_config_finish(&cfg) != DT_OK || dt_gpt_create(&m, &cfg, c->B, c->T, 42) != DT_OK) {
+    if ((c->E && dt_gpt_set_moe(&cfg, c->E, c->K, c->moe_freq) != DT_OK) || dt_gpt_config_finish(&cfg) != DT_OK ||
+        dt_gpt_create(&m, &cfg, c->B, c->T, 42) != DT_OK) {
         fprintf(stderr, "model create failed: %s\n", dt_errmsg());
         abort();
     }
     m->training = c->dropout > 0.0f;
     m->hidden_dropout = m->attn_dropout = c->dropout;
+    m->moe_aux_coeff = 0.01f;
+    m->moe_capacity_factor = c->capacity;
     memset(s, 0, sizeof *s);
     /* Parameters: the model's init plus a spread, so biases and norms are not trivial. */
     dt_kview *p = dt_kset_add(s, "params", DT_KH_F32, 1, SH((int64_t)m->num_params), NULL, 0);
@@ -144,7 +155,7 @@ static void test_thread_count_independence(void) {
 /* Default mode, B*NH = 1 and T = 256 (attention key blocks), few tokens (encoder atomics),
  * many rows per channel (layernorm/bias partials): the replays should differ. */
 static void test_default_mode_can_differ(void) {
-    const model_case c = {"model L=2 B=1 T=256 C=32 NH=1 default mode", 2, 1, 256, 32, 1, 3, 0.0f};
+    const model_case c = {"model L=2 B=1 T=256 C=32 NH=1 default mode", 2, 1, 256, 32, 1, 3, 0.0f, 0, 0, NULL, 0.0f};
     dt_kset s;
     rng_state live = {99, 5};
     const rng_state snap = live;

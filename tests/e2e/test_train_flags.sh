@@ -35,6 +35,11 @@ table="
 --adam-eps F + -
 --hidden-dropout F 0 -
 --attention-dropout F 0 -
+--num-experts I 0 -
+--moe-router-topk I 1 --num-experts|4
+--moe-layer-freq S - --num-experts|4
+--moe-aux-loss-coeff F 0 --num-experts|4
+--moe-expert-capacity-factor F 0 --num-experts|4
 --device E - -
 --seed U 0 -
 --data-path S - -

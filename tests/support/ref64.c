@@ -249,8 +249,69 @@ void ref64_crossentropy_bwd(double *dlogits, const double *logits, const int *ta
     free(loss);
 }
 
+/* One MoE layer (ops/moe/moe.h) per token, without a dispatch buffer: out (N,C); returns
+ * the layer's aux loss. The capacity rank of (t,k) is the count of assignments to its
+ * expert that precede it in (k, t) order. */
+static double ref64_moe_fwd(double *out, const double *x, const double *wr, const double *w1, const double *b1,
+                            const double *w2, const double *b2, int N, int C, int E, int K, int cap,
+                            double coeff) {
+    int F = 4 * C;
+    double *p = xcalloc((size_t)N * E, sizeof(double)), *h = xcalloc((size_t)F, sizeof(double));
+    int *ex = xcalloc((size_t)N * K, sizeof(int)), *count = xcalloc((size_t)E, sizeof(int));
+    int *seen = xcalloc((size_t)E, sizeof(int));
+    for (int t = 0; t < N; t++) {
+        double *pt = p + (size_t)t * E, mx = -INFINITY, s = 0.0;
+        for (int e = 0; e < E; e++) {
+            double z = 0.0;
+            for (int c = 0; c < C; c++) z += wr[(size_t)e * C + c] * x[(size_t)t * C + c];
+            pt[e] = z;
+            if (z > mx) mx = z;
+        }
+        for (int e = 0; e < E; e++) s += (pt[e] = exp(pt[e] - mx));
+        for (int e = 0; e < E; e++) pt[e] /= s;
+        for (int e = 0; e < E; e++) { /* rank in (p desc, index asc) */
+            int rank = 0;
+            for (int j = 0; j < E; j++) rank += pt[j] > pt[e] || (pt[j] == pt[e] && j < e);
+            if (rank < K) ex[(size_t)t * K + rank] = e;
+        }
+    }
+    for (size_t i = 0; i < (size_t)N * K; i++) count[ex[i]]++;
+    memset(out, 0, sizeof(double) * (size_t)N * C);
+    for (int k = 0; k < K; k++)
+        for (int t = 0; t < N; t++) {
+            int e = ex[(size_t)t * K + k];
+            if (cap > 0 && seen[e]++ >= cap) continue; /* dropped */
+            const double *xt = x + (size_t)t * C;
+            for (int f = 0; f < F; f++) {
+                double a = b1[(size_t)e * F + f];
+                for (int c = 0; c < C; c++) a += w1[((size_t)e * F + f) * C + c] * xt[c];
+                h[f] = a;
+            }
+            ref64_gelu_fwd(h, h, (size_t)F);
+            double g = p[(size_t)t * E + e];
+            for (int c = 0; c < C; c++) {
+                double y = b2[(size_t)e * C + c];
+                for (int f = 0; f < F; f++) y += w2[((size_t)e * C + c) * F + f] * h[f];
+                out[(size_t)t * C + c] += g * y;
+            }
+        }
+    double aux = 0.0;
+    for (int e = 0; e < E; e++) {
+        double P = 0.0;
+        for (int t = 0; t < N; t++) P += p[(size_t)t * E + e];
+        aux += ((double)count[e] / ((double)N * K)) * (P / N);
+    }
+    free(p); free(h); free(ex); free(count); free(seen);
+    return coeff * E * aux;
+}
+
 double ref64_gpt_loss(const dt_gpt_config *cfg, const double *params, const int *inputs,
                       const int *targets, int B, int T) {
+    return ref64_gpt_objective(cfg, params, inputs, targets, B, T, 0.0, 0.0, NULL);
+}
+
+double ref64_gpt_objective(const dt_gpt_config *cfg, const double *params, const int *inputs, const int *targets,
+                           int B, int T, double coeff, double cap_factor, double *aux_out) {
     dt_param_desc d[DT_NUM_PARAM_TENSORS];
     dt_gpt_param_table(cfg, d);
     int C = cfg->channels, NH = cfg->num_heads, L = cfg->num_layers, V = cfg->vocab_size;
@@ -263,17 +324,29 @@ double ref64_gpt_loss(const dt_gpt_config *cfg, const double *params, const int 
     double *fcg = xcalloc(4 * sc, sizeof(double));
     double *logits = xcalloc((size_t)BT * Vp, sizeof(double)), *losses = xcalloc((size_t)BT, sizeof(double));
     ref64_encoder_fwd(res, inputs, W(DT_P_WTE), W(DT_P_WPE), B, T, C);
+    double aux = 0.0;
+    int E = cfg->num_experts, K = cfg->moe_topk, cap = 0;
+    if (cap_factor > 0 && E > 0) {
+        cap = (int)ceil(cap_factor * BT * K / E);
+        if (cap > BT) cap = BT;
+    }
     for (int l = 0; l < L; l++) {
-        size_t lC = (size_t)l * C;
+        size_t lC = (size_t)l * C, mC = (size_t)dt_gpt_mlp_index(cfg, l) * C;
         ref64_layernorm_fwd(ln, NULL, NULL, res, W(DT_P_LN1W) + lC, W(DT_P_LN1B) + lC, BT, C);
         ref64_matmul_fwd(qkv, ln, W(DT_P_QKVW) + lC * 3 * C, W(DT_P_QKVB) + lC * 3, BT, C, 3 * C);
         ref64_attention_fwd(y, NULL, qkv, NULL, B, T, C, NH);
         ref64_matmul_fwd(proj, y, W(DT_P_ATTPROJW) + lC * C, W(DT_P_ATTPROJB) + lC, BT, C, C);
         for (size_t i = 0; i < sc; i++) res[i] += proj[i];
         ref64_layernorm_fwd(ln, NULL, NULL, res, W(DT_P_LN2W) + lC, W(DT_P_LN2B) + lC, BT, C);
-        ref64_matmul_fwd(fc, ln, W(DT_P_FCW) + lC * 4 * C, W(DT_P_FCB) + lC * 4, BT, C, 4 * C);
-        ref64_gelu_fwd(fcg, fc, 4 * sc);
-        ref64_matmul_fwd(proj, fcg, W(DT_P_FCPROJW) + lC * 4 * C, W(DT_P_FCPROJB) + lC, BT, 4 * C, C);
+        if (dt_gpt_is_moe(cfg, l)) {
+            size_t eC = (size_t)E * mC; /* the MoE layer's slice: index * E * C */
+            aux += ref64_moe_fwd(proj, ln, W(DT_P_MOE_WR) + eC, W(DT_P_MOE_W1) + eC * 4 * C, W(DT_P_MOE_B1) + eC * 4,
+                                 W(DT_P_MOE_W2) + eC * 4 * C, W(DT_P_MOE_B2) + eC, BT, C, E, K, cap, coeff);
+        } else {
+            ref64_matmul_fwd(fc, ln, W(DT_P_FCW) + mC * 4 * C, W(DT_P_FCB) + mC * 4, BT, C, 4 * C);
+            ref64_gelu_fwd(fcg, fc, 4 * sc);
+            ref64_matmul_fwd(proj, fcg, W(DT_P_FCPROJW) + mC * 4 * C, W(DT_P_FCPROJB) + mC, BT, 4 * C, C);
+        }
         for (size_t i = 0; i < sc; i++) res[i] += proj[i];
     }
     ref64_layernorm_fwd(ln, NULL, NULL, res, W(DT_P_LNFW), W(DT_P_LNFB), BT, C);
@@ -283,5 +356,6 @@ double ref64_gpt_loss(const dt_gpt_config *cfg, const double *params, const int 
     double s = 0.0;
     for (int i = 0; i < BT; i++) s += losses[i];
     free(res); free(ln); free(qkv); free(y); free(proj); free(fc); free(fcg); free(logits); free(losses);
-    return s / BT;
+    if (aux_out) *aux_out = aux;
+    return s / BT + aux;
 }

@@ -57,5 +57,10 @@ void ref64_crossentropy_bwd(double *dlogits, const double *logits, const int *ta
  * laid out as dt_gpt_param_table(cfg) describes. */
 double ref64_gpt_loss(const dt_gpt_config *cfg, const double *params, const int *inputs,
                       const int *targets, int B, int T);
+/* The training objective: the mean loss plus, for a model with MoE layers, each MoE
+ * layer's aux loss with coefficient coeff and capacity factor cap_factor (0: no dropping),
+ * summed into *aux (may be NULL). ref64_gpt_loss is this with coeff 0. */
+double ref64_gpt_objective(const dt_gpt_config *cfg, const double *params, const int *inputs, const int *targets,
+                           int B, int T, double coeff, double cap_factor, double *aux);
 
 #endif

@@ -69,6 +69,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define DT_MOE_DPROB_CHUNK 64
 #define DT_MOE_MAX_EXPERTS 1024
 
@@ -186,5 +190,9 @@ void dt_moe_block_fwd(float *out, double *aux, dt_moe_acts *a, const float *x, c
 void dt_moe_block_bwd(float *dx, const dt_moe_grads *g, const dt_moe_scratch *s, const dt_moe_acts *a,
                       const float *x, const float *dout, const dt_moe_params *p, const dt_moe_dims *d,
                       float coeff, float daux);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
