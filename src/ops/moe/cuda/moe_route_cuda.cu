@@ -113,6 +113,7 @@ __global__ void __launch_bounds__(512) moe_route_scan_kernel(int *kept, int *pos
     __shared__ int tot[DT_MOE_MAX_TOPK * DT_MOE_MAX_EXPERTS], ks[DT_MOE_MAX_TOPK * DT_MOE_MAX_EXPERTS];
     __shared__ int offs[DT_MOE_MAX_EXPERTS + 1];
     int KE = d.K * d.E;
+    for (int i = threadIdx.x; i < DT_MOE_META; i += blockDim.x) meta[i] = 0; /* slots past E too */
     for (int i = threadIdx.x; i < KE; i += blockDim.x) {
         int s = 0;
         for (int b = 0; b < nb; b++) s += cnt[(size_t)b * KE + i];
