@@ -1,5 +1,5 @@
 /* The MoE kernels on the GPU (src/ops/moe/cuda/: moe_route_cuda.cu, moe_gemm_cuda.cu,
- * moe_combine_cuda.cu; header moe_cuda.h; host plan moe_plan.h), run by
+ * moe_combine_cuda.cu; header moe_cuda.h; host plan moe_cuda_plan.h), run by
  * tests/gpu/run_gpu_tests.sh:
  *  1. replays through the kernel harness's CUDA backend (kernels/harness.h), both branches,
  *     side-stream GEMMs contending: every op det bit-exact x3 at N = 16384 tokens, C = 768,
@@ -8,7 +8,7 @@
  *     negative controls (routing rows by atomics, combine scatter with K = 4, dprob, grouped
  *     wgrad) must differ in some replay; the combine with K = 2 is reported, not failed (two
  *     addends into zero commute exactly, so its atomics cannot disagree);
- *  2. the routing map equals moe_plan.h's host counting sort exactly (rows, offsets, kept
+ *  2. the routing map equals moe_cuda_plan.h's host counting sort exactly (rows, offsets, kept
  *     counts, dropped);
  *  3. accuracy of the whole MoE block, forward and backward, against an fp64 host reference
  *     on the same bf16-rounded inputs and the same top-K choice, by ||gpu - ref|| / ||ref||:
@@ -46,7 +46,7 @@ typedef struct mcase {
 
 static void *g_ws;        /* the workspace slab, reused by every run (poisoned first) */
 static size_t g_ws_bytes;
-static dt_moe_ws_layout g_lay;
+static dt_cu_moe_ws_layout g_lay;
 
 static void ws_reserve(size_t bytes) {
     if (bytes <= g_ws_bytes) return;
@@ -69,7 +69,7 @@ static uint32_t hash32(uint32_t x) {
 }
 static void host_routing(int *tope, const mcase *c) {
     for (int t = 0; t < c->N; t++) {
-        int used[DT_MOE_MAX_EXPERTS] = {0};
+        int used[DT_CU_MOE_MAX_EXPERTS] = {0};
         for (int k = 0; k < c->K; k++) {
             int e = c->routing == R_HOST_ALL ? (3 + k) % c->E
                     : k == 0 && (int)(hash32(0x5eedu ^ (uint32_t)t) % 100u) < c->share
@@ -107,10 +107,10 @@ static dt_kview *add(dt_kset *s, const char *name, dt_kh_dtype dt, dt_kh_role ro
 static void fill_bf16(dt_kview *v, uint64_t seed, float scale) { dt_kv_fill(v, seed, -scale, scale); }
 
 static void setup(dt_kset *s, mcase *c) {
-    CHECK_OK(dt_moe_dims_make(c->N, c->C, c->F, c->E, c->K, c->capf, &c->d));
+    CHECK_OK(dt_cu_moe_dims_make(c->N, c->C, c->F, c->E, c->K, c->capf, &c->d));
     const dt_moe_dims *d = &c->d;
-    int64_t N = d->N, C = d->C, F = d->F, E = d->E, K = d->K, R = (int64_t)dt_moe_max_rows(d);
-    dt_moe_ws_plan(d, &g_lay);
+    int64_t N = d->N, C = d->C, F = d->F, E = d->E, K = d->K, R = (int64_t)dt_cu_moe_max_rows(d);
+    dt_cu_moe_ws_plan(d, &g_lay);
     ws_reserve(g_lay.total);
     if (c->routing == R_ROUTER || c->kind == OP_ROUTER || c->kind == OP_BLOCK) {
         dt_kview *x = add(s, "x", DT_KH_BF16, DT_KH_IN, {N, C}), *wr = add(s, "wr", DT_KH_F32, DT_KH_IN, {E, C});
@@ -129,7 +129,7 @@ static void setup(dt_kset *s, mcase *c) {
     case OP_ROUTE:
         add(s, "rowof", DT_KH_I32, DT_KH_OUT, {N, K});
         add(s, "src", DT_KH_I32, DT_KH_OUT, {R});
-        add(s, "meta", DT_KH_I32, DT_KH_OUT, {DT_MOE_META - DT_MOE_MAX_EXPERTS}); /* without the fast counters */
+        add(s, "meta", DT_KH_I32, DT_KH_OUT, {DT_CU_MOE_META - DT_CU_MOE_MAX_EXPERTS}); /* without the fast counters */
         break;
     case OP_EXPERTS_FWD:
         fill_bf16(add(s, "x", DT_KH_BF16, DT_KH_IN, {N, C}), 11, 1.0f);
@@ -187,7 +187,7 @@ static void run(dt_kset *s, const void *ctx, dt_kh_backend be) {
     const dt_moe_dims *d = &c->d;
     int det = dt_det();
     size_t N = (size_t)d->N, C = (size_t)d->C, F = (size_t)d->F, E = (size_t)d->E, K = (size_t)d->K;
-    size_t R = dt_moe_max_rows(d);
+    size_t R = dt_cu_moe_max_rows(d);
     dt_cu_moe_ws w;
     dt_cu_moe_ws_bind(&w, g_ws, &g_lay);
     cudaMemsetAsync(g_ws, 0xff, g_lay.total, 0);
@@ -204,13 +204,13 @@ static void run(dt_kset *s, const void *ctx, dt_kh_backend be) {
         dt_cu_moe_route(&w, d, det, 0);
         d2d(VI(s, "rowof"), w.rowof, sizeof(int) * N * K);
         d2d(VI(s, "src"), w.src, sizeof(int) * R);
-        d2d(VI(s, "meta"), w.meta, sizeof(int) * (DT_MOE_META - DT_MOE_MAX_EXPERTS));
+        d2d(VI(s, "meta"), w.meta, sizeof(int) * (DT_CU_MOE_META - DT_CU_MOE_MAX_EXPERTS));
         return;
     case OP_BLOCK: {
         dt_cu_moe_params p = {VF(s, "wr"), VH(s, "w1"), VH(s, "b1"), VH(s, "w2"), VH(s, "b2")};
         dt_cu_moe_grads g = {VF(s, "gwr"), VF(s, "gw1"), VF(s, "gb1"), VF(s, "gw2"), VF(s, "gb2")};
-        dt_cu_moe_forward(VH(s, "out"), &w, VH(s, "x"), &p, 0.01f, d, det, 0);
-        dt_cu_moe_backward(VH(s, "dx"), &w, VH(s, "dout"), VH(s, "x"), &p, &g, 0.01f, d, det, 0);
+        dt_cu_moe_forward(VH(s, "out"), &w, VH(s, "x"), &p, 0.01f, d, 0);
+        dt_cu_moe_backward(VH(s, "dx"), &w, VH(s, "dout"), VH(s, "x"), &p, &g, 0.01f, d, 0);
         d2d(dt_kv_f64(dt_kset_get(s, "aux")), w.aux, 2 * sizeof(double));
         return;
     }
@@ -380,9 +380,9 @@ static double dgelu64(double x) {
 static void accuracy(int N, int C, int F, int E, int K, float capf, int share, const char *what) {
     fprintf(stderr, " accuracy: %s\n", what);
     dt_moe_dims d;
-    CHECK_OK(dt_moe_dims_make(N, C, F, E, K, capf, &d));
-    dt_moe_ws_layout lay;
-    dt_moe_ws_plan(&d, &lay);
+    CHECK_OK(dt_cu_moe_dims_make(N, C, F, E, K, capf, &d));
+    dt_cu_moe_ws_layout lay;
+    dt_cu_moe_ws_plan(&d, &lay);
     ws_reserve(lay.total);
     dt_cu_moe_ws w;
     dt_cu_moe_ws_bind(&w, g_ws, &lay);
@@ -404,20 +404,20 @@ static void accuracy(int N, int C, int F, int E, int K, float capf, int share, c
     const float coeff = 0.01f;
     dt_cu_moe_params p = {dwr, (bf16 *)dw1, (bf16 *)db1, (bf16 *)dw2, (bf16 *)db2};
     dt_cu_moe_grads g = {gwr, gw1, gb1, gw2, gb2};
-    dt_cu_moe_forward((bf16 *)out, &w, (bf16 *)dx16, &p, coeff, &d, 1, 0);
-    dt_cu_moe_backward((bf16 *)dx, &w, (bf16 *)ddout, (bf16 *)dx16, &p, &g, coeff, &d, 1, 0);
+    dt_cu_moe_forward((bf16 *)out, &w, (bf16 *)dx16, &p, coeff, &d, 0);
+    dt_cu_moe_backward((bf16 *)dx, &w, (bf16 *)ddout, (bf16 *)dx16, &p, &g, coeff, &d, 0);
     cudaError_t ce = cudaDeviceSynchronize();
     CHECKF(ce == cudaSuccess, "%s: CUDA error %s", what, cudaGetErrorString(ce));
     std::vector<float> probs = dget(w.probs, (size_t)N * E), topg = dget(w.topg, (size_t)N * K);
     std::vector<int> tope = dget(w.tope, (size_t)N * K), rowof = dget(w.rowof, (size_t)N * K),
-                     meta = dget(w.meta, (size_t)DT_MOE_META);
+                     meta = dget(w.meta, (size_t)DT_CU_MOE_META);
     std::vector<double> aux = dget(w.aux, 2);
 
     /* the router in fp64; top-K agrees except where two probabilities are within 1e-6 */
     std::vector<double> pr((size_t)N * E);
     int topk_bad = 0, ties = 0;
     for (int t = 0; t < N; t++) {
-        double z[DT_MOE_MAX_EXPERTS], mx = -1e300, sum = 0;
+        double z[DT_CU_MOE_MAX_EXPERTS], mx = -1e300, sum = 0;
         for (int e = 0; e < E; e++) {
             double s = 0;
             for (int c = 0; c < C; c++) s += (double)xf[(size_t)t * C + c] * wr[(size_t)e * C + c];
@@ -447,19 +447,19 @@ static void accuracy(int N, int C, int F, int E, int K, float capf, int share, c
     fprintf(stderr, "  router: top-K as fp64 (%d tie rows by index), probs max abs err %.3g\n", ties, pmax);
 
     /* the routing map is the host plan's, exactly */
-    int nb = dt_moe_route_chunks(N);
-    std::vector<int> cnt((size_t)nb * K * E), kept((size_t)nb * K * E), posb((size_t)nb * E), hmeta(DT_MOE_META),
-        hrowof((size_t)N * K), hsrc(dt_moe_max_rows(&d));
-    int rows = dt_moe_route_host(tope.data(), &d, cnt.data(), kept.data(), posb.data(), hmeta.data(), hrowof.data(),
+    int nb = dt_cu_moe_route_chunks(N);
+    std::vector<int> cnt((size_t)nb * K * E), kept((size_t)nb * K * E), posb((size_t)nb * E), hmeta(DT_CU_MOE_META),
+        hrowof((size_t)N * K), hsrc(dt_cu_moe_max_rows(&d));
+    int rows = dt_cu_moe_route_host(tope.data(), &d, cnt.data(), kept.data(), posb.data(), hmeta.data(), hrowof.data(),
                                  hsrc.data());
     std::vector<int> src = dget(w.src, (size_t)(rows > 0 ? rows : 1));
-    int map_bad = rows != meta[DT_MOE_META_OFFS + E];
+    int map_bad = rows != meta[DT_CU_MOE_META_OFFS + E];
     for (int i = 0; i < N * K; i++) map_bad += rowof[i] != hrowof[i];
     for (int i = 0; i < rows; i++) map_bad += src[i] != hsrc[i];
-    for (int i = 0; i < DT_MOE_META_FILL; i++) map_bad += meta[i] != hmeta[i];
-    CHECKF(map_bad == 0, "%s: routing map differs from moe_plan.h's host sort in %d places", what, map_bad);
+    for (int i = 0; i < DT_CU_MOE_META_FILL; i++) map_bad += meta[i] != hmeta[i];
+    CHECKF(map_bad == 0, "%s: routing map differs from moe_cuda_plan.h's host sort in %d places", what, map_bad);
     fprintf(stderr, "  routing map = host counting sort: %d rows, %d dropped, expert 0 takes %d\n", rows,
-            meta[DT_MOE_META_DROPPED], meta[DT_MOE_META_KEPT]);
+            meta[DT_CU_MOE_META_DROPPED], meta[DT_CU_MOE_META_KEPT]);
 
     /* the experts, combine, aux and the backward in fp64 (gates: the fp64 probabilities) */
     std::vector<float> fw1 = f_of(w1), fb1 = f_of(b1), fw2 = f_of(w2), fb2 = f_of(b2), fdo = f_of(dout);
@@ -512,12 +512,12 @@ static void accuracy(int N, int C, int F, int E, int K, float capf, int share, c
     for (int e = 0; e < E; e++) {
         double P = 0;
         for (int t = 0; t < N; t++) P += pr[(size_t)t * E + e];
-        fe[e] = (double)meta[DT_MOE_META_TOTAL + e] / ((double)N * K);
+        fe[e] = (double)meta[DT_CU_MOE_META_TOTAL + e] / ((double)N * K);
         fP += fe[e] * P / N;
     }
     double raux = (double)coeff * E * fP;
     for (int t = 0; t < N; t++) {
-        double dp[DT_MOE_MAX_EXPERTS], s = 0;
+        double dp[DT_CU_MOE_MAX_EXPERTS], s = 0;
         for (int e = 0; e < E; e++) dp[e] = (double)coeff * E * fe[e] / N;
         for (int k = 0; k < K; k++) dp[tope[(size_t)t * K + k]] += dg[(size_t)t * K + k];
         for (int e = 0; e < E; e++) s += dp[e] * pr[(size_t)t * E + e];
@@ -546,6 +546,7 @@ static void accuracy(int N, int C, int F, int E, int K, float capf, int share, c
 static void test_accuracy(void) {
     const char *only = getenv("DT_GPU_CASES");
     if (only && !strstr("moe_accuracy", only)) return;
+    dt_kh_set_mode(1); /* the det branches (the fast ones differ only in order) */
     accuracy(1024, 256, 1024, 8, 2, 0.0f, 60, "N=1024 C=256 F=1024 E=8 K=2, 60% to expert 0");
     accuracy(1024, 256, 1024, 8, 2, 1.0f, 60, "the same with capacity 1.0 (drops)");
     accuracy(1000, 128, 512, 4, 1, 0.0f, 100, "K=1, every token to expert 0 (3 empty groups), N=1000");

@@ -33,7 +33,7 @@ __global__ void moe_combine_scatter_kernel(float *acc, const bf16 *yp, const int
                                            const int *meta, dt_moe_dims d) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, cg = (size_t)d.C / 8;
     int row = (int)(i / cg), c = (int)(i % cg) * 8;
-    if (row >= meta[DT_MOE_META_OFFS + d.E]) return;
+    if (row >= meta[DT_CU_MOE_META_OFFS + d.E]) return;
     int slot = src[row], t = slot / d.K;
     float g = topg[slot];
     dt_bf16x8 v = dt_ld8(yp + (size_t)row * d.C + c);
@@ -60,27 +60,27 @@ void dt_cu_moe_combine_fwd(bf16 *out, dt_cu_moe_ws *w, const dt_moe_dims *d, int
         return;
     }
     cudaMemsetAsync(w->outacc, 0, sizeof(float) * n, s);
-    size_t m = dt_moe_max_rows(d) * (size_t)d->C / 8;
+    size_t m = dt_cu_moe_max_rows(d) * (size_t)d->C / 8;
     moe_combine_scatter_kernel<<<dt_cu_noted(dt_cu_div(m, 256), 256, 0, "moe_combine_scatter_kernel"), 256, 0, s>>>(
         w->outacc, w->yp, w->src, w->topg, w->meta, *d);
     moe_round_kernel<<<dt_cu_noted(dt_cu_div(n / 8, 256), 256, 0, "moe_round_kernel"), 256, 0, s>>>(out, w->outacc, n);
 }
 
 /* ---- combine backward and dprob ----------------------------------------------------------------
- * Block (DT_MOE_DPROB_ROWS rows, channel tile j): warp w takes rows 4 w .. 4 w + 3; lane l
+ * Block (DT_CU_MOE_DPROB_ROWS rows, channel tile j): warp w takes rows 4 w .. 4 w + 3; lane l
  * channels j TILE + 4 l .. + 3. dyp = bf16(g dout); the tile's partial of <dout_t, yp[row]>
  * is the lane's 4 products in order, then the warp's butterfly. det: written to its own slot
- * (dt_moe_dprob_slot); fast: atomicAdd into dg. */
+ * (dt_cu_moe_dprob_slot); fast: atomicAdd into dg. */
 template <int DET>
 __global__ void __launch_bounds__(256) moe_dprob_kernel(bf16 *dyp, float *dgpart, float *dg, const bf16 *dout,
                                                         const bf16 *yp, const int *src, const float *topg,
                                                         const int *meta, dt_moe_dims d) {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, j = blockIdx.y;
-    int nrows = meta[DT_MOE_META_OFFS + d.E], NK = d.N * d.K;
-    int c = j * DT_MOE_DPROB_TILE + lane * 4;
+    int nrows = meta[DT_CU_MOE_META_OFFS + d.E], NK = d.N * d.K;
+    int c = j * DT_CU_MOE_DPROB_TILE + lane * 4;
 #pragma unroll
-    for (int r = 0; r < DT_MOE_DPROB_ROWS / 8; r++) {
-        int row = blockIdx.x * DT_MOE_DPROB_ROWS + warp * (DT_MOE_DPROB_ROWS / 8) + r;
+    for (int r = 0; r < DT_CU_MOE_DPROB_ROWS / 8; r++) {
+        int row = blockIdx.x * DT_CU_MOE_DPROB_ROWS + warp * (DT_CU_MOE_DPROB_ROWS / 8) + r;
         if (row >= nrows) return; /* warp-uniform */
         int slot = src[row], t = slot / d.K;
         float g = topg[slot];
@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(256) moe_dprob_kernel(bf16 *dyp, float *dgpart
         *reinterpret_cast<__nv_bfloat162 *>(o + 2) = __floats2bfloat162_rn(g * dv[2], g * dv[3]);
         p = dt_warp_sum(p);
         if (lane == 0) {
-            if (DET) dgpart[dt_moe_dprob_slot(j, slot, NK)] = p;
+            if (DET) dgpart[dt_cu_moe_dprob_slot(j, slot, NK)] = p;
             else atomicAdd(&dg[slot], p);
         }
     }
@@ -110,13 +110,13 @@ __global__ void moe_dprob_reduce_kernel(float *dg, const float *dgpart, const in
     if (s >= NK) return;
     float v = 0.0f;
     if (rowof[s] >= 0)
-        for (int j = 0; j < ntile; j++) v += dgpart[dt_moe_dprob_slot(j, s, NK)];
+        for (int j = 0; j < ntile; j++) v += dgpart[dt_cu_moe_dprob_slot(j, s, NK)];
     dg[s] = v;
 }
 
 void dt_cu_moe_combine_bwd(dt_cu_moe_ws *w, const bf16 *dout, const dt_moe_dims *d, int det, cudaStream_t s) {
-    int ntile = dt_moe_dprob_tiles(d->C);
-    dim3 g(dt_cu_div(dt_moe_max_rows(d), DT_MOE_DPROB_ROWS), (unsigned)ntile);
+    int ntile = dt_cu_moe_dprob_tiles(d->C);
+    dim3 g(dt_cu_div(dt_cu_moe_max_rows(d), DT_CU_MOE_DPROB_ROWS), (unsigned)ntile);
     if (det) {
         moe_dprob_kernel<1><<<dt_cu_noted(g, 256, 0, "moe_dprob_det_kernel"), 256, 0, s>>>(
             w->dyp, w->dgpart, w->dg, dout, w->yp, w->src, w->topg, w->meta, *d);
@@ -130,9 +130,15 @@ void dt_cu_moe_combine_bwd(dt_cu_moe_ws *w, const bf16 *dout, const dt_moe_dims 
         w->dyp, w->dgpart, w->dg, dout, w->yp, w->src, w->topg, w->meta, *d);
 }
 
-/* ---- the whole layer ---------------------------------------------------------------------------- */
+/* ---- the whole layer ----------------------------------------------------------------------------
+ * The branches from the family's chooser (moe.h): the routing map's placement and the
+ * combine by DT_OP_MOE_COMBINE, dprob by DT_OP_MOE_DPROB, the grouped weight gradient by the
+ * gemm family's DT_OP_GEMM (it is a GEMM); in deterministic mode every one is det. */
+static int moe_det(dt_op_id op) { return dt_moe_choose(op) == DT_MOE_DET; }
+
 void dt_cu_moe_forward(bf16 *out, dt_cu_moe_ws *w, const bf16 *x, const dt_cu_moe_params *p, float coeff,
-                       const dt_moe_dims *d, int det, cudaStream_t s) {
+                       const dt_moe_dims *d, cudaStream_t s) {
+    int det = moe_det(DT_OP_MOE_COMBINE);
     dt_cu_moe_router_fwd(w, x, p->wr, d, s);
     dt_cu_moe_route(w, d, det, s);
     dt_cu_moe_dispatch(w, x, d, s);
@@ -142,8 +148,8 @@ void dt_cu_moe_forward(bf16 *out, dt_cu_moe_ws *w, const bf16 *x, const dt_cu_mo
 }
 
 void dt_cu_moe_backward(bf16 *dx, dt_cu_moe_ws *w, const bf16 *dout, const bf16 *x, const dt_cu_moe_params *p,
-                        const dt_cu_moe_grads *g, float aux_coeff, const dt_moe_dims *d, int det, cudaStream_t s) {
-    dt_cu_moe_combine_bwd(w, dout, d, det, s);
-    dt_cu_moe_experts_bwd(w, p, g, d, det, s);
+                        const dt_cu_moe_grads *g, float aux_coeff, const dt_moe_dims *d, cudaStream_t s) {
+    dt_cu_moe_combine_bwd(w, dout, d, moe_det(DT_OP_MOE_DPROB), s);
+    dt_cu_moe_experts_bwd(w, p, g, d, dt_gemm_choose() == DT_GEMM_DET, s);
     dt_cu_moe_router_bwd(dx, g->wr, w, x, p->wr, aux_coeff, d, s);
 }

@@ -1,17 +1,20 @@
 /* The mixture-of-experts MLP on the GPU (src/ops/moe/cuda/*.cu): launchers over one layer's
- * workspace (moe_plan.h's layout). The math is moe-math (the MoE family's header,
+ * workspace (moe_cuda_plan.h's layout). The math is moe-math (the MoE family's header,
  * src/ops/moe/moe.h); the host plan, the tile schedule and the routing map's algorithm are
- * in moe_plan.h, CPU-tested. Include from .cu files only.
+ * in moe_cuda_plan.h, CPU-tested. Include from .cu files only.
  *
  * Precision: x (the normalised input), the dispatched rows, H, GELU(H), the expert outputs
  * and their gradients bf16; the router weight Wr fp32 (the master weights); W1, W2, b1, b2
  * bf16 (the model's bf16 copy); probabilities, gates, dprob, dz and every gradient of a
  * parameter fp32; every accumulation fp32; the aux loss fp64.
  *
- * Each path's determinism class (det: the `det` argument, from the family's chooser):
+ * Each path's determinism class (det: the launchers' `det` argument; dt_cu_moe_forward and
+ * dt_cu_moe_backward take it from the choosers: DT_OP_MOE_COMBINE for the routing map's
+ * placement and the combine, DT_OP_MOE_DPROB for dprob, DT_OP_GEMM for the grouped weight
+ * gradient):
  *  router_fwd      one warp a token, logits in a fixed lane order, softmax summed in expert
  *                  order, top-K by (value desc, index asc): deterministic in both branches
- *  route           det: chunked counting sort (moe_plan.h), stable (expert, token, k)
+ *  route           det: chunked counting sort (moe_cuda_plan.h), stable (expert, token, k)
  *                  rows, collision-free writes. fast without capacity: rows claimed with
  *                  atomics per expert (groups are the same sets, their order is not
  *                  stable); fast with capacity: the det placement (the kept set must not
@@ -21,12 +24,12 @@
  *                  128 x 128 output tile walks K in order; group sizes read on the device,
  *                  grid for the worst case. Input gradients likewise. Weight gradients:
  *                  det one block a (expert, tile) walks the group's rows in order (no
- *                  atomics); fast DT_MOE_WGRAD_SPLITS row parts added with atomicAdd
+ *                  atomics); fast DT_CU_MOE_WGRAD_SPLITS row parts added with atomicAdd
  *  bias gradients  per expert column sums, 8 row lanes in a fixed order: both branches
  *  combine         det: each token gathers its K rows in k order; fast: atomicAdd scatter
  *                  into fp32 accumulators, then rounded (with K = 2 two addends into zero
  *                  commute exactly: the race shows from K = 3)
- *  dprob           dg_{t,k} = <dout_t, Yp[row]> over DT_MOE_DPROB_TILE-channel tiles:
+ *  dprob           dg_{t,k} = <dout_t, Yp[row]> over DT_CU_MOE_DPROB_TILE-channel tiles:
  *                  det each tile writes its own slot, one thread a slot adds them in tile
  *                  order after all writers; fast atomicAdd into the slot
  *  router_bwd      dp, the aux term and the softmax backward, one thread a token in
@@ -40,17 +43,19 @@
 #include "ops/cuda/cuda_common.cuh"
 
 extern "C" {
-#include "ops/moe/moe_plan.h"
+#include "ops/gemm/gemm.h"
+#include "ops/moe/moe.h"
+#include "ops/moe/moe_cuda_plan.h"
 }
 
-/* The workspace's buffers, pointers into one device slab laid out by dt_moe_ws_plan. */
+/* The workspace's buffers, pointers into one device slab laid out by dt_cu_moe_ws_plan. */
 typedef struct dt_cu_moe_ws {
     float *probs, *topg, *part, *dg, *dgpart, *dz, *wrpart, *outacc;
     int *tope, *cnt, *kept, *posb, *meta, *rowof, *src;
     bf16 *xp, *h, *a, *yp, *dyp, *dh, *dxp;
     double *aux;
 } dt_cu_moe_ws;
-void dt_cu_moe_ws_bind(dt_cu_moe_ws *w, void *slab, const dt_moe_ws_layout *l);
+void dt_cu_moe_ws_bind(dt_cu_moe_ws *w, void *slab, const dt_cu_moe_ws_layout *l);
 
 /* A layer's parameters (device) and their gradients (fp32, added to). */
 typedef struct dt_cu_moe_params {
@@ -80,7 +85,7 @@ void dt_cu_moe_combine_fwd(bf16 *out, dt_cu_moe_ws *w, const dt_moe_dims *d, int
 void dt_cu_moe_aux_fwd(dt_cu_moe_ws *w, float coeff, const dt_moe_dims *d, cudaStream_t s);
 /* The whole forward in that order: router, route, dispatch, experts, combine, aux. */
 void dt_cu_moe_forward(bf16 *out, dt_cu_moe_ws *w, const bf16 *x, const dt_cu_moe_params *p, float coeff,
-                       const dt_moe_dims *d, int det, cudaStream_t s);
+                       const dt_moe_dims *d, cudaStream_t s);
 
 /* ---- backward ----------------------------------------------------------------------------- */
 /* dyp[row] = g dout_t; dg (N,K) = <dout_t, yp[row]> (0 for dropped slots). */
@@ -96,7 +101,7 @@ void dt_cu_moe_router_bwd(bf16 *dx, float *g_wr, dt_cu_moe_ws *w, const bf16 *x,
                           const dt_moe_dims *d, cudaStream_t s);
 /* The whole backward: combine_bwd, experts_bwd, router_bwd. */
 void dt_cu_moe_backward(bf16 *dx, dt_cu_moe_ws *w, const bf16 *dout, const bf16 *x, const dt_cu_moe_params *p,
-                        const dt_cu_moe_grads *g, float aux_coeff, const dt_moe_dims *d, int det, cudaStream_t s);
+                        const dt_cu_moe_grads *g, float aux_coeff, const dt_moe_dims *d, cudaStream_t s);
 
 /* ---- the grouped GEMMs, one at a time (tests, benchmarks) --------------------------------- */
 enum { DT_CU_MOE_GG_FWD_GELU, DT_CU_MOE_GG_FWD, DT_CU_MOE_GG_DGRAD_DGELU, DT_CU_MOE_GG_DGRAD };

@@ -1,6 +1,6 @@
 /* The MoE experts' grouped GEMMs on the GPU (moe_cuda.h): bf16 tensor-core tiles (WMMA
  * 16x16x16, fp32 accumulators) over variable-size groups whose sizes stay on the device
- * (moe_plan.h's META: offsets and tile starts), launched for the worst case so a CUDA graph
+ * (moe_cuda_plan.h's META: offsets and tile starts), launched for the worst case so a CUDA graph
  * of the launches holds for any routing; the per-expert bias column sums; the experts'
  * forward and backward.
  *
@@ -34,7 +34,7 @@ static __device__ __forceinline__ void cp_async16_zfill(void *dst, const void *s
                  "r"(valid ? 16 : 0));
 }
 
-enum { TM = DT_MOE_TILE_M, TN = DT_MOE_TILE_N, TK = DT_MOE_TILE_K };
+enum { TM = DT_CU_MOE_TILE_M, TN = DT_CU_MOE_TILE_N, TK = DT_CU_MOE_TILE_K };
 enum { LD_ROW = TK + 8, LD_COL = TM + 8 }; /* padded smem rows: (rows x 32) and (32 x cols) tiles */
 enum { STAGE = TM * LD_ROW > TK * LD_COL ? TM * LD_ROW : TK * LD_COL };
 
@@ -88,7 +88,7 @@ template <int MODE> struct gg_frags {
 
 template <int MODE, int EPI> __global__ void __launch_bounds__(256) moe_gg_kernel(gg_args a) {
     __shared__ __align__(128) bf16 smem[4 * STAGE];
-    const int *offs = a.meta + DT_MOE_META_OFFS, *tiles = a.meta + DT_MOE_META_TILES;
+    const int *offs = a.meta + DT_CU_MOE_META_OFFS, *tiles = a.meta + DT_CU_MOE_META_TILES;
     int e, row0, rend, kbeg, kend, m0 = 0, n0;
     if (MODE == GG_WGRAD) {
         int tiles_n = a.N / TN;
@@ -96,13 +96,13 @@ template <int MODE, int EPI> __global__ void __launch_bounds__(256) moe_gg_kerne
         m0 = (blockIdx.x / tiles_n) * TM;
         n0 = (blockIdx.x % tiles_n) * TN;
         int R = offs[e + 1] - offs[e];
-        kbeg = offs[e] + dt_moe_split_rows(R, a.splits, blockIdx.z);
-        kend = offs[e] + dt_moe_split_rows(R, a.splits, blockIdx.z + 1);
+        kbeg = offs[e] + dt_cu_moe_split_rows(R, a.splits, blockIdx.z);
+        kend = offs[e] + dt_cu_moe_split_rows(R, a.splits, blockIdx.z + 1);
         if (kbeg >= kend) return;
         row0 = 0;
         rend = 0;
     } else {
-        e = dt_moe_tile_group(tiles, a.E, blockIdx.x);
+        e = dt_cu_moe_tile_group(tiles, a.E, blockIdx.x);
         if (e < 0) return;
         row0 = offs[e] + (blockIdx.x - tiles[e]) * TM;
         rend = offs[e + 1];
@@ -237,7 +237,7 @@ void dt_cu_moe_gg(int kind, bf16 *out, bf16 *out2, const bf16 *aux, const bf16 *
     a.out = out;
     a.out2 = out2;
     a.aux = aux;
-    dim3 g((unsigned)dt_moe_max_mtiles(d), (unsigned)(N / TN));
+    dim3 g((unsigned)dt_cu_moe_max_mtiles(d), (unsigned)(N / TN));
     switch (kind) {
     case DT_CU_MOE_GG_FWD_GELU:
         moe_gg_kernel<GG_FWD, EPI_GELU><<<dt_cu_noted(g, 256, 0, "moe_gg_fwd_gelu"), 256, 0, s>>>(a);
@@ -265,7 +265,7 @@ void dt_cu_moe_gg_wgrad(float *dw, const bf16 *A, const bf16 *B, int M, int N, c
     a.meta = w->meta;
     a.E = d->E;
     a.dw = dw;
-    a.splits = det ? 1 : DT_MOE_WGRAD_SPLITS;
+    a.splits = det ? 1 : DT_CU_MOE_WGRAD_SPLITS;
     dim3 g((unsigned)((M / TM) * (N / TN)), (unsigned)d->E, (unsigned)a.splits);
     if (det) moe_gg_kernel<GG_WGRAD, EPI_ACC><<<dt_cu_noted(g, 256, 0, "moe_gg_wgrad_det"), 256, 0, s>>>(a);
     else moe_gg_kernel<GG_WGRAD, EPI_ATOMIC><<<dt_cu_noted(g, 256, 0, "moe_gg_wgrad_fast"), 256, 0, s>>>(a);
@@ -276,7 +276,7 @@ void dt_cu_moe_gg_wgrad(float *dw, const bf16 *A, const bf16 *B, int M, int N, c
 __global__ void __launch_bounds__(256) moe_group_colsum_kernel(float *db, const bf16 *x, int cols, const int *meta) {
     __shared__ float sh[8][33];
     int e = blockIdx.y, col = blockIdx.x * 32 + threadIdx.x, lane = threadIdx.y;
-    int r0 = meta[DT_MOE_META_OFFS + e], r1 = meta[DT_MOE_META_OFFS + e + 1];
+    int r0 = meta[DT_CU_MOE_META_OFFS + e], r1 = meta[DT_CU_MOE_META_OFFS + e + 1];
     float s = 0.0f;
     if (col < cols)
         for (int r = r0 + lane; r < r1; r += 8) s += __bfloat162float(x[(size_t)r * cols + col]);
