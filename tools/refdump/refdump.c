@@ -215,13 +215,16 @@ int dt_refdump_write_index(const dt_refdump_args *a, const dt_gpt *m, const dt_r
             "\"tokens\":\"tokens_%%d.bin\",\"grads\":\"grads_%%d.bin\",\"params\":\"params_%%d.bin\"},\n",
             m->num_params);
     fprintf(f, "\"tensors\":[\n");
-    for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++) {
+    /* the tensors that hold parameters (a dense model's MoE tensors are empty) */
+    for (int i = 0, first = 1; i < DT_NUM_PARAM_TENSORS; i++) {
         const dt_param_desc *d = &m->params[i];
-        fprintf(f, " {\"name\":\"%s\",\"shape\":[", d->name);
+        if (d->numel == 0) continue;
+        fprintf(f, "%s {\"name\":\"%s\",\"shape\":[", first ? "" : ",\n", d->name);
         for (int k = 0; k < d->ndim; k++) fprintf(f, "%s%" PRId64, k ? "," : "", d->shape[k]);
-        fprintf(f, "],\"offset\":%zu,\"numel\":%zu,\"decay\":%s}%s\n", d->offset, d->numel,
-                d->decay ? "true" : "false", i + 1 < DT_NUM_PARAM_TENSORS ? "," : "");
+        fprintf(f, "],\"offset\":%zu,\"numel\":%zu,\"decay\":%s}", d->offset, d->numel, d->decay ? "true" : "false");
+        first = 0;
     }
+    fprintf(f, "\n");
     fprintf(f, "],\n\"step_log\":[\n");
     for (int k = 0; k < a->steps; k++) {
         fprintf(f, " {\"step\":%d,", k + 1);
