@@ -16,7 +16,7 @@ NUMERIC := -ffp-contract=off -fno-fast-math -fno-unsafe-math-optimizations -fno-
 BLAS_INC := -I/usr/include/x86_64-linux-gnu/openblas-openmp
 CFLAGS_ALL := -std=c11 $(OPT) -g -fopenmp $(NUMERIC) $(WARN) -D_GNU_SOURCE \
               -Iinclude -Isrc $(BLAS_INC) $(EXTRA_CFLAGS)
-LDLIBS  := -lopenblas -fopenmp -lm
+LDLIBS  := -lopenblas -fopenmp -lm -ldl
 # The revision the build reports (--version, env.json): git's, only when this source tree
 # is the top of its own repository; a tree copied into another repository (a tarball
 # unpacked inside one) must not report that repository's revision, so it reports
@@ -32,7 +32,12 @@ DEFS    := -DDT_BUILD_FLAGS='"$(CC) $(CFLAGS_ALL)"' -DDT_GIT_REV='"$(GIT_REV)"'
 # `find` in a fixed (sorted) order, so the archive and the test list do not depend on the
 # directory order of the file system.
 find_src = $(sort $(shell find $(1) -type f -name '$(2)' 2>/dev/null))
-LIB_SRC  := $(filter-out src/cli/main.c,$(call find_src,src,*.c))
+# src/dist/comm_mpi.c is the MPI engine's plugin, built apart with mpicc (`make mpi`).
+MPI_PLUGIN_SRC := src/dist/comm_mpi.c
+MPICC      ?= mpicc
+MPI_PLUGIN := $(BUILD)/libdetrain-mpi.so
+MPI_DRIVER := $(BUILD)/mpi-tests/comm_driver
+LIB_SRC  := $(filter-out src/cli/main.c $(MPI_PLUGIN_SRC),$(call find_src,src,*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(call find_src,tests,test_*.c)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
@@ -42,10 +47,10 @@ TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_BIN := $(patsubst tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all run test deps clean gate bench cuda cuda-objs test-gpu nvcc-check
+.PHONY: all run test deps clean gate bench cuda cuda-objs test-gpu nvcc-check mpi mpicc-check
 # test support objects are shared by every test binary: keep them between builds
 .SECONDARY: $(TEST_SUPPORT_OBJ)
-all: $(BUILD)/detrain $(TEST_BIN) $(TOOL_BIN)
+all: $(BUILD)/detrain $(TEST_BIN) $(TOOL_BIN) $(if $(shell command -v $(MPICC) 2>/dev/null),mpi)
 
 $(DEPS_STAMP): scripts/install-deps.sh
 	@bash scripts/install-deps.sh
@@ -93,7 +98,7 @@ $(BUILD)/tools/dump_reference: $(BUILD)/obj/tools/refdump/refdump.o
 run: $(BUILD)/detrain
 	bash scripts/run-main.sh
 
-test: $(BUILD)/detrain $(TEST_BIN) $(TOOL_BIN)
+test: $(BUILD)/detrain $(TEST_BIN) $(TOOL_BIN) mpi
 	bash tests/run.sh
 
 gate: $(BUILD)/detrain
@@ -101,6 +106,26 @@ gate: $(BUILD)/detrain
 
 bench: $(BUILD)/detrain
 	bash bench/cpu.sh
+
+# ---- MPI engine ----------------------------------------------------------------------
+# `make mpi` builds the MPI engine's plugin build/libdetrain-mpi.so (src/dist/comm_mpi.c,
+# with mpicc; detrain loads it only for a run on the MPI engine, so the binaries run on
+# machines without OpenMPI) and the test driver of tests/dist/test_comm_mpi.sh. `all` builds
+# them when mpicc is there; `make test` needs them (scripts/install-deps.sh installs OpenMPI).
+
+mpicc-check:
+	@command -v $(MPICC) >/dev/null 2>&1 || { echo "make: '$(MPICC)' not found: the MPI engine needs OpenMPI (bash scripts/install-deps.sh installs openmpi-bin and libopenmpi-dev)." >&2; exit 1; }
+
+$(MPI_PLUGIN): $(MPI_PLUGIN_SRC) src/dist/comm_mpi.h src/dist/comm.h src/dist/launch.h include/detrain/detrain.h | mpicc-check $(DEPS_STAMP)
+	@echo "MPICC $<"
+	@$(MPICC) -std=c11 $(OPT) -g -fPIC -shared $(NUMERIC) $(WARN) -D_GNU_SOURCE -Iinclude -Isrc -o $@ $<
+
+$(MPI_DRIVER): tests/dist/mpi/comm_driver.c $(BUILD)/libdetrain.a | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	@echo "LD $@"
+	@$(CC) $(CFLAGS_ALL) -Itests -o $@ $< $(BUILD)/libdetrain.a $(LDLIBS)
+
+mpi: $(MPI_PLUGIN) $(MPI_DRIVER)
 
 # ---- CUDA backend -------------------------------------------------------------------
 # `make cuda` builds build/detrain-cuda: every CPU source compiled again with -DDT_CUDA

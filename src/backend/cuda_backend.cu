@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define TRY(x) do { dt_status st_ = (x); if (st_ != DT_OK) return st_; } while (0)
+
 typedef struct cuda_backend {
     dt_backend base;
     dt_gpt_cuda *m;
@@ -56,13 +58,9 @@ static dt_status cuda_eval_loss(dt_backend *b, const int *in, const int *tg, dou
     return st == DT_OK ? dt_gpt_cuda_loss(c->m, loss) : st;
 }
 
-/* One rank: the gradients are the sum already (the data-parallel engines reduce the
- * device slab through b->comm here). */
-static dt_status cuda_reduce_grads(dt_backend *b) {
-    if (dt_comm_size(b->comm) == 1) return DT_OK;
-    return dt_fail(DT_EUNSUPPORTED, "--device cuda: a %d-rank gradient reduction needs the NCCL communicator",
-                   dt_comm_size(b->comm));
-}
+/* The gradient slab summed over the ranks through b->comm (the NCCL engine); one rank has
+ * the sum already and makes no call. */
+static dt_status cuda_reduce_grads(dt_backend *b) { return dt_gpt_cuda_reduce_grads(cu(b)->m, b->comm); }
 
 static dt_status cuda_step(dt_backend *b, const dt_step_args *a, dt_grad_stats *gs, double *micro_losses) {
     cuda_backend *c = cu(b);

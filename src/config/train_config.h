@@ -79,6 +79,9 @@ typedef struct dt_train_config {
     const char *inject;           /* --inject-nondeterminism OP@STEP */
     int debug_allow_injection;
     int quiet;                    /* no console lines */
+    int dist_engine;              /* --dist-engine: DT_DIST_* (dist/comm_factory.h) */
+    const char *rank_order;       /* --rank-order: NULL the identity */
+    float dist_timeout_sec;       /* --dist-timeout-sec */
     int exit_signal;              /* 1: the signal handler finishes the step, saves, exits 0 */
     int64_t exit_interval;        /* stop after multiples of it (0: not given) */
     float exit_minutes;           /* stop after this wall time (0: not given) */

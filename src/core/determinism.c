@@ -80,6 +80,29 @@ static int valid_nccl_algo(const char *v) {
     return count > 0 && v[strlen(v) - 1] != ',' && v[0] != ',';
 }
 
+/* NCCL_PROTO: comma-separated tokens from {LL, LL128, Simple}, or the same list after a
+ * leading '^' (the protocols NCCL must not use). Deterministic mode's floating-point
+ * reductions never run an NCCL reduction: they move bytes with ncclSend/ncclRecv, add in
+ * logical rank order in detrain's own kernel and gather with ncclAllGather/ncclBroadcast,
+ * copies that deliver the same bytes under every protocol (and every NCCL_ALGO). So every
+ * protocol NCCL has is accepted, and recorded; a value NCCL does not know is refused,
+ * since the run that happens would not be the one asked for. No default: NCCL picks. */
+static int valid_nccl_proto(const char *v) {
+    static const char *ok[] = {"LL", "LL128", "Simple"};
+    char buf[256];
+    if (*v == '^') v++;
+    if (!*v || strlen(v) >= sizeof buf || v[0] == ',' || v[strlen(v) - 1] == ',' || strstr(v, ",,")) return 0;
+    strcpy(buf, v);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int hit = 0;
+        for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+            if (strcasecmp(tok, ok[i]) == 0) hit = 1;
+        if (!hit) return 0;
+    }
+    return 1;
+}
+
 static int valid_cublas_ws(const char *v) { return !strcmp(v, ":4096:8") || !strcmp(v, ":16:8"); }
 static int valid_false(const char *v) { return !strcasecmp(v, "false"); }
 
@@ -96,6 +119,8 @@ static const char *def_nproc(void) {
 static const dt_det_env_rule env_rules[] = {
     {"NCCL_ALGO", "comma-separated tokens from {Ring, CollnetDirect, CollnetChain, ^NVLS}",
      valid_nccl_algo, def_ring},
+    {"NCCL_PROTO", "comma-separated tokens from {LL, LL128, Simple}, optionally after one leading '^'",
+     valid_nccl_proto, NULL},
     {"CUBLAS_WORKSPACE_CONFIG", ":4096:8 or :16:8", valid_cublas_ws, def_cublas_ws},
     /* detrain's deterministic CPU paths are thread-count independent, so any count is
      * accepted; the count must still be a plain number, and it is recorded. */
@@ -148,7 +173,7 @@ static dt_status check_env(void) {
                            rules[i].name, v, rules[i].accepted);
     }
     for (int i = 0; i < n; i++)
-        if (!getenv(rules[i].name) && setenv(rules[i].name, rules[i].canonical(), 0) != 0)
+        if (rules[i].canonical && !getenv(rules[i].name) && setenv(rules[i].name, rules[i].canonical(), 0) != 0)
             return dt_fail(DT_EIO, "cannot set %s in the environment", rules[i].name);
     return DT_OK;
 }

@@ -50,7 +50,7 @@ typedef struct dt_det_env_rule {
     const char *name;
     const char *accepted;        /* human-readable list, used in the error message */
     int (*valid)(const char *value);
-    const char *(*canonical)(void); /* default when unset */
+    const char *(*canonical)(void); /* default when unset; NULL: stays unset (recorded as such) */
 } dt_det_env_rule;
 const dt_det_env_rule *dt_det_env_rules(int *n);
 

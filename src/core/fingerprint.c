@@ -33,6 +33,18 @@ dt_status dt_fingerprint_set_config(const char *binding_json, const char *run_js
     return DT_OK;
 }
 
+static char *g_dist_contract, *g_dist_info;
+
+dt_status dt_fingerprint_set_dist(const char *contract_json, const char *info_json) {
+    free(g_dist_contract);
+    free(g_dist_info);
+    g_dist_contract = contract_json ? strdup(contract_json) : NULL;
+    g_dist_info = info_json ? strdup(info_json) : NULL;
+    if ((contract_json && !g_dist_contract) || (info_json && !g_dist_info))
+        return dt_fail(DT_ENOMEM, "out of memory for the run's communicator record");
+    return DT_OK;
+}
+
 static void cpu_model(char *buf, size_t n) {
     snprintf(buf, n, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -93,6 +105,7 @@ dt_status dt_fingerprint_write(const char *dir, const char *extra_json) {
             kv(f, &first, thread_env[i], getenv(thread_env[i]) ? getenv(thread_env[i]) : "(unset)");
     }
     if (extra_json) fprintf(f, ",\n    \"run\": %s", extra_json);
+    if (g_dist_contract) fprintf(f, ",\n    \"dist\": %s", g_dist_contract);
     fprintf(f, "\n  },\n  \"info\": {");
     first = 1;
     kv(f, &first, "host", host);
@@ -105,6 +118,7 @@ dt_status dt_fingerprint_write(const char *dir, const char *extra_json) {
         for (size_t i = 0; i < sizeof thread_env / sizeof thread_env[0]; i++)
             kv(f, &first, thread_env[i], getenv(thread_env[i]) ? getenv(thread_env[i]) : "(unset)");
     }
+    if (g_dist_info) fprintf(f, ",\n    \"dist\": %s", g_dist_info);
     fprintf(f, "\n  }");
     if (g_config_binding && g_config_run)
         fprintf(f, ",\n  \"config\": {\n    \"binding\": %s,\n    \"run\": %s\n  }", g_config_binding, g_config_run);

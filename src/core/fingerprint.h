@@ -20,6 +20,10 @@ dt_status dt_fingerprint_write(const char *dir, const char *extra_json);
  * texts (copied; NULL clears). `detrain compare` warns when two runs' binding configs
  * differ, as it does for the contract. */
 dt_status dt_fingerprint_set_config(const char *binding_json, const char *run_json);
+/* The run's communicator for every env.json this process writes after the call: "dist" in
+ * "contract" (contract_json: engine, world size, the engine's library and settings) and in
+ * "info" (info_json: launcher, ranks, rank order); JSON object texts (copied; NULL clears). */
+dt_status dt_fingerprint_set_dist(const char *contract_json, const char *info_json);
 /* The build's git revision (`git describe --always --dirty` at build time, "unknown"
  * outside a checkout), as env.json records it. */
 const char *dt_build_rev(void);

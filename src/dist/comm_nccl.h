@@ -28,6 +28,11 @@ typedef struct dt_nccl_spec {
 
 dt_status dt_comm_create_nccl(dt_comm **out, const dt_nccl_spec *spec);
 
+/* env.json's record of the NCCL library this process runs (JSON object members, e.g.
+ * "\"nccl_version\":\"2.21.5\""), once an engine was created; "" before and in the CPU
+ * build. The factory adds it to the communicator's "dist" record. */
+const char *dt_comm_nccl_record(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -53,17 +53,38 @@ dt_status dt_gpt_config_finish(dt_gpt_config *cfg) {
     return DT_OK;
 }
 
+int dt_gpt_is_moe(const dt_gpt_config *cfg, int layer) {
+    return cfg->num_experts > 0 && layer >= 0 && layer < 1024 &&
+           (int)((cfg->moe_layers[layer / 64] >> (layer % 64)) & 1u);
+}
+
+int dt_gpt_num_moe_layers(const dt_gpt_config *cfg) {
+    int n = 0;
+    for (int l = 0; l < cfg->num_layers; l++) n += dt_gpt_is_moe(cfg, l);
+    return n;
+}
+
+int dt_gpt_mlp_index(const dt_gpt_config *cfg, int layer) {
+    int moe = dt_gpt_is_moe(cfg, layer), n = 0;
+    for (int l = 0; l < layer; l++) n += dt_gpt_is_moe(cfg, l) == moe;
+    return n;
+}
+
 size_t dt_gpt_param_table(const dt_gpt_config *cfg, dt_param_desc out[DT_NUM_PARAM_TENSORS]) {
     int64_t L = cfg->num_layers, C = cfg->channels, Vp = cfg->padded_vocab, maxT = cfg->max_seq_len;
-    const struct { const char *name; int ndim; int64_t s0, s1, s2; int decay; } t[] = {
-        {"wte", 2, Vp, C, 0, 1},       {"wpe", 2, maxT, C, 0, 1},
-        {"ln1w", 2, L, C, 0, 0},       {"ln1b", 2, L, C, 0, 0},
-        {"qkvw", 3, L, 3 * C, C, 1},   {"qkvb", 2, L, 3 * C, 0, 0},
-        {"attprojw", 3, L, C, C, 1},   {"attprojb", 2, L, C, 0, 0},
-        {"ln2w", 2, L, C, 0, 0},       {"ln2b", 2, L, C, 0, 0},
-        {"fcw", 3, L, 4 * C, C, 1},    {"fcb", 2, L, 4 * C, 0, 0},
-        {"fcprojw", 3, L, C, 4 * C, 1}, {"fcprojb", 2, L, C, 0, 0},
-        {"lnfw", 1, C, 0, 0, 0},       {"lnfb", 1, C, 0, 0, 0},
+    int64_t Lm = dt_gpt_num_moe_layers(cfg), Ld = L - Lm, E = Lm ? cfg->num_experts : 0, F = 4 * C;
+    const struct { const char *name; int ndim; int64_t s0, s1, s2, s3; int decay; } t[] = {
+        {"wte", 2, Vp, C, 0, 0, 1},       {"wpe", 2, maxT, C, 0, 0, 1},
+        {"ln1w", 2, L, C, 0, 0, 0},       {"ln1b", 2, L, C, 0, 0, 0},
+        {"qkvw", 3, L, 3 * C, C, 0, 1},   {"qkvb", 2, L, 3 * C, 0, 0, 0},
+        {"attprojw", 3, L, C, C, 0, 1},   {"attprojb", 2, L, C, 0, 0, 0},
+        {"ln2w", 2, L, C, 0, 0, 0},       {"ln2b", 2, L, C, 0, 0, 0},
+        {"fcw", 3, Ld, 4 * C, C, 0, 1},   {"fcb", 2, Ld, 4 * C, 0, 0, 0},
+        {"fcprojw", 3, Ld, C, 4 * C, 0, 1}, {"fcprojb", 2, Ld, C, 0, 0, 0},
+        {"lnfw", 1, C, 0, 0, 0, 0},       {"lnfb", 1, C, 0, 0, 0, 0},
+        {"moe_wr", 3, Lm, E, C, 0, 1},    {"moe_w1", 4, Lm, E, F, C, 1},
+        {"moe_b1", 3, Lm, E, F, 0, 0},    {"moe_w2", 4, Lm, E, C, F, 1},
+        {"moe_b2", 3, Lm, E, C, 0, 0},
     };
     size_t off = 0;
     for (int i = 0; i < DT_NUM_PARAM_TENSORS; i++) {
@@ -73,6 +94,7 @@ size_t dt_gpt_param_table(const dt_gpt_config *cfg, dt_param_desc out[DT_NUM_PAR
         d->shape[0] = t[i].s0;
         d->shape[1] = t[i].s1;
         d->shape[2] = t[i].s2;
+        d->shape[3] = t[i].s3;
         d->numel = 1;
         for (int k = 0; k < d->ndim; k++) d->numel *= (size_t)d->shape[k];
         d->offset = off;
@@ -90,8 +112,9 @@ static void init_params(dt_gpt *m, uint64_t seed) {
         float *p = m->param[i];
         int is_ln_w = (i == DT_P_LN1W || i == DT_P_LN2W || i == DT_P_LNFW);
         int is_matrix = (i == DT_P_WTE || i == DT_P_WPE || i == DT_P_QKVW || i == DT_P_ATTPROJW ||
-                         i == DT_P_FCW || i == DT_P_FCPROJW);
-        float std = (i == DT_P_ATTPROJW || i == DT_P_FCPROJW) ? proj_std : 0.02f;
+                         i == DT_P_FCW || i == DT_P_FCPROJW || i == DT_P_MOE_WR || i == DT_P_MOE_W1 ||
+                         i == DT_P_MOE_W2);
+        float std = (i == DT_P_ATTPROJW || i == DT_P_FCPROJW || i == DT_P_MOE_W2) ? proj_std : 0.02f;
         size_t n = d->numel;
         if (i == DT_P_WTE) n = (size_t)c->vocab_size * (size_t)c->channels; /* padded rows stay 0 */
         memset(p, 0, sizeof(float) * d->numel);

@@ -25,7 +25,21 @@ typedef struct dt_gpt_config {
     int num_layers;   /* L */
     int num_heads;    /* NH */
     int channels;     /* C */
+    /* Mixture of experts (issue 23; ops/moe/moe.h). num_experts 0: every MLP slot is dense.
+     * Else the layers whose bit is set in moe_layers take an MoE MLP of num_experts experts
+     * routed top-moe_topk (1 <= moe_topk <= num_experts). */
+    int num_experts;  /* E */
+    int moe_topk;     /* K */
+    uint64_t moe_layers[16]; /* bit l of word l/64: layer l is an MoE layer (L <= 1024) */
 } dt_gpt_config;
+
+/* Whether layer l's MLP slot is an MoE block. */
+int dt_gpt_is_moe(const dt_gpt_config *cfg, int layer);
+/* Layers whose MLP slot is an MoE block (Lm) / the dense MLP (Ld = L - Lm). */
+int dt_gpt_num_moe_layers(const dt_gpt_config *cfg);
+/* Layer l's index among the layers of its MLP kind: the leading index into the DT_P_FC*
+ * tensors for a dense layer, into the DT_P_MOE_* tensors for an MoE layer. */
+int dt_gpt_mlp_index(const dt_gpt_config *cfg, int layer);
 
 /* Fills the config of a named preset ("tiny", "small", "gpt2-124m", "gpt2-350m").
  * vocab_size/max_seq_len may be overridden afterwards; call dt_gpt_config_finish after. */
@@ -33,7 +47,10 @@ dt_status dt_gpt_preset(const char *name, dt_gpt_config *cfg);
 /* Validates a config and computes padded_vocab. Errors name the bad field. */
 dt_status dt_gpt_config_finish(dt_gpt_config *cfg);
 
-/* Parameter tensors, in slab order. */
+/* Parameter tensors, in slab order. The dense MLP's fc* tensors have one slice per dense
+ * layer (Ld = L - Lm leading), the MoE tensors one per MoE layer (Lm leading, F = 4C), both
+ * indexed by dt_gpt_mlp_index; with num_experts 0, Ld = L and the MoE tensors are empty
+ * (numel 0), so a dense model's slab is the one it always was. */
 enum {
     DT_P_WTE,      /* (Vp, C) */
     DT_P_WPE,      /* (maxT, C) */
@@ -45,19 +62,24 @@ enum {
     DT_P_ATTPROJB, /* (L, C) */
     DT_P_LN2W,     /* (L, C) */
     DT_P_LN2B,     /* (L, C) */
-    DT_P_FCW,      /* (L, 4C, C) */
-    DT_P_FCB,      /* (L, 4C) */
-    DT_P_FCPROJW,  /* (L, C, 4C) */
-    DT_P_FCPROJB,  /* (L, C) */
+    DT_P_FCW,      /* (Ld, 4C, C) */
+    DT_P_FCB,      /* (Ld, 4C) */
+    DT_P_FCPROJW,  /* (Ld, C, 4C) */
+    DT_P_FCPROJB,  /* (Ld, C) */
     DT_P_LNFW,     /* (C) */
     DT_P_LNFB,     /* (C) */
+    DT_P_MOE_WR,   /* (Lm, E, C)     router, no bias */
+    DT_P_MOE_W1,   /* (Lm, E, F, C)  experts' fc */
+    DT_P_MOE_B1,   /* (Lm, E, F) */
+    DT_P_MOE_W2,   /* (Lm, E, C, F)  experts' fcproj */
+    DT_P_MOE_B2,   /* (Lm, E, C) */
     DT_NUM_PARAM_TENSORS
 };
 
 typedef struct dt_param_desc {
     const char *name;     /* "wte", "qkvw", ... */
-    int ndim;             /* 1..3 */
-    int64_t shape[3];     /* leading dim L for per-layer tensors */
+    int ndim;             /* 1..4 */
+    int64_t shape[4];     /* leading dim L (Ld, Lm) for per-layer tensors */
     size_t numel;
     size_t offset;        /* in floats, into the parameter slab */
     int decay;            /* 1: weight decay applies (matrices, embeddings) */

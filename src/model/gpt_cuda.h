@@ -15,6 +15,7 @@ extern "C" {
 #endif
 
 #include "config/train_config.h"
+#include "dist/comm.h"
 #include "model/gpt.h"
 #include "optim/optim.h"
 #include "trace/trace.h"
@@ -56,6 +57,12 @@ dt_status dt_gpt_cuda_backward(dt_gpt_cuda *m);
  * whole (beta 0) instead of adding to: the values of clearing the whole slab (a sum that is
  * exactly zero may keep its sign), without writing and then reading 99% of it. Asynchronous. */
 void dt_gpt_cuda_zero_grad(dt_gpt_cuda *m);
+
+/* The data-parallel gradient reduction: the fp32 gradient slab summed over comm's ranks
+ * in place on the model's stream (dt_comm_allreduce: rank-ordered in deterministic mode),
+ * after the step's last backward; returns once it is done. One rank: nothing to do, no
+ * call. The comm must move device memory (the NCCL engine). */
+dt_status dt_gpt_cuda_reduce_grads(dt_gpt_cuda *m, dt_comm *comm);
 
 /* Grad norm / param norm / num-zeros (DT_OP_NORM), then one AdamW update (step t >= 1,
  * clipping with the grad norm on the device), then the statistics are read back. */

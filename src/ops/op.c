@@ -7,6 +7,7 @@
 
 static const char *names[DT_OP_COUNT] = {
     "gemm", "encoder_bwd", "layernorm_bwd", "bias_bwd", "attention_bwd", "crossentropy", "norm",
+    "moe_combine", "moe_dprob",
 };
 static int overrides[DT_OP_COUNT]; /* 0 none, 1 det, 2 fast */
 
@@ -31,7 +32,7 @@ dt_status dt_op_override(const char *spec) {
             return DT_OK;
         }
     return dt_fail(DT_EINVAL, "--op-variant '%s': unknown op; known: gemm, encoder_bwd, "
-                   "layernorm_bwd, bias_bwd, attention_bwd, crossentropy, norm", spec);
+                   "layernorm_bwd, bias_bwd, attention_bwd, crossentropy, norm, moe_combine, moe_dprob", spec);
 }
 
 void dt_op_clear_overrides(void) { memset(overrides, 0, sizeof overrides); }

@@ -16,6 +16,8 @@ typedef enum dt_op_id {
     DT_OP_ATTENTION_BWD,   /* dQ accumulation */
     DT_OP_CROSSENTROPY,    /* fused softmax cross-entropy: mean-loss reduction */
     DT_OP_NORM,            /* global grad norm, param norm */
+    DT_OP_MOE_COMBINE,     /* MoE combine and un-dispatch: the K rows of a token added */
+    DT_OP_MOE_DPROB,       /* MoE gate gradient: one dot product per (token, k) */
     DT_OP_COUNT
 } dt_op_id;
 

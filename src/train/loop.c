@@ -2,6 +2,7 @@
 #include "train/loop.h"
 
 #include "data/dataset.h"
+#include "dist/comm_factory.h"
 #include "dist/dp.h"
 #include "train/train_common.h"
 #include "train/trainer.h"
@@ -207,7 +208,8 @@ static dt_status check_trace(const run *t) {
 }
 
 static dt_status open_run(run *t, const dt_train_config *cfg) {
-    dt_status st = dt_comm_create_single(&t->comm);
+    dt_status st = dt_comm_create(&t->comm, cfg);
+    if (st == DT_OK) st = dt_comm_record_env(t->comm, cfg);
     if (st == DT_OK) st = dt_train_state_open(&t->r, cfg, t->comm);
     if (st == DT_OK && cfg->distributed_optimizer && cfg->device)
         st = dt_fail(DT_EUNSUPPORTED, "--use-distributed-optimizer is not implemented on --device cuda yet; "

@@ -5,7 +5,7 @@
 #include "dt_test.h"
 
 static const char *vars[] = {"NCCL_ALGO", "CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS",
-                             "OMP_DYNAMIC", "OPENBLAS_NUM_THREADS"};
+                             "OMP_DYNAMIC", "OPENBLAS_NUM_THREADS", "NCCL_PROTO"};
 
 static void clear_env(void) {
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
@@ -25,6 +25,7 @@ static void test_defaults_filled(void) {
     CHECK(getenv("CUBLAS_WORKSPACE_CONFIG") && !strcmp(getenv("CUBLAS_WORKSPACE_CONFIG"), ":4096:8"));
     CHECK(getenv("OMP_DYNAMIC") && !strcmp(getenv("OMP_DYNAMIC"), "false"));
     CHECK(getenv("OMP_NUM_THREADS") && atoi(getenv("OMP_NUM_THREADS")) >= 1);
+    CHECK(getenv("NCCL_PROTO") == NULL); /* no default: NCCL picks, env.json records "(unset)" */
 }
 
 static void test_idempotent(void) {
@@ -50,7 +51,9 @@ static void test_bad_env_values(void) {
         {"NCCL_ALGO", "Ring,"}, {"CUBLAS_WORKSPACE_CONFIG", ":4096:2"},
         {"CUBLAS_WORKSPACE_CONFIG", "4096:8"}, {"OMP_NUM_THREADS", "4,2"},
         {"OMP_NUM_THREADS", "0"}, {"OMP_NUM_THREADS", "two"}, {"OMP_DYNAMIC", "true"},
-        {"OPENBLAS_NUM_THREADS", "-1"},
+        {"OPENBLAS_NUM_THREADS", "-1"}, {"NCCL_PROTO", "LL256"}, {"NCCL_PROTO", "Simple,"},
+        {"NCCL_PROTO", "^"}, {"NCCL_PROTO", ""}, {"NCCL_PROTO", "Ring"}, {"NCCL_PROTO", "LL,,Simple"},
+        {"NCCL_PROTO", "^^LL"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         clear_env();
@@ -70,7 +73,8 @@ static void test_bad_env_values(void) {
 static void test_good_env_values(void) {
     static const struct { const char *name, *value; } good[] = {
         {"NCCL_ALGO", "Ring"}, {"NCCL_ALGO", "ring,CollnetDirect"}, {"NCCL_ALGO", "^NVLS"},
-        {"CUBLAS_WORKSPACE_CONFIG", ":16:8"}, {"OMP_NUM_THREADS", "2"},
+        {"CUBLAS_WORKSPACE_CONFIG", ":16:8"}, {"OMP_NUM_THREADS", "2"}, {"NCCL_PROTO", "Simple"},
+        {"NCCL_PROTO", "^LL128"}, {"NCCL_PROTO", "LL,LL128,simple"},
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         clear_env();

@@ -1,5 +1,5 @@
 /* Each op family's chooser of its path (gemm_plan.c, encoder_plan.c, layernorm_plan.c,
- * reduce_plan.c, crossentropy_plan.c, attention_plan.c): in default mode, with per-op =det
+ * reduce_plan.c, crossentropy_plan.c, attention_plan.c, moe_plan.c): in default mode, with per-op =det
  * overrides and in deterministic mode, every chooser answers what its op's dt_op_variant
  * says (the branch every call site took before the choosers); the attention chooser's GPU
  * answer follows the shape, the device and the cap exactly as the GPU model's rule (flash
@@ -13,6 +13,7 @@
 #include "ops/encoder/encoder.h"
 #include "ops/gemm/gemm.h"
 #include "ops/layernorm/layernorm.h"
+#include "ops/moe/moe.h"
 #include "ops/op.h"
 #include "ops/reduce/reduce.h"
 
@@ -34,6 +35,10 @@ static void check_variants(const char *mode) {
                "%s: reduce for %s", mode, dt_op_name(reduced[i]));
     CHECKF((dt_crossentropy_choose() == DT_REDUCE_DET) == (dt_op_variant(DT_OP_CROSSENTROPY) == DT_VARIANT_DET),
            "%s: crossentropy", mode);
+    static const dt_op_id moe_ops[] = {DT_OP_MOE_COMBINE, DT_OP_MOE_DPROB};
+    for (int i = 0; i < 2; i++)
+        CHECKF((dt_moe_choose(moe_ops[i]) == DT_MOE_DET) == (dt_op_variant(moe_ops[i]) == DT_VARIANT_DET),
+               "%s: moe for %s", mode, dt_op_name(moe_ops[i]));
     /* the CPU attention backward: the det branch, else key blocks only with few heads */
     int det_att = dt_op_variant(DT_OP_ATTENTION_BWD) == DT_VARIANT_DET, threads = omp_get_max_threads();
     for (int B = 1; B <= 4; B++)
@@ -73,6 +78,7 @@ static void test_deterministic_mode(void) {
     CHECK(dt_gemm_choose() == DT_GEMM_DET && dt_encoder_choose() == DT_ENCODER_DET);
     CHECK(dt_layernorm_choose() == DT_LAYERNORM_DET && dt_crossentropy_choose() == DT_REDUCE_DET);
     CHECK(dt_reduce_choose(DT_OP_BIAS_BWD) == DT_REDUCE_DET && dt_reduce_choose(DT_OP_NORM) == DT_REDUCE_DET);
+    CHECK(dt_moe_choose(DT_OP_MOE_COMBINE) == DT_MOE_DET && dt_moe_choose(DT_OP_MOE_DPROB) == DT_MOE_DET);
     dt_op_clear_overrides();
 }
 

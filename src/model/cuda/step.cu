@@ -93,6 +93,30 @@ dt_status dt_gpt_cuda_step(dt_gpt_cuda *m, const dt_adamw_config *c, float lr, i
     return DT_OK;
 }
 
+dt_status dt_gpt_cuda_reduce_grads(dt_gpt_cuda *m, dt_comm *comm) {
+    if (dt_comm_size(comm) == 1) return DT_OK; /* one rank holds the sum: the single-process bits and time */
+    if (!comm->ops->device)
+        return dt_fail(DT_EINVAL, "--device cuda with %d ranks: the %s communicator moves host memory; the GPU "
+                       "gradients need the NCCL engine (--dist-engine nccl)", dt_comm_size(comm), comm->ops->engine);
+    dt_trace_op *h = NULL;
+    int64_t n = (int64_t)m->num_params;
+    if (dt_trace_on(DT_TRACE_SEMANTIC)) {
+        dt_gtrace_set in;
+        gcu_gset_init(&in);
+        dt_gtrace_add(&in, "grads", m->grad, DT_DT_F32, 1, n);
+        TRY(dt_gtrace_begin(&h, DT_TRACE_SEMANTIC, DT_PHASE_COMM, "grad_reduce",
+                            dt_comm_reduce_mode() == DT_REDUCE_RANK_ORDERED ? "rank_ordered" : "library", &in, m->s));
+    }
+    TRY(dt_comm_allreduce(comm, m->grad, m->num_params, DT_COMM_F32, m->s));
+    if (h) {
+        dt_gtrace_set out;
+        gcu_gset_init(&out);
+        dt_gtrace_add(&out, "grads", m->grad, DT_DT_F32, 1, n);
+        TRY(dt_gtrace_end(h, &out, m->s));
+    }
+    return DT_OK;
+}
+
 dt_status dt_gpt_cuda_get_params(dt_gpt_cuda *m, float *dst) {
     TRY(dt_gpt_cuda_sync(m));
     return dt_cu_check(cudaMemcpy(dst, m->param, sizeof(float) * m->num_params, cudaMemcpyDeviceToHost), "download");

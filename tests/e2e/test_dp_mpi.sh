@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data parallel in the training loop between real OpenMPI processes (the MPI engine,
+# Data parallel in the training loop (src/dist/dp.c, src/train/loop.c) between real OpenMPI processes (the MPI engine,
 # build/libdetrain-mpi.so from `make mpi`), `tiny` model, a few steps, deterministic mode,
 # N = 2 and 3 ranks, global batch 6 = micro-batch 1 x accumulation x N:
 #   - two runs bitwise identical (compare: every *_hex metric; checkpoints tensor by tensor);
