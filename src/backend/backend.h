@@ -43,6 +43,8 @@ typedef struct dt_fwd_args {
 } dt_fwd_args;
 
 enum { DT_BACKEND_MAX_MICRO = 4096 };
+/* The loop's data parallel (dist/dp.h): rng_step is the global micro-batch index
+ * (step-1) A N + micro N + rank, loss_scale 1/(A N), with A = nmicro micro-batches a rank. */
 
 typedef struct dt_step_args {
     dt_adamw_config adamw;
@@ -66,7 +68,9 @@ typedef struct dt_backend_ops {
     /* The mean loss of one batch with dropout off and no gradient. */
     dt_status (*eval_loss)(dt_backend *b, const int *inputs, const int *targets, double *loss);
     dt_status (*reduce_grads)(dt_backend *b);
-    /* micro_losses: the mean loss of each of the step's micro-batches, in order. */
+    /* micro_losses: the mean loss of each of this rank's micro-batches of the step, in
+     * order (the loop combines the ranks' in global micro-batch order, dist/dp.h). The
+     * statistics are of the reduced gradients, the same on every rank. */
     dt_status (*step)(dt_backend *b, const dt_step_args *a, dt_grad_stats *stats, double *micro_losses);
     /* The metrics-level trace event "step_metrics": host values derived from this step's
      * gradients and parameters (their digests are its inputs). */

@@ -17,16 +17,11 @@ typedef struct cuda_backend {
     dt_gpt_cuda *m;
     int micro, nmicro;                     /* of the last forward */
     double micro_loss[DT_BACKEND_MAX_MICRO];
-    double *rank_loss;                     /* device: every rank's micro-batch losses (N ranks) */
-    size_t rank_loss_n;
-    double *rank_loss_host;
 } cuda_backend;
 
 static cuda_backend *cu(dt_backend *b) { return (cuda_backend *)b; }
 
 static void cuda_destroy(dt_backend *b) {
-    cudaFree(cu(b)->rank_loss);
-    free(cu(b)->rank_loss_host);
     dt_cu_digest_release();
     dt_gpt_cuda_free(cu(b)->m);
     free(b);
@@ -67,45 +62,10 @@ static dt_status cuda_eval_loss(dt_backend *b, const int *in, const int *tg, dou
  * the sum already and makes no call. */
 static dt_status cuda_reduce_grads(dt_backend *b) { return dt_gpt_cuda_reduce_grads(cu(b)->m, b->comm); }
 
-/* N ranks: each micro-batch's loss becomes its mean over the ranks, added in logical rank
- * order on every rank (fp64): every rank's values are gathered (a copy, through the
- * communicator's device buffers), so the order is fixed by rank, not by arrival. One rank:
- * the values as they are. */
-static dt_status reduce_losses(cuda_backend *c) {
-    dt_comm *comm = c->base.comm;
-    int size = dt_comm_size(comm), rank = dt_comm_rank(comm), nm = c->nmicro;
-    if (size == 1) return DT_OK;
-    size_t slot = ((size_t)nm + DT_COMM_ALIGN - 1) / DT_COMM_ALIGN * DT_COMM_ALIGN; /* rank r's chunk: slot r */
-    size_t n = slot * (size_t)size;
-    if (n > c->rank_loss_n) {
-        cudaFree(c->rank_loss);
-        free(c->rank_loss_host);
-        c->rank_loss = NULL;
-        c->rank_loss_n = 0;
-        c->rank_loss_host = (double *)malloc(sizeof(double) * n);
-        if (!c->rank_loss_host) return dt_fail(DT_ENOMEM, "out of memory for the ranks' losses");
-        TRY(dt_cu_check(cudaMalloc(&c->rank_loss, sizeof(double) * n), "the ranks' losses"));
-        c->rank_loss_n = n;
-    }
-    double *h = c->rank_loss_host;
-    memset(h, 0, sizeof(double) * n);
-    memcpy(h + slot * (size_t)rank, c->micro_loss, sizeof(double) * (size_t)nm);
-    TRY(dt_cu_check(cudaMemcpy(c->rank_loss, h, sizeof(double) * n, cudaMemcpyHostToDevice), "upload the losses"));
-    TRY(dt_comm_allgather(comm, c->rank_loss, n, DT_COMM_F64, NULL));
-    TRY(dt_cu_check(cudaMemcpy(h, c->rank_loss, sizeof(double) * n, cudaMemcpyDeviceToHost), "download the losses"));
-    for (int i = 0; i < nm; i++) {
-        double s = h[i];
-        for (int r = 1; r < size; r++) s += h[slot * (size_t)r + (size_t)i];
-        c->micro_loss[i] = s / size;
-    }
-    return DT_OK;
-}
-
 static dt_status cuda_step(dt_backend *b, const dt_step_args *a, dt_grad_stats *gs, double *micro_losses) {
     cuda_backend *c = cu(b);
     dt_status st = dt_gpt_cuda_step(c->m, &a->adamw, a->lr, a->t, gs);
     if (st == DT_OK && c->nmicro == 1) st = dt_gpt_cuda_loss(c->m, &c->micro_loss[0]);
-    if (st == DT_OK) st = reduce_losses(c);
     if (st == DT_OK) memcpy(micro_losses, c->micro_loss, sizeof(double) * (size_t)c->nmicro);
     return st;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data parallel in the training loop between real OpenMPI processes (the MPI engine,
+# Data parallel in the training loop (src/dist/dp.c, src/train/loop.c) between real OpenMPI processes (the MPI engine,
 # build/libdetrain-mpi.so from `make mpi`), `tiny` model, a few steps, deterministic mode,
 # N = 2 and 3 ranks, global batch 6 = micro-batch 1 x accumulation x N:
 #   - two runs bitwise identical (compare: every *_hex metric; checkpoints tensor by tensor);
@@ -12,7 +12,8 @@
 #     samples, the same masks), and every metric within a stated relative tolerance after
 #     (the gradient sum adds per-rank partials, so the last bits differ: docs/distributed.md,
 #     layout independence);
-#   - resume with another N refused, naming both sizes;
+#   - resume with another N refused in deterministic mode, naming both sizes, and accepted
+#     in default mode;
 #   - a rank killed mid-run: the others stop with the engine's timeout error, well within
 #     the time the run would take.
 set -u
@@ -90,6 +91,16 @@ mpi -np 3 "$detrain" "${run[@]}" --load "$tmp/a2.ck" --log-dir "$tmp/n3" > "$tmp
 if grep -q "data_parallel_size = 2 but this run has 3" "$tmp/n3.log" && [ ! -e "$tmp/n3/metrics.jsonl" ]; then
   pass "resume of a 2-rank checkpoint on 3 ranks refused naming both"
 else fail "resume with another N"; tail -5 "$tmp/n3.log"; fi
+
+# in default mode another N resumes: the checkpoint holds the whole state and the global
+# data position (the trajectory continues with another reduction order)
+def=(train --model tiny --seq-length 32 --micro-batch-size 1 --global-batch-size 6 --eval-interval 0 --quiet --threads 1
+     --lr-decay-iters 4 --dist-timeout-sec 60)
+if mpi -np 2 "$detrain" "${def[@]}" --train-iters 2 --save "$tmp/d2.ck" > "$tmp/d2.log" 2>&1 &&
+   mpi -np 3 "$detrain" "${def[@]}" --train-iters 4 --load "$tmp/d2.ck" --save "$tmp/d3.ck" --log-dir "$tmp/d3" > "$tmp/d3.log" 2>&1 &&
+   grep -q '"data_parallel_size": 3' "$tmp/d3.ck/iter_0000004/state.json" && grep -q '"consumed_samples":24' "$tmp/d3/metrics.jsonl"; then
+  pass "default mode: a 2-rank checkpoint resumes on 3 ranks (consumed samples continue)"
+else fail "default mode resume with another N"; tail -3 "$tmp/d2.log" "$tmp/d3.log"; fi
 
 # a rank killed after its first step: the two others fail with the timeout error (mpirun
 # --enable-recovery keeps them running so that they meet it, and exits 0 itself), long
