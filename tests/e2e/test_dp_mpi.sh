@@ -14,6 +14,8 @@
 #     layout independence);
 #   - resume with another N refused in deterministic mode, naming both sizes, and accepted
 #     in default mode;
+#   - bench --ranks 2 reports the communication time of both reductions (and refuses to
+#     run under mpirun);
 #   - a rank killed mid-run: the others stop with the engine's timeout error, well within
 #     the time the run would take.
 set -u
@@ -101,6 +103,16 @@ if mpi -np 2 "$detrain" "${def[@]}" --train-iters 2 --save "$tmp/d2.ck" > "$tmp/
    grep -q '"data_parallel_size": 3' "$tmp/d3.ck/iter_0000004/state.json" && grep -q '"consumed_samples":24' "$tmp/d3/metrics.jsonl"; then
   pass "default mode: a 2-rank checkpoint resumes on 3 ranks (consumed samples continue)"
 else fail "default mode resume with another N"; tail -3 "$tmp/d2.log" "$tmp/d3.log"; fi
+
+# bench --ranks 2: each mode as 2 MPI processes, the communication time side by side
+out=$(timeout 120 "$detrain" bench --ranks 2 --device cpu --model tiny --seq-length 32 --micro-batch-size 1 \
+      --global-batch-size 4 --threads 1 --warmup 1 --steps 2 --profile-steps 0 2>&1)
+if grep -q "ranks 2; median of 2 steps" <<<"$out" && grep -qE "^comm ms a step \(2 ranks, mpi\) +[0-9.]+ +[0-9.]+ +-?[0-9.]+%" <<<"$out" &&
+   grep -q "library   rank-ordered" <<<"$out"; then pass "bench --ranks 2 reports the communication time and its tax"
+else fail "bench --ranks 2"; echo "$out" | tail -12; fi
+out=$(mpi -np 2 "$detrain" bench --device cpu --model tiny 2>&1)
+grep -q "run \`detrain bench --ranks 2 ...\` without mpirun" <<<"$out" && pass "bench under mpirun refused with what to run" ||
+  { fail "bench under mpirun"; echo "$out" | tail -3; }
 
 # a rank killed after its first step: the two others fail with the timeout error (mpirun
 # --enable-recovery keeps them running so that they meet it, and exits 0 itself), long
