@@ -104,6 +104,30 @@ dt_status dt_dp_grad_stats(dt_comm *c, const dt_gpt *m, int sharded, dt_grad_sta
     return st;
 }
 
+dt_status dt_dp_mean_and_total(dt_comm *c, double mean_mine, int64_t count_mine, double *mean, int64_t *total) {
+    int n = dt_comm_size(c);
+    if (n == 1) {
+        *mean = mean_mine;
+        *total = count_mine;
+        return DT_OK;
+    }
+    /* the count travels as a double: exact below 2^53 */
+    double mine[2] = {mean_mine, (double)count_mine}, *all = malloc(sizeof *all * 2 * (size_t)n);
+    dt_status st = all ? dt_dp_gather_f64(c, mine, 2, all) : dt_fail(DT_ENOMEM, "data parallel: out of memory");
+    if (st == DT_OK) {
+        double s = 0.0;
+        int64_t z = 0;
+        for (int r = 0; r < n; r++) { /* rank order */
+            s += all[2 * r];
+            z += (int64_t)all[2 * r + 1];
+        }
+        *mean = s / n;
+        *total = z;
+    }
+    free(all);
+    return st;
+}
+
 dt_status dt_dp_agree(dt_comm *c, int mine, int *agreed) {
     int n = dt_comm_size(c);
     if (n == 1) {

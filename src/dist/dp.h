@@ -71,6 +71,12 @@ dt_status dt_dp_mean_eval(dt_comm *c, const double *losses, int n, double *mean)
  * rank it is dt_grad_stats_compute. */
 dt_status dt_dp_grad_stats(dt_comm *c, const dt_gpt *m, int sharded, dt_grad_stats *gs);
 
+/* A per-rank mean (each rank's over its own A micro-batches) and a per-rank count combined
+ * over the ranks, in rank order on every rank: *mean = (sum of the ranks' means) / N, the
+ * global mean since every rank has A micro-batches; *total = the sum of the counts. One
+ * rank: the values themselves. (The MoE aux loss and dropped assignments.) */
+dt_status dt_dp_mean_and_total(dt_comm *c, double mean_mine, int64_t count_mine, double *mean, int64_t *total);
+
 /* The first non-zero of the ranks' `mine` values in rank order (0: every rank's is 0), the
  * same on every rank: how the ranks agree to stop after a step, since a signal reaches
  * the processes at different times and a wall-clock limit is read on one rank's clock. */

@@ -239,6 +239,10 @@ static void single_rank(void) {
     CHECK(!memcmp(&mean, &want, 8));
     CHECK_OK(dt_dp_mean_eval(c, l, 3, &mean));
     CHECK(!memcmp(&mean, &want, 8));
+    double m2 = 0;
+    int64_t tot = 0;
+    CHECK_OK(dt_dp_mean_and_total(c, 0.125, 17, &m2, &tot));
+    CHECK(m2 == 0.125 && tot == 17);
     int agreed = -1;
     CHECK_OK(dt_dp_agree(c, 15, &agreed));
     CHECK(agreed == 15);

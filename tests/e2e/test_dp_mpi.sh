@@ -12,6 +12,8 @@
 #     samples, the same masks), and every metric within a stated relative tolerance after
 #     (the gradient sum adds per-rank partials, so the last bits differ: docs/distributed.md,
 #     layout independence);
+#   - MoE layers: two runs identical, ZeRO-1 the same bits, aux loss and dropped count
+#     combined over the ranks;
 #   - resume with another N refused in deterministic mode, naming both sizes, and accepted
 #     in default mode;
 #   - bench --ranks 2 reports the communication time of both reductions (and refuses to
@@ -65,6 +67,24 @@ for np in 2 3; do
   train $np r$np --load "$tmp/a$np.ck/iter_0000002" &&
     same "np=$np: resumed from step 2 identical to the uninterrupted run" a$np r$np
 done
+
+# MoE layers (the CPU): two runs identical, ZeRO-1 the same bits, the aux loss and the
+# dropped assignments combined over the ranks (logged, within 1e-5 of one process)
+moe=(--num-experts 4 --moe-router-topk 2 --moe-expert-capacity-factor 1.0)
+if train 2 m2 "${moe[@]}" && train 2 mb2 "${moe[@]}" && train 2 mz2 "${moe[@]}" --use-distributed-optimizer && train 1 m1 "${moe[@]}"; then
+  same "MoE np=2: two runs bitwise identical" m2 mb2
+  same "MoE np=2: ZeRO-1 on and off give the same bits" m2 mz2
+  python3 - "$tmp/m1/metrics.jsonl" "$tmp/m2/metrics.jsonl" <<'PY' && pass "MoE np=2 vs 1 process: aux loss within 1e-5, step-1 dropped count equal" || fail "MoE np=2 vs 1 process"
+import json, sys
+one, two = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+assert len(one) == len(two) == 4
+worst = max(abs(x["moe_aux_loss"] - y["moe_aux_loss"]) / abs(x["moe_aux_loss"]) for x, y in zip(one, two))
+print("MoE: aux loss max relative difference %.3g" % worst)
+# step 1: the same micro-batches through the same parameters, so the dropped count is equal
+print("MoE: dropped assignments at step 1: %s (1 process), %s (2 ranks)" % (one[0]["moe_dropped_tokens"], two[0]["moe_dropped_tokens"]))
+sys.exit(0 if worst < 1e-5 and one[0]["moe_dropped_tokens"] == two[0]["moe_dropped_tokens"] > 0 else 1)
+PY
+fi
 
 # the same global batch on one process: the same samples and masks, so step 1's loss is
 # bitwise equal; after that, within a relative 1e-5 (a few fp32 roundings in the sums)
