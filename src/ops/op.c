@@ -31,8 +31,12 @@ dt_status dt_op_override(const char *spec) {
             overrides[i] = v;
             return DT_OK;
         }
-    return dt_fail(DT_EINVAL, "--op-variant '%s': unknown op; known: gemm, encoder_bwd, "
-                   "layernorm_bwd, bias_bwd, attention_bwd, crossentropy, norm, moe_combine, moe_dprob", spec);
+    char known[256] = "";
+    for (int i = 0; i < DT_OP_COUNT; i++) {
+        if (i) strncat(known, ", ", sizeof known - strlen(known) - 1);
+        strncat(known, names[i], sizeof known - strlen(known) - 1);
+    }
+    return dt_fail(DT_EINVAL, "--op-variant '%s': unknown op; known: %s", spec, known);
 }
 
 void dt_op_clear_overrides(void) { memset(overrides, 0, sizeof overrides); }

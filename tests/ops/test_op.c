@@ -5,6 +5,8 @@
 #include "ops/op.h"
 #include "dt_test.h"
 
+#include <string.h>
+
 static void test_default_mode_and_overrides(void) {
     dt_determinism_reset_for_tests();
     dt_det_request req = {0, NULL, 0};
@@ -20,6 +22,13 @@ static void test_default_mode_and_overrides(void) {
     CHECK(dt_op_override("layernorm_bwd=slow") == DT_EINVAL);
     CHECK(dt_op_override("nosuch=det") == DT_EINVAL);
     CHECK(strstr(dt_errmsg(), "unknown op") != NULL);
+    /* the message lists every op of the table, the MoE ones included */
+    for (int op = 0; op < DT_OP_COUNT; op++) CHECKF(strstr(dt_errmsg(), dt_op_name((dt_op_id)op)) != NULL, "%s", dt_op_name((dt_op_id)op));
+    CHECK_OK(dt_op_override("moe_combine=det"));
+    CHECK(dt_op_variant(DT_OP_MOE_COMBINE) == DT_VARIANT_DET);
+    CHECK(dt_op_variant(DT_OP_MOE_DPROB) == DT_VARIANT_FAST);
+    CHECK_OK(dt_op_override("moe_dprob=det"));
+    CHECK(dt_op_variant(DT_OP_MOE_DPROB) == DT_VARIANT_DET);
     CHECK(dt_op_override("layernorm=det") == DT_EINVAL); /* prefixes do not match */
     for (int op = 0; op < DT_OP_COUNT; op++) CHECK(strcmp(dt_op_name((dt_op_id)op), "?") != 0);
     dt_op_clear_overrides();
