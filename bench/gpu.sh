@@ -18,6 +18,9 @@
 #             CARRY's detrain-cuda-notrace)
 #   DP_BENCH=1  also time one rank through the NCCL engine against the single-process path
 #             (bench/gpu_dp.sh)
+#   MOE_BENCH=1  also run the MoE kernels' benchmark (bench/gpu_moe.sh)
+#   KBENCH=0  skip the kernel benches (bench_attention, bench_ops, bench_gemm, ...)
+#   BENCH=0   skip `detrain bench` (default vs deterministic, GPT-2 124M)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/detrain-gpu}
@@ -40,23 +43,23 @@ if nccl_dir=$(bash bench/find_nccl.sh); then export LD_LIBRARY_PATH="$nccl_dir${
 rc=0
 stamp "gpu tests (build/gpu-tests/test_*)"
 [ "${TESTS:-1}" != 0 ] && for t in build/gpu-tests/test_*; do echo "-- $t"; "$t" || { echo "FAIL $t"; rc=1; }; done
-if [ "${TESTS:-1}" != 0 ] && [ -x build/gpu-tests/bench_attention ]; then
+if [ "${TESTS:-1}" != 0 ] && [ "${KBENCH:-1}" != 0 ] && [ -x build/gpu-tests/bench_attention ]; then
   stamp "attention kernels: flash vs GEMM formulation, one layer of GPT-2 124M"
   build/gpu-tests/bench_attention | tee "$OUT/bench_attention.txt"; [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
-if [ "${TESTS:-1}" != 0 ] && [ -x build/gpu-tests/bench_ops ]; then
+if [ "${TESTS:-1}" != 0 ] && [ "${KBENCH:-1}" != 0 ] && [ -x build/gpu-tests/bench_ops ]; then
   stamp "memory-bound kernels at the 124M shapes (checks, det replays, ms and GB/s)"
   build/gpu-tests/bench_ops | tee "$OUT/bench_ops.txt"; [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
-if [ "${TESTS:-1}" != 0 ] && [ -x build/gpu-tests/bench_gemm ]; then
+if [ "${TESTS:-1}" != 0 ] && [ "${KBENCH:-1}" != 0 ] && [ -x build/gpu-tests/bench_gemm ]; then
   stamp "GEMMs at the 124M shapes (policy picks, K chunks, epilogue fusions)"
   BENCH_GEMM_CANDS=0 build/gpu-tests/bench_gemm | tee "$OUT/bench_gemm.txt"; [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
-if [ "${TESTS:-1}" != 0 ] && [ -x build/gpu-tests/bench_gemm_epi ]; then
+if [ "${TESTS:-1}" != 0 ] && [ "${KBENCH:-1}" != 0 ] && [ -x build/gpu-tests/bench_gemm_epi ]; then
   stamp "our GEMM's epilogues at the fc shape against its plain calls"
   build/gpu-tests/bench_gemm_epi || rc=1
 fi
-if [ "${TESTS:-1}" != 0 ] && [ -x build/gpu-tests/bench_dw_batch ]; then
+if [ "${TESTS:-1}" != 0 ] && [ "${KBENCH:-1}" != 0 ] && [ -x build/gpu-tests/bench_dw_batch ]; then
   stamp "the layers' weight-gradient GEMMs one layer at a time against one batched call"
   build/gpu-tests/bench_dw_batch || rc=1
 fi
@@ -70,14 +73,20 @@ if [ "${DP_BENCH:-0}" != 0 ]; then
   stamp "step time: one rank through NCCL vs the single-process path (bench/gpu_dp.sh)"
   bash bench/gpu_dp.sh | tee "$OUT/gpu_dp.txt" || rc=1
 fi
+if [ "${MOE_BENCH:-0}" != 0 ]; then
+  stamp "MoE kernels: det vs fast per range (bench/gpu_moe.sh)"
+  bash bench/gpu_moe.sh && cp bench/logs/gpu_moe.txt "$OUT/gpu_moe.txt" || rc=1
+fi
 if [ "${TESTS:-1}" != 0 ]; then
   stamp "gpu trace"
   bash tests/gpu/gpu_trace.sh || rc=1
 fi
+if [ "${BENCH:-1}" != 0 ]; then
 stamp "bench"
 build/detrain-cuda bench --steps "${STEPS:-20}" --warmup 5 --profile-steps 3 --max-tax 1 --json "$OUT/bench.json" | tee "$OUT/bench.txt"
 brc=${PIPESTATUS[0]}
 case $brc in 0) echo "tax gate (--max-tax 1): PASS";; 1) echo "tax gate (--max-tax 1): FAIL (tax above 1%)";; *) echo "bench failed ($brc)"; rc=1;; esac
+fi
 for ab in ${AB:-}; do
   stamp "bench with $ab"
   build/detrain-cuda bench "$ab" --steps "${STEPS:-20}" --warmup 5 --profile-steps 1 \
@@ -114,5 +123,5 @@ stamp "done rc=$rc (binaries: $(build/detrain-cuda --version 2>/dev/null))"
 # the summary files stay beside it.
 tar czf /tmp/gpu-all.tgz -C "$OUT" . 2>/dev/null && find "$OUT" -mindepth 1 \( -type f -o -type l \) \
   ! -name log.txt ! -name bench.txt ! -name bench.json ! -name peers.json ! -name bench_gemm.txt \
-  ! -name bench_attention.txt -delete && find "$OUT" -mindepth 1 -type d -empty -delete && mv /tmp/gpu-all.tgz "$OUT/all.tgz"
+  ! -name bench_attention.txt ! -name gpu_moe.txt ! -name gpu_dp.txt -delete && find "$OUT" -mindepth 1 -type d -empty -delete && mv /tmp/gpu-all.tgz "$OUT/all.tgz"
 exit $rc
