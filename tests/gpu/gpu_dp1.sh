@@ -63,7 +63,7 @@ for f in model optimizer; do
 done
 python3 - "$W/a/metrics.jsonl" "$W/s/metrics.jsonl" <<'PY' || fail "the metric series differ in bytes (*_hex)"
 import json, sys
-clock = {"step_ms_hex", "tok_per_s_hex", "comm_ms_hex"}  # how the process ran (metrics/compare.c ignores them too)
+clock = {"step_ms_hex", "tok_per_s_hex"}  # how the process ran (metrics/compare.c ignores them too)
 rows = [[{k: v for k, v in json.loads(l).items() if k.endswith("_hex") and k not in clock} for l in open(p)]
         for p in sys.argv[1:]]
 assert rows[0] and rows[0] == rows[1], "hex fields differ"
